@@ -1,0 +1,41 @@
+# Two commands on a fresh machine: `make run` (the dashboard) and `make test` (the suite).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run test bench perf browser clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+# The end-to-end test drives Debian's chromium; install it when it is missing and we can.
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium missing: the browser test will be skipped (apt-get install chromium)"; fi; \
+	fi
+
+run: setup
+	$(PY) -m streamlit run app.py
+
+test: setup browser
+	$(PY) -m pytest
+
+# The default sweep of the article's techniques on the embedded data set.
+bench: setup
+	$(PY) -m benchmarks run --prune 0.5 --distill --temperature 4 --amp --int8 static --combine \
+	  --json results/bench.json --csv results/bench.csv
+
+# Speed targets, measured side by side; writes docs/PERFORMANCE.md.
+perf: setup
+	$(PY) -m benchmarks.perf
+
+clean:
+	rm -rf $(VENV) results .pytest_cache

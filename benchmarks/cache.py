@@ -1,0 +1,79 @@
+"""The on-disk cache of trained weights, so the second run of the same sweep trains nothing.
+
+A key is a hash of everything that changes the weights: the model (and the content of a
+user's factory file), the data set, budgets, seed, learning rate, library versions, and a
+version of the training code itself. Entries are safetensors files (data, never code),
+written to a temporary name and renamed, so concurrent processes never read half a file.
+The structure is rebuilt deterministically by the caller; only weights are cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torchvision
+from torch import nn
+
+from .checkpoints import load_into, save_state_dict
+
+# Bump when the training recipe changes, so stale weights are not reused.
+TRAINING_CODE_VERSION = 1
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("COMPRESSION_BENCH_CACHE")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "compression-bench"
+
+
+class WeightsCache:
+    def __init__(self, directory: str | Path | None = None, enabled: bool = True):
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self.enabled = enabled
+        self.hits = self.misses = 0
+
+    def key(self, parts: tuple) -> str:
+        payload = json.dumps([TRAINING_CODE_VERSION, torch.__version__, torchvision.__version__,
+                              *parts], sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+    def path(self, parts: tuple) -> Path:
+        return self.directory / f"{self.key(parts)}.safetensors"
+
+    def __call__(self, parts: tuple, build: Callable[[], nn.Module],
+                 train: Callable[[nn.Module], None]) -> nn.Module:
+        """Cached weights for ``parts`` loaded into ``build()``, else ``train`` them and save."""
+        model = build()
+        if not self.enabled:
+            train(model)
+            return model
+        path = self.path(parts)
+        if path.exists():
+            try:
+                from safetensors.torch import load_file
+                load_into(model, load_file(str(path)), path.name)
+                self.hits += 1
+                return model.eval()
+            except Exception:
+                # A broken entry is rebuilt rather than trusted; the rename below replaces it.
+                model = build()
+        self.misses += 1
+        train(model)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        os.close(fd)
+        try:
+            save_state_dict(model, tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return model

@@ -1,0 +1,180 @@
+"""Data sets: the embedded default (scikit-learn's digits), CIFAR-10, an image folder, and
+synthetic inputs for speed-only runs. All are loaded into memory as tensors once, so every
+variant sees exactly the same batches and no loader process competes with the timed model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+SPLIT_SEED = 0  # the train/validation/test split is fixed, whatever the sweep's seed
+VAL_FRACTION, TEST_FRACTION = 0.1, 0.2
+SYNTHETIC_CLASSES = 10
+SYNTHETIC_SAMPLES = 512
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+
+
+@dataclass
+class Split:
+    x: torch.Tensor  # float32, N x C x H x W, normalised
+    y: torch.Tensor  # int64, N
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+@dataclass
+class DataBundle:
+    name: str
+    train: Split
+    val: Split
+    test: Split
+    num_classes: int
+    labelled: bool = True  # synthetic data has no meaningful labels: accuracy is null
+
+    @property
+    def in_channels(self) -> int:
+        return int(self.train.x.shape[1])
+
+    @property
+    def input_size(self) -> tuple[int, int]:
+        return int(self.train.x.shape[2]), int(self.train.x.shape[3])
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return (self.in_channels, *self.input_size)
+
+    def batches(self, split: str, batch_size: int, *, shuffle: bool = False,
+                seed: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        data: Split = getattr(self, split)
+        order = (torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
+                 if shuffle else torch.arange(len(data)))
+        for i in range(0, len(data), batch_size):
+            idx = order[i:i + batch_size]
+            yield data.x[idx], data.y[idx]
+
+    def example_batch(self, batch_size: int) -> torch.Tensor:
+        """A fixed batch of the measured shape (test inputs, repeated if the split is small)."""
+        x = self.test.x if len(self.test) else self.train.x
+        reps = -(-batch_size // len(x))
+        return x.repeat(reps, 1, 1, 1)[:batch_size].contiguous()
+
+
+def list_datasets() -> list[str]:
+    return ["digits", "cifar10", "imagefolder:DIR", "synthetic"]
+
+
+def _stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str) -> tuple:
+    from sklearn.model_selection import train_test_split
+    idx = np.arange(len(y))
+    counts = np.bincount(y, minlength=num_classes)
+    stratify = y if counts.min() >= 3 else None  # tiny folders cannot be stratified
+    if len(y) < 5:
+        raise ValueError(f"data set {name} has {len(y)} samples; at least 5 are needed")
+    rest, test = train_test_split(idx, test_size=TEST_FRACTION, random_state=SPLIT_SEED,
+                                  stratify=stratify)
+    train, val = train_test_split(rest, test_size=VAL_FRACTION / (1 - TEST_FRACTION),
+                                  random_state=SPLIT_SEED,
+                                  stratify=None if stratify is None else y[rest])
+    return train, val, test
+
+
+def _bundle(name: str, x: np.ndarray, y: np.ndarray, num_classes: int) -> DataBundle:
+    """Split, then normalise with the training split's per-channel statistics."""
+    train, val, test = _stratified_split(x, y, num_classes, name)
+    xt = torch.from_numpy(x.astype(np.float32))
+    yt = torch.from_numpy(y.astype(np.int64))
+    mean = xt[train].mean(dim=(0, 2, 3), keepdim=True)
+    std = xt[train].std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-6)
+    xt = ((xt - mean) / std).contiguous()
+    return DataBundle(name, *(Split(xt[i], yt[i]) for i in (train, val, test)), num_classes)
+
+
+def _digits() -> DataBundle:
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    x = (d.images / 16.0)[:, None, :, :]  # N x 1 x 8 x 8, pixel values 0..16
+    return _bundle("digits", x, d.target, 10)
+
+
+def _cifar10(data_root: str | None, download: bool) -> DataBundle:
+    if not data_root:
+        raise ValueError("cifar10 needs --data-root DIR (add --download to fetch it there)")
+    root = Path(data_root).expanduser()
+    if not root.is_dir() and not download:
+        raise ValueError(f"data root {root} does not exist (add --download to fetch CIFAR-10)")
+    from torchvision.datasets import CIFAR10
+    try:
+        parts = [CIFAR10(str(root), train=t, download=download) for t in (True, False)]
+    except RuntimeError as exc:
+        raise ValueError(f"cifar10 under {root}: {exc}".splitlines()[0]) from None
+    x = np.concatenate([p.data for p in parts]).transpose(0, 3, 1, 2) / 255.0
+    y = np.concatenate([np.asarray(p.targets) for p in parts])
+    return _bundle("cifar10", x, y, 10)
+
+
+def _imagefolder(directory: str, input_shape) -> DataBundle:
+    from PIL import Image, UnidentifiedImageError
+    root = Path(directory).expanduser()
+    if not root.is_dir():
+        raise ValueError(f"imagefolder: {root} is not a directory")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if len(classes) < 2:
+        raise ValueError(f"imagefolder: {root} needs one sub-folder per class (at least 2), "
+                         f"found {len(classes)}")
+    channels, h, w = input_shape or (3, 32, 32)
+    if channels not in (1, 3):
+        raise ValueError(f"imagefolder: --input-shape channels must be 1 or 3, got {channels}")
+    mode = "L" if channels == 1 else "RGB"
+    xs, ys = [], []
+    for label, cls in enumerate(classes):
+        for f in sorted((root / cls).iterdir()):
+            if f.suffix.lower() not in IMAGE_SUFFIXES:
+                continue
+            try:
+                with Image.open(f) as im:
+                    arr = np.asarray(im.convert(mode).resize((w, h)), dtype=np.float32) / 255.0
+            except (UnidentifiedImageError, OSError, ValueError) as exc:
+                raise ValueError(f"imagefolder: {f} is not a readable image "
+                                 f"({type(exc).__name__})") from None
+            xs.append(arr[None] if channels == 1 else arr.transpose(2, 0, 1))
+            ys.append(label)
+    if not xs:
+        raise ValueError(f"imagefolder: no images ({', '.join(IMAGE_SUFFIXES)}) under {root}")
+    return _bundle(f"imagefolder:{root}", np.stack(xs), np.asarray(ys), len(classes))
+
+
+def _synthetic(input_shape, seed: int) -> DataBundle:
+    if input_shape is None:
+        raise ValueError("synthetic needs --input-shape C,H,W (for example 3,64,64)")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(SYNTHETIC_SAMPLES, *input_shape, generator=g)
+    y = torch.randint(0, SYNTHETIC_CLASSES, (SYNTHETIC_SAMPLES,), generator=g)
+    n = SYNTHETIC_SAMPLES // 4
+    return DataBundle("synthetic", Split(x[2 * n:], y[2 * n:]), Split(x[n:2 * n], y[n:2 * n]),
+                      Split(x[:n], y[:n]), SYNTHETIC_CLASSES, labelled=False)
+
+
+def load_dataset(name: str, data_root: str | None = None, download: bool = False,
+                 input_shape: tuple[int, int, int] | None = None, seed: int = 0) -> DataBundle:
+    if name == "digits":
+        bundle = _digits()
+    elif name == "cifar10":
+        bundle = _cifar10(data_root, download)
+    elif name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
+        bundle = _imagefolder(name.split(":", 1)[1], input_shape)
+    elif name == "synthetic":
+        bundle = _synthetic(input_shape, seed)
+    else:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(list_datasets())}")
+    if input_shape is not None and tuple(input_shape) != bundle.input_shape:
+        got = ",".join(map(str, input_shape))
+        have = ",".join(map(str, bundle.input_shape))
+        raise ValueError(f"--input-shape {got} does not match {name}'s images ({have}); "
+                         f"omit it or give {have}")
+    return bundle

@@ -1,0 +1,517 @@
+"""Data-parallel training benchmark: DDP with gradient compression as a comm hook.
+
+The article trains with Horovod; Horovod does not build against current PyTorch, so this is
+its PyTorch-native equivalent (docs/distributed.md maps every Horovod call). For each worker
+count and compression the launcher starts one process per rank (gloo on CPU, NCCL on GPU),
+watches them, and turns a crash or a hang into a failed run with the worker's reason, leaving
+no process behind. Multi-node runs use the same worker under torchrun
+(``python -m benchmarks.distributed_worker``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing as mp
+import os
+import queue
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from .distributed_worker import COMPRESSIONS, FAULT_STEP, PROGRESS_SLOTS, WorkerJob, run_worker
+
+DEVICES = ("auto", "cpu", "cuda")
+# Beyond one worker per core timings are oversubscribed (warned); beyond this many per core
+# the run would measure the scheduler, not the training: refused.
+MAX_WORKERS_PER_CORE = 4
+# Start-up (data set, model, rendezvous, DDP's broadcast) can take long on a loaded machine;
+# the no-progress watchdog starts once every worker is through it, and this bounds it.
+STARTUP_TIMEOUT_S = 180.0
+# A terminated worker gets this long to exit before it is killed.
+TERMINATE_GRACE_S = 3.0
+HOST = "127.0.0.1"
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    return lines[0][:300] if lines else ""
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    model: str = "seed_cnn"
+    dataset: str = "digits"
+    workers: tuple[int, ...] = (1, 2)
+    compressions: tuple[str, ...] = ("none", "fp16")
+    amp: bool = False
+    steps: int = 50
+    batch_size: int = 32            # per worker (weak scaling, as Horovod's examples do)
+    device: str = "auto"
+    seed: int = 0
+    timeout_s: float = 120.0        # seconds without progress before a run counts as hung
+    port: int | None = None         # rendezvous port; None (or a busy one): a free one
+    data_root: str | None = None
+    input_shape: tuple[int, int, int] | None = None
+    crash_rank: int | None = None   # test hooks: make one rank raise / hang (at step 2)
+    hang_rank: int | None = None
+
+    def __post_init__(self):
+        def bad(name, accepted, got):
+            raise ValueError(f"{name} must be {accepted}; got {got!r}")
+
+        for name in ("model", "dataset"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                bad(name, "a non-empty name", getattr(self, name))
+        workers = tuple(self.workers) if isinstance(self.workers, (list, tuple)) else ()
+        if (not workers or any(not isinstance(w, int) or isinstance(w, bool) or w < 1
+                               for w in workers) or len(set(workers)) != len(workers)):
+            bad("workers", "distinct integers >= 1", self.workers)
+        object.__setattr__(self, "workers", tuple(sorted(workers)))
+        comps = tuple(self.compressions) if isinstance(self.compressions, (list, tuple)) else ()
+        if not comps or any(c not in COMPRESSIONS for c in comps) or len(set(comps)) != len(comps):
+            bad("compressions", f"distinct values among {', '.join(COMPRESSIONS)}",
+                self.compressions)
+        object.__setattr__(self, "compressions", comps)
+        if not isinstance(self.amp, bool):
+            bad("amp", "true or false", self.amp)
+        for name in ("steps", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                bad(name, "an integer >= 1", value)
+        if self.device not in DEVICES:
+            bad("device", f"one of {', '.join(DEVICES)}", self.device)
+        if not isinstance(self.seed, int) or self.seed < 0:
+            bad("seed", "an integer >= 0", self.seed)
+        if not isinstance(self.timeout_s, (int, float)) or not self.timeout_s > 0:
+            bad("timeout_s", "a number of seconds > 0", self.timeout_s)
+        if self.port is not None and (not isinstance(self.port, int) or not 0 < self.port < 65536):
+            bad("port", "an integer in 1..65535 or None", self.port)
+        for name in ("crash_rank", "hang_rank"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                bad(name, "None or a rank >= 0", value)
+            if value is not None and self.steps <= FAULT_STEP:
+                bad("steps", f"> {FAULT_STEP} when {name} is set (the fault strikes at step "
+                    f"{FAULT_STEP})", self.steps)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class WorkerFailure(RuntimeError):
+    """A run's workers crashed, hung or disagreed; the message names the worker."""
+
+
+# -- capacity --------------------------------------------------------------------------------
+
+def resolve_device(device: str) -> str:
+    import torch
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda requested but no CUDA GPU is visible; use auto or cpu")
+    return device
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def check_capacity(workers: tuple[int, ...], device: str) -> list[str]:
+    """Refuse (ValueError) what the machine cannot host; return warnings for what it hosts
+    badly (more CPU workers than cores: the timings then share cores)."""
+    import torch
+    most = max(workers)
+    if device == "cuda":
+        gpus = torch.cuda.device_count()
+        if most > gpus:
+            raise ValueError(f"{most} workers need {most} GPUs; this machine has {gpus} "
+                             f"(NCCL needs one GPU per worker)")
+        return []
+    cores = available_cores()
+    if most > MAX_WORKERS_PER_CORE * cores:
+        raise ValueError(f"{most} workers exceed {MAX_WORKERS_PER_CORE} per core on this "
+                         f"machine's {cores} cores; use at most {MAX_WORKERS_PER_CORE * cores}")
+    if most > cores:
+        return [f"{most} workers on {cores} cores: timings will be oversubscribed "
+                f"(workers share cores)"]
+    return []
+
+
+def _preflight(config: DistributedConfig) -> None:
+    """Bad model or dataset names fail here, in one line, before any worker starts."""
+    from .datasets import load_dataset
+    from .models import build_model
+    bundle = load_dataset(config.dataset, data_root=config.data_root, download=False,
+                          input_shape=config.input_shape, seed=config.seed)
+    build_model(config.model, bundle.num_classes, bundle.in_channels, bundle.input_size)
+    shard = len(bundle.train) // max(config.workers)
+    if config.batch_size > shard:
+        raise ValueError(f"batch size {config.batch_size} is larger than a worker's shard: "
+                         f"{len(bundle.train)} training samples over {max(config.workers)} "
+                         f"workers leave {shard} each")
+
+
+# -- the launcher ----------------------------------------------------------------------------
+
+def _open_store(port: int | None, timeout_s: float):
+    """The rendezvous store, hosted by the launcher: port 0 lets the OS pick a free port, so
+    there is no window in which another process can take it between choosing and binding."""
+    import torch.distributed as dist
+    timeout = datetime.timedelta(seconds=timeout_s)
+    warning = None
+    if port:
+        try:
+            return dist.TCPStore(HOST, port, None, True, timeout, wait_for_workers=False), None
+        except (RuntimeError, OSError) as exc:
+            warning = f"port {port} is not usable ({_one_line(exc)}); using a free port"
+    return dist.TCPStore(HOST, 0, None, True, timeout, wait_for_workers=False), warning
+
+
+def _child(rank, world_size, port, backend, job, results, progress, timeout_s):
+    """Entry point of one launched rank: reports ("ok", rank, result) or ("error", rank, why)."""
+    _die_with_parent()
+    try:
+        import torch.distributed as dist
+        # Collectives time out well after the launcher's watchdog, which names the rank that
+        # stalled; otherwise a waiting rank's gloo timeout would be reported as the cause.
+        timeout = datetime.timedelta(seconds=2 * timeout_s + 10)
+        store = dist.TCPStore(HOST, port, None, False, timeout)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=timeout)
+        try:
+            result = run_worker(job, rank, world_size, rank, progress)
+        finally:
+            dist.destroy_process_group()
+        results.put(("ok", rank, result))
+    except BaseException as exc:  # noqa: BLE001 - every failure must reach the launcher
+        results.put(("error", rank, f"{type(exc).__name__}: {_one_line(exc)}"))
+        results.close()
+        results.join_thread()
+        os._exit(1)
+
+
+def _die_with_parent():
+    """Linux: the kernel kills this worker if the launcher dies (even by SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+        try:
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def _context():
+    # forkserver: torch is imported once, in the server, and each worker forks from it in a
+    # fraction of a second instead of importing torch again (seconds per worker).
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        # The built-in data sets' loaders too (scikit-learn alone takes over a second).
+        ctx.set_forkserver_preload(["benchmarks.distributed_worker", "benchmarks.datasets",
+                                    "benchmarks.models", "sklearn.datasets"])
+        return ctx
+    return mp.get_context("spawn")
+
+
+def launch(job: WorkerJob, world_size: int, *, backend: str, timeout_s: float,
+           port: int | None = None, warn=None) -> dict:
+    """Run one job on world_size local ranks; rank 0's figures, or WorkerFailure."""
+    store, warning = _open_store(port, STARTUP_TIMEOUT_S + timeout_s)
+    if warning and warn:
+        warn(warning)
+    ctx = _context()
+    results = ctx.Queue()
+    progress = ctx.Array("q", world_size * PROGRESS_SLOTS, lock=False)
+    procs = [ctx.Process(target=_child, name=f"bench-ddp-rank{r}", daemon=True,
+                         args=(r, world_size, store.port, backend, job, results, progress,
+                               timeout_s))
+             for r in range(world_size)]
+    result, ok = None, set()
+    try:
+        for p in procs:
+            p.start()
+        started = time.monotonic()
+        last_change, last_seen = started, list(progress)
+        while len(ok) < world_size:
+            try:
+                kind, rank, payload = results.get(timeout=0.2)
+            except queue.Empty:
+                kind = None
+            if kind == "error":
+                raise WorkerFailure(f"worker rank {rank} failed: {payload}")
+            if kind == "ok":
+                ok.add(rank)
+                result = payload if rank == 0 else result
+                continue
+            for r, p in enumerate(procs):
+                if p.exitcode not in (None, 0):
+                    _drain_errors(results)
+                    code = p.exitcode
+                    how = f"signal {-code}" if code < 0 else f"exit status {code}"
+                    raise WorkerFailure(f"worker rank {r} died ({how}) without a report")
+            now, seen = time.monotonic(), list(progress)
+            if seen != last_seen:
+                last_change, last_seen = now, seen
+            all_up = all(seen[r * PROGRESS_SLOTS] > 0 for r in range(world_size))
+            if all_up and now - last_change > timeout_s:
+                raise WorkerFailure(_hang_message(seen, world_size, timeout_s))
+            if not all_up and now - started > STARTUP_TIMEOUT_S:
+                late = [r for r in range(world_size) if seen[r * PROGRESS_SLOTS] == 0]
+                raise WorkerFailure(f"worker rank(s) {late} did not get through start-up in "
+                                    f"{STARTUP_TIMEOUT_S:.0f} s")
+        return result
+    finally:
+        _stop(procs)
+        results.close()
+        results.cancel_join_thread()
+        del store
+
+
+def _drain_errors(results):
+    """A worker that reported an error just before exiting: surface its message."""
+    try:
+        while True:
+            kind, rank, payload = results.get(timeout=0.5)
+            if kind == "error":
+                raise WorkerFailure(f"worker rank {rank} failed: {payload}")
+    except queue.Empty:
+        return
+
+
+def _hang_message(seen: list[int], world_size: int, timeout_s: float) -> str:
+    """Name the rank that stopped: the one that handed the fewest buckets to the all-reduce
+    (the others wait for it inside the collective)."""
+    steps = [seen[r * PROGRESS_SLOTS] for r in range(world_size)]
+    reduces = [seen[r * PROGRESS_SLOTS + 1] for r in range(world_size)]
+    behind = [r for r in range(world_size)
+              if (reduces[r], steps[r]) < (max(reduces), max(steps))]
+    who = (f"worker rank {behind[0]}" if len(behind) == 1
+           else f"worker ranks {behind}" if behind else f"all {world_size} workers")
+    return (f"{who} made no progress for {timeout_s:g} s (hung); all workers stopped. "
+            f"Progress per rank: {list(zip(steps, reduces))} (checkpoints, all-reduces)")
+
+
+def _stop(procs) -> None:
+    """Terminate, then kill, then reap every worker: none outlives its run."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + TERMINATE_GRACE_S
+    for p in procs:
+        if p.pid is not None:
+            p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+# -- the benchmark ---------------------------------------------------------------------------
+
+def _threads_per_worker(world_size: int, device: str) -> int:
+    if device == "cuda":
+        return 1
+    return max(1, available_cores() // world_size)
+
+
+def run_distributed(config: DistributedConfig, on_progress=None, warn=None) -> list[dict]:
+    """Every (compression, workers) pair, fewest workers first so the one-worker run is there
+    to compute scaling efficiency from. on_progress(done, total, run) after each run;
+    warn(text) for what the caller should show (default: stderr)."""
+    warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr))
+    device = resolve_device(config.device)
+    for text in check_capacity(config.workers, device):
+        warn(text)
+    _preflight(config)
+    backend = "nccl" if device == "cuda" else "gloo"
+    pairs = [(c, w) for c in config.compressions for w in config.workers]
+    runs: list[dict] = []
+    for done, (compression, workers) in enumerate(pairs, 1):
+        job = WorkerJob(model=config.model, dataset=config.dataset, compression=compression,
+                        amp=config.amp, steps=config.steps, batch_size=config.batch_size,
+                        device=device, seed=config.seed, data_root=config.data_root,
+                        input_shape=config.input_shape,
+                        threads=_threads_per_worker(workers, device),
+                        crash_rank=config.crash_rank, hang_rank=config.hang_rank)
+        run = {"name": run_name(workers, compression, config.amp), "workers": workers,
+               "compression": compression, "amp": config.amp, "backend": backend,
+               "device": device, "throughput": None, "scaling_efficiency": None,
+               "bytes_per_step": None, "comm_ms_per_step": None, "step_ms": None,
+               "loss": None, "accuracy": None, "steps": config.steps,
+               "global_batch_size": config.batch_size * workers, "error": None}
+        t0 = time.monotonic()
+        try:
+            run.update(launch(job, workers, backend=backend, timeout_s=config.timeout_s,
+                              port=config.port, warn=warn))
+            run["error"] = _sync_error(run)
+        except WorkerFailure as exc:
+            run["error"] = str(exc)
+        run["wall_s"] = round(time.monotonic() - t0, 3)
+        run["oversubscribed"] = device == "cpu" and workers > available_cores()
+        run["scaling_efficiency"] = scaling_efficiency(run, runs)
+        runs.append(run)
+        if on_progress:
+            on_progress(done, len(pairs), run)
+    return runs
+
+
+def _sync_error(run: dict) -> str | None:
+    """The checks the run proves about itself: disjoint shards, parameters in step."""
+    if not run.get("shards_disjoint", True):
+        return "the workers' data shards overlap"
+    for when in ("after_broadcast", "after_training"):
+        diff = run.get(f"param_max_diff_{when}")
+        if diff:
+            return f"parameters differ between ranks {when.replace('_', ' ')} (max {diff:g})"
+    return None
+
+
+def run_name(workers: int, compression: str, amp: bool) -> str:
+    return f"w{workers}-{compression}" + ("-amp" if amp else "")
+
+
+def scaling_efficiency(run: dict, previous: list[dict]) -> float | None:
+    """throughput(N) / (N x throughput(1)), against the one-worker run of the same
+    compression and AMP setting; None when that run is absent or failed."""
+    if run.get("throughput") is None:
+        return None
+    for base in previous:
+        if (base["workers"] == 1 and base["compression"] == run["compression"]
+                and base["amp"] == run["amp"] and base.get("throughput")):
+            return run["throughput"] / (run["workers"] * base["throughput"])
+    return None
+
+
+def first_step_gradients(model_name: str, dataset: str, workers: int, global_batch: int,
+                         seed: int = 0, compression: str = "none",
+                         timeout_s: float = 60.0) -> dict:
+    """The gradients after one DDP step on a fixed global batch split evenly over `workers`
+    CPU ranks: with the same batch and seed they must not depend on `workers` (DDP averages
+    the shards' mean-loss gradients, which is the full batch's mean-loss gradient)."""
+    import torch
+    if global_batch % workers:
+        raise ValueError(f"global_batch {global_batch} must split evenly over {workers} workers")
+    job = WorkerJob(model=model_name, dataset=dataset, compression=compression,
+                    batch_size=global_batch // workers, seed=seed, mode="grads",
+                    threads=_threads_per_worker(workers, "cpu"))
+    grads = launch(job, workers, backend="gloo", timeout_s=timeout_s)
+    return {name: torch.from_numpy(g) for name, g in grads.items()}
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage block: the CLI contract's exit 2
+        raise UsageError(message)
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+
+
+def _str_list(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m benchmarks distributed",
+                description="Data-parallel training benchmark (DDP, gloo on CPU, NCCL on GPU).")
+    p.add_argument("--model", default="seed_cnn")
+    p.add_argument("--dataset", default="digits")
+    p.add_argument("--workers", type=_int_list, default=(1, 2),
+                   help="worker counts, e.g. 1,2,4 (default 1,2)")
+    p.add_argument("--compression", type=_str_list, default=("none", "fp16"),
+                   help=f"gradient compressions among {','.join(COMPRESSIONS)} (default none,fp16)")
+    p.add_argument("--amp", action="store_true",
+                   help="autocast (fp16 + GradScaler on CUDA, bf16 on CPU)")
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--batch-size", type=int, default=32, help="per worker (default 32)")
+    p.add_argument("--device", choices=DEVICES, default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds without progress before a run counts as hung (default 120)")
+    p.add_argument("--port", type=int, help="rendezvous port (default: a free one)")
+    p.add_argument("--data-root")
+    p.add_argument("--json", help="write the runs to this JSON file")
+    p.add_argument("--store", help="the SQLite results store (default: per user)")
+    p.add_argument("--no-store", action="store_true", help="do not record in the store")
+    p.add_argument("--crash-rank", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--hang-rank", type=int, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        config = DistributedConfig(
+            model=args.model, dataset=args.dataset, workers=args.workers,
+            compressions=args.compression, amp=args.amp, steps=args.steps,
+            batch_size=args.batch_size, device=args.device, seed=args.seed,
+            timeout_s=args.timeout, port=args.port, data_root=args.data_root,
+            crash_rank=args.crash_rank, hang_rank=args.hang_rank)
+        device = resolve_device(config.device)
+        check_capacity(config.workers, device)  # refuse before the store records anything
+        _preflight(config)
+        store, run_id = None, None
+        if not args.no_store:
+            from .store import ResultsStore
+            store = ResultsStore(args.store)
+    except (UsageError, ValueError) as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    from .environment import environment_card
+    import torch
+    environment = environment_card(torch.device("cuda:0" if device == "cuda" else "cpu"))
+    environment.update(cores=available_cores(), start_method=_context().get_start_method())
+    if store is not None:
+        run_id = store.start_run(model=config.model, dataset=config.dataset, device=device,
+                                 spec=config.to_dict(), environment=environment,
+                                 kind="distributed")
+
+    def report(done, total, run):
+        if store is not None:
+            store.add_variant(run_id, dict(run))
+        status = "ok" if run["error"] is None else f"FAILED: {run['error']}"
+        tput = f"{run['throughput']:.0f} samples/s" if run["throughput"] else "-"
+        print(f"[{done}/{total}] {run['name']}: {tput}, {run['wall_s']:.1f} s, {status}",
+              file=sys.stderr)
+
+    try:
+        runs = run_distributed(config, on_progress=report)
+    except BaseException as exc:
+        if store is not None:
+            store.finish_run(run_id, "failed", error=_one_line(exc) or type(exc).__name__)
+        raise
+    failed = [r for r in runs if r["error"] is not None]
+    if store is not None:
+        store.finish_run(run_id, "failed" if failed else "complete",
+                         error=f"{len(failed)} of {len(runs)} runs failed" if failed else None)
+    document = {"schema": 1, "environment": environment, "runs": runs}
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(document, fh, indent=2)
+    print(json.dumps(_summary(runs), indent=2))
+    return 1 if failed else 0
+
+
+def _summary(runs: list[dict]) -> list[dict]:
+    keys = ("name", "throughput", "scaling_efficiency", "bytes_per_step", "comm_ms_per_step",
+            "step_ms", "accuracy", "wall_s", "error")
+    return [{k: run.get(k) for k in keys} for run in runs]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

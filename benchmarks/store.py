@@ -1,0 +1,227 @@
+"""The results store: SQLite in WAL mode, one row per variant written as soon as it is measured.
+
+Several processes may write at once (two CLI sweeps, the dashboard's worker): every write is
+one short ``BEGIN IMMEDIATE`` transaction and waits on a busy timeout rather than failing.
+A run whose process died is noticed by the next process that opens the store (its pid is
+gone, or belongs to another process now) and marked ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .results import VariantResult
+
+RUN_STATUSES = ("running", "complete", "failed", "interrupted")
+BUSY_TIMEOUT_S = 60.0
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      TEXT PRIMARY KEY,
+    created_at  TEXT NOT NULL,
+    finished_at TEXT,
+    kind        TEXT NOT NULL DEFAULT 'sweep',
+    model       TEXT NOT NULL,
+    dataset     TEXT NOT NULL,
+    device      TEXT,
+    status      TEXT NOT NULL,
+    error       TEXT,
+    spec        TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    pid_start   TEXT
+);
+CREATE TABLE IF NOT EXISTS variants (
+    run_id     TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    position   INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    result     TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, position)
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+"""
+
+
+def default_store_path() -> Path:
+    """Per user: $COMPRESSION_BENCH_STORE, else under $XDG_DATA_HOME (~/.local/share)."""
+    env = os.environ.get("COMPRESSION_BENCH_STORE")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "compression-bench" / "results.db"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def process_start_token(pid: int) -> str | None:
+    """The kernel's start time of a process: with the pid, it names the process uniquely
+    (a pid alone may be reused by an unrelated process after a crash)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22 (starttime) counted after the ')' that closes the command name.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def process_alive(pid: int, token: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if token is None:
+        return True
+    return process_start_token(pid) == token
+
+
+class ResultsStore:
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path) if path is not None else default_store_path()
+        if self.path.exists() and self.path.is_dir():
+            raise ValueError(f"store {self.path} is a directory; give a file path for --store")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"store {self.path}: cannot create its folder ({exc.strerror})")
+        try:
+            with self._connect() as db:
+                db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(f"store {self.path} is not a usable SQLite database ({exc})")
+        self.mark_dead_runs()
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    @contextmanager
+    def _connect(self):
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            # NORMAL is durable in WAL mode against process crashes (a SIGKILL loses nothing
+            # committed); only an OS crash could lose the last transactions.
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.row_factory = sqlite3.Row
+            yield db
+        finally:
+            db.close()
+
+    @contextmanager
+    def transaction(self):
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def start_run(self, *, model: str, dataset: str, device: str | None, spec: dict,
+                  environment: dict, kind: str = "sweep", pid: int | None = None) -> str:
+        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        pid = os.getpid() if pid is None else pid
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO runs (run_id, created_at, kind, model, dataset, device, status, "
+                "spec, environment, host, pid, pid_start) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, now_iso(), kind, model, dataset, device, "running",
+                 json.dumps(spec, default=str), json.dumps(environment, default=str),
+                 socket.gethostname(), pid, process_start_token(pid)))
+        return run_id
+
+    def add_variant(self, run_id: str, result: VariantResult | dict) -> None:
+        data = result.to_dict() if isinstance(result, VariantResult) else result
+        with self.transaction() as db:
+            (count,) = db.execute("SELECT COUNT(*) FROM variants WHERE run_id=?",
+                                  (run_id,)).fetchone()
+            db.execute("INSERT INTO variants (run_id, position, name, result, created_at) "
+                       "VALUES (?,?,?,?,?)",
+                       (run_id, count, data["name"], json.dumps(data, default=str), now_iso()))
+
+    def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET status=?, error=?, finished_at=? WHERE run_id=?",
+                       (status, error, now_iso(), run_id))
+
+    def set_environment(self, run_id: str, environment: dict) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET environment=? WHERE run_id=?",
+                       (json.dumps(environment, default=str), run_id))
+
+    def mark_dead_runs(self) -> int:
+        """Mark runs of this host whose process is gone as interrupted. Returns how many."""
+        host = socket.gethostname()
+        with self._connect() as db:
+            rows = db.execute("SELECT run_id, pid, pid_start FROM runs "
+                              "WHERE status='running' AND host=?", (host,)).fetchall()
+        dead = [r["run_id"] for r in rows if not process_alive(r["pid"], r["pid_start"])]
+        if dead:
+            with self.transaction() as db:
+                db.executemany(
+                    "UPDATE runs SET status='interrupted', finished_at=?, "
+                    "error=COALESCE(error, 'its process ended before the run finished') "
+                    "WHERE run_id=? AND status='running'", [(now_iso(), d) for d in dead])
+        return len(dead)
+
+    def delete_run(self, run_id: str) -> bool:
+        with self.transaction() as db:
+            db.execute("DELETE FROM variants WHERE run_id=?", (run_id,))
+            cur = db.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
+        return cur.rowcount > 0
+
+    def _run_dict(self, db, row) -> dict:
+        variants = [json.loads(v["result"]) for v in db.execute(
+            "SELECT result FROM variants WHERE run_id=? ORDER BY position", (row["run_id"],))]
+        return {
+            "run_id": row["run_id"], "created_at": row["created_at"],
+            "finished_at": row["finished_at"], "kind": row["kind"], "model": row["model"],
+            "dataset": row["dataset"], "device": row["device"], "status": row["status"],
+            "error": row["error"], "spec": json.loads(row["spec"]),
+            "environment": json.loads(row["environment"]), "variants": variants,
+        }
+
+    def runs(self, limit: int | None = None, kind: str | None = None) -> list[dict]:
+        """Past runs, newest first, each with its variants."""
+        sql = "SELECT * FROM runs"
+        args: list = []
+        if kind is not None:
+            sql += " WHERE kind=?"
+            args.append(kind)
+        sql += " ORDER BY created_at DESC, rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        with self._connect() as db:
+            return [self._run_dict(db, r) for r in db.execute(sql, args).fetchall()]
+
+    def run(self, run_id: str) -> dict | None:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            return None if row is None else self._run_dict(db, row)
+
+    def variant_results(self, run_id: str) -> list[VariantResult]:
+        run = self.run(run_id)
+        return [] if run is None else [VariantResult.from_dict(v) for v in run["variants"]]
+
+    def integrity_ok(self) -> bool:
+        with self._connect() as db:
+            return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

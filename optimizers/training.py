@@ -1,0 +1,82 @@
+"""One small training loop shared by the baseline, fine-tuning, students and QAT.
+
+Mixed precision follows current PyTorch: ``torch.amp.autocast`` for the forward pass and
+``torch.amp.GradScaler`` only for fp16 (bf16 has fp32's exponent range and needs no loss
+scaling). Weights stay in fp32 throughout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .base import Batch, iterate
+
+AMP_TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+# (model, inputs, labels) -> loss. The default is plain cross-entropy.
+LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def cross_entropy_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(x), y)
+
+
+def fit(model: nn.Module, batches: Callable[[], Iterable[Batch]], epochs: int, *,
+        device: torch.device | str = "cpu", lr: float = 1e-3, loss_fn: LossFn | None = None,
+        amp: str | None = None, seed: int | None = None,
+        on_progress: Callable[[float], None] | None = None,
+        should_stop: Callable[[], bool] | None = None) -> nn.Module:
+    """Train ``model`` in place with Adam for ``epochs`` passes over ``batches()``.
+
+    ``amp`` is None, "fp16" or "bf16". Returns the model, left in eval mode.
+    """
+    device = torch.device(device)
+    if seed is not None:
+        torch.manual_seed(seed)
+    loss_fn = loss_fn or cross_entropy_loss
+    model.to(device).train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=lr)
+    dtype = AMP_TORCH_DTYPES[amp] if amp else None
+    # GradScaler only matters for fp16; disabled it is a transparent pass-through.
+    scaler = torch.amp.GradScaler(device.type, enabled=(amp == "fp16"))
+    for epoch in range(epochs):
+        data = list(batches())
+        for step, (x, y) in enumerate(iterate(data, device)):
+            if should_stop is not None and should_stop():
+                model.eval()
+                return model
+            optimizer.zero_grad(set_to_none=True)
+            ctx = (torch.autocast(device_type=device.type, dtype=dtype) if dtype
+                   else nullcontext())
+            with ctx:
+                loss = loss_fn(model, x, y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            if on_progress is not None:
+                on_progress((epoch + (step + 1) / max(len(data), 1)) / epochs)
+    model.eval()
+    return model
+
+
+@torch.inference_mode()
+def evaluate(model: nn.Module, batches: Iterable[Batch], device: torch.device | str = "cpu",
+             autocast_dtype: torch.dtype | None = None) -> float | None:
+    """Top-1 accuracy in [0, 1], or None when there is nothing labelled to score."""
+    device = torch.device(device)
+    model.eval()
+    correct = total = 0
+    ctx = (torch.autocast(device_type=device.type, dtype=autocast_dtype) if autocast_dtype
+           else nullcontext())
+    for x, y in iterate(batches, device):
+        with ctx:
+            logits = model(x)
+        correct += (logits.argmax(dim=1) == y).sum().item()
+        total += y.numel()
+    return correct / total if total else None

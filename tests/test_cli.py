@@ -1,0 +1,119 @@
+"""The CLI end to end, in fresh processes, as a user runs it."""
+
+import json
+import sqlite3
+
+import pytest
+import torch
+
+FAST = ["--min-time", "0.05"]
+
+
+def runs_in(store):
+    if not store.exists():
+        return 0
+    return sqlite3.connect(store).execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+
+def test_run_on_digits_writes_json_csv_and_store(tmp_path, cli):
+    store, out, csv = tmp_path / "s.db", tmp_path / "r.json", tmp_path / "r.csv"
+    p = cli("run", "--store", str(store), "--json", str(out), "--csv", str(csv), *FAST)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(out.read_text())
+    assert report["schema"] == 1
+    for key in ("torch", "device_name", "cuda", "cpu", "threads", "created_at", "git_commit"):
+        assert key in report["environment"]
+    (v,) = report["variants"]
+    assert v["name"] == "baseline" and v["techniques"] == [] and v["error"] is None
+    assert v["accuracy"] >= 0.97
+    assert set(v["latency_ms"]) >= {"p50", "p90", "p99", "mean", "std", "n", "batch_size"}
+    assert v["latency_ms"]["n"] >= 10 and v["latency_ms"]["batch_size"] == 32
+    assert "baseline" in p.stdout and "p50 ms" in p.stdout  # the table on stdout
+    assert csv.read_text().startswith("variant,")
+    h = cli("history", "--json", "--store", str(store))
+    (run,) = json.loads(h.stdout)
+    assert run["status"] == "complete" and run["model"] == "seed_cnn"
+    assert run["variants"][0]["name"] == "baseline"
+    assert set(run) >= {"run_id", "created_at", "model", "dataset", "status", "variants"}
+
+
+def test_synthetic_run(tmp_path, cli):
+    out = tmp_path / "r.json"
+    p = cli("run", "--model", "mlp", "--dataset", "synthetic", "--input-shape", "3,16,16",
+            "--store", str(tmp_path / "s.db"), "--json", str(out), *FAST)
+    assert p.returncode == 0, p.stderr
+    (v,) = json.loads(out.read_text())["variants"]
+    assert v["accuracy"] is None and v["latency_ms"]["p50"] > 0
+
+
+def test_list(cli):
+    p = cli("list", "--json")
+    info = json.loads(p.stdout)
+    assert "seed_cnn" in info["models"] and "digits" in info["datasets"]
+
+
+def _evil_pt(path):
+    import os
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {path.parent / 'PWNED'}",))
+    torch.save({"0.weight": Evil()}, path)
+
+
+BAD = {
+    "unknown model": (["--model", "nope"], "unknown model 'nope'; choose one of"),
+    "unknown dataset": (["--dataset", "mnist"], "unknown dataset 'mnist'; choose one of"),
+    "missing factory file": (["--model", "{tmp}/none.py:build"], "does not exist"),
+    "factory import fails": (["--model", "{tmp}/broken.py:build"], "failed to import"),
+    "factory returns no module": (["--model", "{tmp}/good.py:notmodule"], "not a torch.nn.Module"),
+    "corrupt checkpoint": (["--checkpoint", "{tmp}/junk.pt"], "corrupt"),
+    "truncated checkpoint": (["--checkpoint", "{tmp}/half.safetensors"], "truncated"),
+    "mismatched checkpoint": (["--checkpoint", "{tmp}/wrong.pt"], "does not match the model"),
+    "pickled code": (["--checkpoint", "{tmp}/evil.pt"], "refused"),
+    "input shape": (["--dataset", "synthetic", "--input-shape", "3,2,2"], "does not fit"),
+    "input shape vs data": (["--input-shape", "3,8,8"], "does not match digits"),
+    "batch size": (["--batch-size", "0"], "batch_size must be >= 1"),
+    "epochs": (["--epochs", "-1"], "epochs must be >= 1"),
+    "missing data root": (["--dataset", "cifar10", "--data-root", "{tmp}/nowhere"],
+                          "does not exist"),
+    "prune ratio": (["--prune", "0.99"], "prune.ratio must be >= 0.0 and <= 0.95"),
+    "temperature": (["--distill", "--temperature", "0"], "distill.temperature must be > 0.0"),
+    "alpha": (["--distill", "--alpha", "1.5"], "distill.alpha"),
+    "student": (["--distill", "--student", "giant"], "unknown model 'giant'"),
+    "int8 mode": (["--int8", "int4"], "invalid choice: 'int4'"),
+    "combine alone": (["--prune", "0.5", "--combine"], "combine needs at least two"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    from safetensors.torch import save_file
+    from benchmarks.models import create_model
+    tmp = tmp_path_factory.mktemp("bad")
+    (tmp / "broken.py").write_text("raise ImportError('broken on purpose')\n")
+    (tmp / "good.py").write_text("def notmodule(num_classes, in_channels):\n    return 'x'\n")
+    (tmp / "junk.pt").write_bytes(b"\x00garbage" * 100)
+    model = create_model("seed_cnn", 10, 1, (8, 8))
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
+              str(tmp / "full.safetensors"))
+    data = (tmp / "full.safetensors").read_bytes()
+    (tmp / "half.safetensors").write_bytes(data[: len(data) // 2])
+    torch.save(create_model("seed_cnn_narrow", 10, 1, (8, 8)).state_dict(), tmp / "wrong.pt")
+    _evil_pt(tmp / "evil.pt")
+    return tmp
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_line_exit_2_and_nothing_written(case, bad_files, tmp_path, cli):
+    args, expected = BAD[case]
+    args = [a.replace("{tmp}", str(bad_files)) for a in args]
+    store = tmp_path / "s.db"
+    p = cli("run", "--store", str(store), "--quiet", *args, *FAST)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in p.stderr
+    assert not store.exists()
+    assert not (bad_files / "PWNED").exists()
