@@ -9,8 +9,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch loads with the data, so menus can list data sets without it
+    import torch
 
 SPLIT_SEED = 0  # the train/validation/test split is fixed, whatever the sweep's seed
 VAL_FRACTION, TEST_FRACTION = 0.1, 0.2
@@ -51,6 +55,7 @@ class DataBundle:
 
     def batches(self, split: str, batch_size: int, *, shuffle: bool = False,
                 seed: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        import torch
         data: Split = getattr(self, split)
         order = (torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
                  if shuffle else torch.arange(len(data)))
@@ -86,6 +91,7 @@ def _stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str)
 
 def _bundle(name: str, x: np.ndarray, y: np.ndarray, num_classes: int) -> DataBundle:
     """Split, then normalise with the training split's per-channel statistics."""
+    import torch
     train, val, test = _stratified_split(x, y, num_classes, name)
     xt = torch.from_numpy(x.astype(np.float32))
     yt = torch.from_numpy(y.astype(np.int64))
@@ -150,6 +156,7 @@ def _imagefolder(directory: str, input_shape) -> DataBundle:
 
 
 def _synthetic(input_shape, seed: int) -> DataBundle:
+    import torch
     if input_shape is None:
         raise ValueError("synthetic needs --input-shape C,H,W (for example 3,64,64)")
     g = torch.Generator().manual_seed(seed)

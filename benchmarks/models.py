@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch loads on first build, so menus can list models without it
+    import torch
+    from torch import nn
 
 # Images at most this small get the small-input stems (no early down-sampling), as is usual
 # for CIFAR-sized inputs: a 224-pixel stem would shrink an 8x8 digit to nothing.
@@ -69,6 +73,7 @@ def default_student(name: str) -> str | None:
 # -- the article's CNN ---------------------------------------------------------------------
 
 def _seed_cnn(num_classes, in_channels, input_size, width=64):
+    from torch import nn
     h, w = input_size
     if h < 5 or w < 5:
         raise ValueError(f"input {h}x{w} does not fit seed_cnn: it needs at least 5x5 pixels")
@@ -95,6 +100,7 @@ def _small(input_size) -> bool:
 
 
 def _resnet(num_classes, in_channels, input_size, layers=(2, 2, 2, 2)):
+    from torch import nn
     from torchvision.models.resnet import BasicBlock, ResNet
     model = ResNet(BasicBlock, list(layers), num_classes=num_classes)
     if _small(input_size):
@@ -112,6 +118,7 @@ register_model("resnet10", "resnet", "ResNet with one block per stage (ResNet-18
 
 
 def _mobilenet(num_classes, in_channels, input_size, width_mult=1.0):
+    from torch import nn
     from torchvision.models import mobilenet_v3_small
     model = mobilenet_v3_small(num_classes=num_classes, width_mult=width_mult)
     first = model.features[0][0]
@@ -128,6 +135,7 @@ register_model("mobilenet_v3_small_half", "mobilenet", "MobileNetV3-Small at hal
 
 
 def _vit(num_classes, in_channels, input_size, hidden=192, layers=4, heads=3):
+    from torch import nn
     from torchvision.models.vision_transformer import VisionTransformer
     h, w = input_size
     if h != w:
@@ -148,6 +156,7 @@ register_model("vit_nano", "vit", "vit_tiny's student (2 layers, 96 wide)",
 
 
 def _mlp(num_classes, in_channels, input_size, hidden=(256, 128)):
+    from torch import nn
     h, w = input_size
     dims = [in_channels * h * w, *hidden]
     layers: list[nn.Module] = [nn.Flatten()]
@@ -163,6 +172,12 @@ register_model("mlp_small", "mlp", "a narrow perceptron (mlp's student)",
 
 
 # -- a user's own model --------------------------------------------------------------------
+
+def models_dir() -> Path:
+    """The operator's folder of model files the dashboard may offer and run."""
+    env = os.environ.get("COMPRESSION_BENCH_MODELS_DIR")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "models"
+
 
 def is_user_model(spec: str) -> bool:
     return ":" in spec and spec.rsplit(":", 1)[0].endswith(".py")
@@ -206,6 +221,7 @@ def load_user_factory(spec: str, allowed_dir: str | Path | None = None) -> Calla
 
 def build_user_model(spec: str, num_classes: int, in_channels: int,
                      allowed_dir: str | Path | None = None) -> nn.Module:
+    from torch import nn
     factory = load_user_factory(spec, allowed_dir)
     try:
         model = factory(num_classes, in_channels)
@@ -229,6 +245,7 @@ def build_model(spec: str, num_classes: int, in_channels: int, input_size: tuple
 def check_input_fits(model: nn.Module, example: torch.Tensor, num_classes: int,
                      model_name: str) -> None:
     """One forward pass on a batch of the measured shape, before anything runs."""
+    import torch
     shape = "x".join(map(str, example.shape[1:]))
     try:
         with torch.inference_mode():

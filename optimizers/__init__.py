@@ -1,20 +1,35 @@
 """Compression techniques: each is ``apply(model, settings, ctx) -> Outcome`` and never mutates
-the model it is given. Pure PyTorch; usable from a notebook as well as from the engine."""
+the model it is given. Pure PyTorch; usable from a notebook as well as from the engine.
 
-from . import amp, distillation, pruning, quantization
-from .base import Context, Outcome
-from .chain import CHAIN_ORDER, apply_chain, apply_one, scratch, validate_steps
-from .distillation import kd_loss, recover, train_scratch
-from .pruning import sparsity_report
-from .quantization import int8_weight_modules
+Submodules load on first use (PEP 562), so ``optimizers.settings`` can be imported by the
+dashboard without pulling in torch, Torch-Pruning and torchao.
+"""
+
+from importlib import import_module
+
 from .settings import (AMP_DTYPES, INT8_MODES, PRUNE_METHODS, AmpSettings, DistillSettings,
                        Int8Settings, PruneSettings)
-from .amp import autocast_context
 
-__all__ = [
-    "AMP_DTYPES", "CHAIN_ORDER", "INT8_MODES", "PRUNE_METHODS", "AmpSettings", "Context",
-    "DistillSettings", "Int8Settings", "Outcome", "PruneSettings", "amp", "apply_chain",
-    "apply_one", "autocast_context", "distillation", "int8_weight_modules", "kd_loss",
-    "pruning", "quantization", "recover", "scratch", "sparsity_report", "train_scratch",
-    "validate_steps",
-]
+_LAZY = {
+    "amp": ".amp", "distillation": ".distillation", "pruning": ".pruning",
+    "quantization": ".quantization", "chain": ".chain", "training": ".training",
+    "base": ".base",
+    "Context": ".base", "Outcome": ".base",
+    "CHAIN_ORDER": ".chain", "apply_chain": ".chain", "apply_one": ".chain",
+    "scratch": ".chain", "validate_steps": ".chain",
+    "kd_loss": ".distillation", "recover": ".distillation", "train_scratch": ".distillation",
+    "sparsity_report": ".pruning", "int8_weight_modules": ".quantization",
+    "autocast_context": ".amp",
+}
+
+__all__ = ["AMP_DTYPES", "INT8_MODES", "PRUNE_METHODS", "AmpSettings", "DistillSettings",
+           "Int8Settings", "PruneSettings", *_LAZY]
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'optimizers' has no attribute {name!r}")
+    module = import_module(_LAZY[name], __name__)
+    value = module if _LAZY[name] == f".{name}" else getattr(module, name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,29 @@
+"""The compression trade-off dashboard: `make run` (streamlit run app.py).
+
+Page config, the shared sidebar (the worker's device card) and navigation. Pages are thin:
+they read state, call the engine through the job queue, and render with dashboard/.
+Nothing here imports torch: the sweep runs in the queue's worker process.
+"""
+
+import streamlit as st
+
+from dashboard import state, widgets
+
+st.set_page_config(page_title="Compression benchmark", page_icon="🗜️", layout="wide")
+
+state.session_key()
+state.ensure_worker_once()
+
+pages = [
+    st.Page("pages/experiment.py", title="Experiment", icon="🧪", default=True),
+    st.Page("pages/results.py", title="Results", icon="📊"),
+    st.Page("pages/history.py", title="History", icon="🗂️"),
+    st.Page("pages/distributed.py", title="Distributed", icon="🛰️"),
+]
+page = st.navigation(pages)
+
+with st.sidebar:
+    st.caption("Benchmark worker")
+    widgets.device_card(widgets.worker_card("cpu"))
+
+page.run()

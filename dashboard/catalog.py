@@ -1,0 +1,43 @@
+"""What the menus offer, read from the engine's registries (never a hand-kept list)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+# Gradient compressions of the distributed benchmark. The engine's list lives beside its
+# torch-based DDP hooks (benchmarks.distributed_worker.COMPRESSIONS); importing that module
+# would load torch into the server, so this mirrors it (a test checks they agree).
+COMPRESSIONS = ("none", "fp16", "bf16")
+
+
+@st.cache_data(show_spinner=False)
+def models() -> dict[str, dict]:
+    """Zoo models: name -> {"description", "student", "family"}."""
+    from benchmarks.models import list_models, model_entry
+    out = {}
+    for name in list_models():
+        entry = model_entry(name)
+        out[name] = {"description": entry.description, "student": entry.student,
+                     "family": entry.family}
+    return out
+
+
+@st.cache_data(show_spinner=False)
+def datasets() -> list[str]:
+    from benchmarks.datasets import list_datasets
+    return list(list_datasets())
+
+
+def technique_choices() -> dict:
+    from benchmarks.specs import AMP_DTYPES, DEVICES, INT8_MODES, PRUNE_METHODS, PRUNE_RATIO_RANGE
+    return {"prune_methods": PRUNE_METHODS, "prune_range": PRUNE_RATIO_RANGE,
+            "amp_dtypes": AMP_DTYPES, "int8_modes": INT8_MODES, "devices": DEVICES}
+
+
+def model_files(folder: Path) -> list[str]:
+    """The ``*.py`` files of the server's allowed models folder, by name."""
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.glob("*.py") if p.is_file() and not p.name.startswith("_"))

@@ -1,0 +1,108 @@
+"""Per-user state: named session keys, the session's key in the URL, the shared queue."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+import streamlit as st
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Session-state keys, named once so pages never disagree on a spelling.
+SESSION_KEY = "cb_session"        # this browser session's key (also in the URL as ?session=)
+JOB_ID = "cb_job_id"              # the sweep job this session submitted last
+DIST_JOB_ID = "cb_dist_job_id"    # the distributed job this session submitted last
+UPLOAD_DIR = "cb_upload_dir"      # private temporary folder for this session's checkpoints
+WORKER_STARTED = "cb_worker_started"
+SEEN_VARIANTS = "cb_seen_variants"
+QUERY_PARAM = "session"
+POLL_S = 1.0                      # how often a running job is polled
+
+
+def session_key() -> str:
+    """This session's key: from session state, else from the URL (a refreshed page keeps its
+    jobs), else a new one. It is written back to the URL so a refresh finds it again."""
+    key = st.session_state.get(SESSION_KEY)
+    if not key:
+        from_url = st.query_params.get(QUERY_PARAM)
+        key = from_url if _valid_key(from_url) else uuid.uuid4().hex
+        st.session_state[SESSION_KEY] = key
+    if st.query_params.get(QUERY_PARAM) != key:
+        st.query_params[QUERY_PARAM] = key
+    return key
+
+
+def _valid_key(value) -> bool:
+    return isinstance(value, str) and 8 <= len(value) <= 64 and value.isalnum()
+
+
+def store_path() -> Path:
+    from benchmarks.store import default_store_path
+    return default_store_path()
+
+
+@st.cache_resource(show_spinner=False)
+def _queue(path: str):
+    from benchmarks.jobs import JobQueue
+    return JobQueue(store_path=path)
+
+
+def queue():
+    """The job queue over the results store: shared by every session, never mutated here."""
+    return _queue(str(store_path()))
+
+
+def store():
+    """A results store handle (cheap: it opens a connection per call)."""
+    from benchmarks.store import ResultsStore
+    return ResultsStore(store_path())
+
+
+def ensure_worker(device: str = "cpu") -> None:
+    queue().ensure_worker(device)
+
+
+def ensure_worker_once() -> None:
+    """Start the CPU worker when a session first opens the app (it then warms up while the
+    user sets the toggles); a submit checks again."""
+    if st.session_state.get(WORKER_STARTED):
+        return
+    try:
+        ensure_worker("cpu")
+        st.session_state[WORKER_STARTED] = True
+    except Exception as exc:  # the page still draws; submitting retries and reports
+        st.session_state[WORKER_STARTED] = False
+        st.sidebar.warning(f"The benchmark worker could not start: {_one_line(exc)}")
+
+
+def upload_dir() -> Path:
+    """This session's private folder for uploaded checkpoints (mode 0700)."""
+    path = st.session_state.get(UPLOAD_DIR)
+    if not path or not Path(path).is_dir():
+        path = tempfile.mkdtemp(prefix="cb-upload-")
+        os.chmod(path, 0o700)
+        st.session_state[UPLOAD_DIR] = path
+    return Path(path)
+
+
+def clear_uploads() -> None:
+    path = st.session_state.get(UPLOAD_DIR)
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def models_dir() -> Path:
+    """The server's folder of allowed model files (users cannot point anywhere else)."""
+    return Path(os.environ.get("COMPRESSION_BENCH_MODELS_DIR") or ROOT / "models").resolve()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+one_line = _one_line

@@ -1,0 +1,89 @@
+"""The job queue with its real worker process: order, isolation, cancel, restart recovery."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from benchmarks.jobs import JobQueue
+from benchmarks.specs import SweepSpec
+
+FAST = dict(min_time_s=0.05, min_runs=10, warmup=1, epochs=2)
+
+
+def wait_for(queue, job_id, timeout=180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = queue.get(job_id)
+        if job.finished:
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish: {queue.get(job_id)}")
+
+
+@pytest.fixture
+def queue(store_path):
+    q = JobQueue(store_path)
+    yield q
+    q.stop_worker("cpu")
+
+
+def test_jobs_run_one_at_a_time_in_order_and_a_failure_does_not_stop_the_queue(queue):
+    good = SweepSpec(**FAST).to_dict()
+    bad = SweepSpec(model="no_such_model", **FAST).to_dict()
+    ids = [queue.submit("sweep", good, session="a"),
+           queue.submit("sweep", bad, session="b"),
+           queue.submit("sweep", good, session="b")]
+    assert [queue.get(i).position for i in ids] == [1, 2, 3]
+    queue.ensure_worker("cpu")
+    queue.ensure_worker("cpu")  # a second call starts no second worker
+    jobs = [wait_for(queue, i) for i in ids]
+    assert [j.status for j in jobs] == ["complete", "failed", "complete"]
+    assert jobs[1].error.startswith("invalid input: unknown model 'no_such_model'")
+    run = queue.store.run(jobs[0].run_id)
+    assert run["status"] == "complete" and run["variants"][0]["name"] == "baseline"
+    # One worker, one job at a time: no two jobs overlap.
+    spans = sorted((j.started_at, j.finished_at) for j in jobs)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert [j.job_id for j in queue.jobs(session="b")] == [ids[2], ids[1]]
+    card = queue.worker_card("cpu")
+    assert card["devices"][0] == "cpu" and "torch" in card
+
+
+def test_cancel_a_queued_and_a_running_job(queue):
+    spec = SweepSpec.from_toggles(amp=True, prune=0.5, **{**FAST, "min_time_s": 1.0}).to_dict()
+    first = queue.submit("sweep", spec, session="a")
+    second = queue.submit("sweep", spec, session="a")
+    assert queue.cancel(second)
+    assert queue.get(second).status == "cancelled"
+    queue.ensure_worker("cpu")
+    deadline = time.monotonic() + 120
+    while queue.get(first).status != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert queue.cancel(first)
+    job = wait_for(queue, first)
+    assert job.status == "cancelled"
+    assert queue.store.run(job.run_id)["status"] == "interrupted"
+
+
+def test_a_killed_worker_leaves_its_job_interrupted_and_the_next_worker_goes_on(queue):
+    spec = SweepSpec.from_toggles(amp=True, prune=0.5, **{**FAST, "min_time_s": 2.0}).to_dict()
+    job_id = queue.submit("sweep", spec, session="a")
+    queue.ensure_worker("cpu", wait=True)
+    deadline = time.monotonic() + 120
+    while not (queue.get(job_id).run_id and queue.store.run(queue.get(job_id).run_id)["variants"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    os.kill(queue.worker_card("cpu")["worker_pid"], signal.SIGKILL)
+    while queue.worker_alive("cpu"):
+        time.sleep(0.05)
+    assert queue.get(job_id).status == "running"  # nobody has noticed yet
+    again = queue.submit("sweep", SweepSpec(**FAST).to_dict(), session="a")
+    queue.ensure_worker("cpu")
+    assert wait_for(queue, again).status == "complete"
+    job = queue.get(job_id)
+    assert job.status == "interrupted" and "run it again" in job.error
+    run = queue.store.run(job.run_id)
+    assert run["status"] == "interrupted" and len(run["variants"]) >= 1
+    assert queue.store.integrity_ok()
