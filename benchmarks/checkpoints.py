@@ -94,7 +94,14 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], name: str) -> No
         problems.append("unexpected keys: " + ", ".join(unexpected[:MISMATCHES_SHOWN]))
     if problems:
         raise ValueError(f"checkpoint {name} does not match the model ({'; '.join(problems)})")
-    model.load_state_dict(state, strict=True)
+    try:
+        model.load_state_dict(state, strict=True)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        # Keys and shapes match, but a value cannot be copied in (a complex or otherwise
+        # unusable dtype): the checkpoint's fault, reported like any other mismatch.
+        text = str(exc).strip().splitlines()
+        raise ValueError(f"checkpoint {name} does not match the model "
+                         f"({(text[-1] if text else type(exc).__name__).strip()[:200]})") from None
 
 
 def save_state_dict(model: nn.Module, path: str | Path) -> None:

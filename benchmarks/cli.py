@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="allow cifar10 to be downloaded into --data-root")
     run.add_argument("--prune", type=_float("--prune"), metavar="RATIO")
     run.add_argument("--prune-method", default="l1", choices=PRUNE_METHODS)
-    run.add_argument("--finetune-epochs", type=int, default=1)
+    run.add_argument("--finetune-epochs", type=int, default=2,
+                     help="epochs of fine-tuning after pruning (0: none)")
     run.add_argument("--distill", action="store_true")
     run.add_argument("--temperature", type=_float("--temperature"), default=4.0)
     run.add_argument("--alpha", type=_float("--alpha"), default=0.7)
@@ -300,6 +301,8 @@ def cmd_history(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    from .environment import quiet_library_noise
+    quiet_library_noise()
     if argv and argv[0] == "distributed":
         from .distributed import main as distributed_main
         return distributed_main(argv[1:])
@@ -310,6 +313,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # bad input: one line, nothing ran
         lines = str(exc).strip().splitlines()
         print(f"error: {lines[0] if lines else type(exc).__name__}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (RuntimeError, MemoryError) as exc:
+        # The environment's fault (STYLE: RuntimeError), e.g. an allocator refusing memory
+        # while data loads: still one line, never a traceback.
+        lines = str(exc).strip().splitlines()
+        text = f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__
+        print(f"error: {text}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -5,6 +5,7 @@ variant sees exactly the same batches and no loader process competes with the ti
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,30 @@ VAL_FRACTION, TEST_FRACTION = 0.1, 0.2
 SYNTHETIC_CLASSES = 10
 SYNTHETIC_SAMPLES = 512
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+# Data sets live in memory as float32: a shape such as 3,4096,4096 would ask for ~100 GB and
+# end in an allocator traceback or the OOM killer, so more than this share of the machine's
+# memory is refused up front, as bad input.
+MEMORY_SHARE = 0.5
+
+
+def memory_budget_bytes() -> int:
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = 16 * 2**30
+    return int(total * MEMORY_SHARE)
+
+
+def check_in_memory_size(what: str, samples: int, shape) -> None:
+    need = 4 * samples
+    for d in shape:
+        need *= int(d)
+    budget = memory_budget_bytes()
+    if need > budget:
+        dims = ",".join(map(str, shape))
+        raise ValueError(f"{what}: {samples} samples of {dims} need {need / 2**30:.1f} GiB in "
+                         f"memory, above half of this machine's ({budget / 2**30:.1f} GiB); "
+                         f"give a smaller --input-shape or --batch-size")
 
 
 @dataclass
@@ -125,7 +150,7 @@ def _cifar10(data_root: str | None, download: bool) -> DataBundle:
 
 
 def _imagefolder(directory: str, input_shape) -> DataBundle:
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
     root = Path(directory).expanduser()
     if not root.is_dir():
         raise ValueError(f"imagefolder: {root} is not a directory")
@@ -137,21 +162,32 @@ def _imagefolder(directory: str, input_shape) -> DataBundle:
     if channels not in (1, 3):
         raise ValueError(f"imagefolder: --input-shape channels must be 1 or 3, got {channels}")
     mode = "L" if channels == 1 else "RGB"
+    files = {cls: [f for f in sorted((root / cls).iterdir())
+                   if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file()] for cls in classes}
+    if not any(files.values()):
+        raise ValueError(f"imagefolder: no images ({', '.join(IMAGE_SUFFIXES)}) under {root}")
+    empty = [cls for cls in classes if not files[cls]]
+    if empty:
+        # A class with no images would still be an output of the model and silently lower
+        # every accuracy: say which folder is empty instead.
+        raise ValueError(f"imagefolder: class folder {empty[0]!r} under {root} has no images "
+                         f"({len(empty)} of {len(classes)} classes are empty)")
+    check_in_memory_size(f"imagefolder {root}", sum(map(len, files.values())),
+                         (channels, h, w))
     xs, ys = [], []
     for label, cls in enumerate(classes):
-        for f in sorted((root / cls).iterdir()):
-            if f.suffix.lower() not in IMAGE_SUFFIXES:
-                continue
+        for f in files[cls]:
             try:
                 with Image.open(f) as im:
                     arr = np.asarray(im.convert(mode).resize((w, h)), dtype=np.float32) / 255.0
-            except (UnidentifiedImageError, OSError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001
+                # Pillow raises many types on hostile files (UnidentifiedImageError, OSError,
+                # DecompressionBombError for a header claiming gigapixels, SyntaxError,
+                # struct.error...): all of them are this file's fault, not the program's.
                 raise ValueError(f"imagefolder: {f} is not a readable image "
                                  f"({type(exc).__name__})") from None
             xs.append(arr[None] if channels == 1 else arr.transpose(2, 0, 1))
             ys.append(label)
-    if not xs:
-        raise ValueError(f"imagefolder: no images ({', '.join(IMAGE_SUFFIXES)}) under {root}")
     return _bundle(f"imagefolder:{root}", np.stack(xs), np.asarray(ys), len(classes))
 
 
@@ -159,6 +195,7 @@ def _synthetic(input_shape, seed: int) -> DataBundle:
     import torch
     if input_shape is None:
         raise ValueError("synthetic needs --input-shape C,H,W (for example 3,64,64)")
+    check_in_memory_size("synthetic", SYNTHETIC_SAMPLES, input_shape)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(SYNTHETIC_SAMPLES, *input_shape, generator=g)
     y = torch.randint(0, SYNTHETIC_CLASSES, (SYNTHETIC_SAMPLES,), generator=g)

@@ -35,6 +35,20 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def quiet_library_noise() -> None:
+    """Keep stderr for progress and one-line errors: silence the libraries' chatter that says
+    nothing about the user's run (deprecation notes of the quantization APIs, the CUDA_HOME
+    probe on machines without a GPU)."""
+    import logging
+    import warnings
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.ao\..*")
+    warnings.filterwarnings("ignore", category=UserWarning, message=r".*quantize_per_tensor.*")
+    warnings.filterwarnings("ignore", category=UserWarning, message=r".*TypedStorage.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+
+
 def resolve_device(requested: str) -> torch.device:
     """auto -> cuda when there is one; asking for cuda without one is the environment's fault."""
     if requested == "auto":

@@ -397,6 +397,8 @@ def worker_main(argv: list[str]) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--parent", type=int)
     args = parser.parse_args(argv)
+    from .environment import quiet_library_noise
+    quiet_library_noise()
     lock = _try_lock(_lock_path(Path(args.store), args.device))
     if lock is None:
         return 0  # another worker serves this device

@@ -67,7 +67,7 @@ class LatencyTracker:
 
     min_runs: int = 10
     min_time_s: float = 1.0
-    warmup: int = 5
+    warmup: int = 3
     max_runs: int = 10_000
     clock: Clock = field(default_factory=Clock)
     samples_ms: list[float] = field(default_factory=list)
@@ -103,7 +103,7 @@ class LatencyTracker:
 
 def measure_latency(model: nn.Module, example: torch.Tensor, device: torch.device, *,
                     autocast: AbstractContextManager | None = None, min_runs: int = 10,
-                    min_time_s: float = 1.0, warmup: int = 5) -> LatencyTracker:
+                    min_time_s: float = 1.0, warmup: int = 3) -> LatencyTracker:
     x = example.to(device)
     model.eval()
     tracker = LatencyTracker(min_runs=min_runs, min_time_s=min_time_s, warmup=warmup,

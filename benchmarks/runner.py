@@ -26,7 +26,7 @@ from optimizers.training import evaluate, fit
 from . import measure
 from .cache import WeightsCache
 from .checkpoints import load_into, read_state_dict
-from .datasets import DataBundle, load_dataset
+from .datasets import DataBundle, check_in_memory_size, load_dataset
 from .environment import default_threads, environment_card, resolve_device
 from .models import build_model, check_input_fits, default_student, is_user_model, \
     model_entry, user_model_digest
@@ -99,6 +99,10 @@ class PreparedSweep:
                                  spec.seed)
         self.allowed_models_dir = allowed_models_dir
         torch.manual_seed(spec.seed)
+        # The timed batch is a copy of the inputs: a huge batch of large images is refused
+        # here, as bad input, rather than by the allocator or the OOM killer.
+        check_in_memory_size("the measured batch (--batch-size)", spec.batch_size,
+                             self.data.input_shape)
         model = self._build(spec.model)
         self.example = self.data.example_batch(spec.batch_size)
         check_input_fits(model, self.example[:2], self.data.num_classes, spec.model)

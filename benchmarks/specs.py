@@ -95,7 +95,7 @@ class SweepSpec:
     # Measurement budget: at least this many timed runs and about this much time of samples.
     min_runs: int = 10
     min_time_s: float = 1.0
-    warmup: int = 5
+    warmup: int = 3
     threads: int | None = None  # None: all cores but one, so the OS and server do not contend
     lr: float = 1e-3
     extra: dict = field(default_factory=dict, compare=False, hash=False)
@@ -116,7 +116,19 @@ class SweepSpec:
         _check_number("sweep", "lr", self.lr, 0.0, 10.0, low_open=True)
         if self.threads is not None:
             _check_number("sweep", "threads", self.threads, 1, 1024, integer=True)
+        for name in ("checkpoint", "data_root"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()
+                                      or "\x00" in value):
+                raise ValueError(f"sweep.{name} must be a file path or None, got {value!r}")
+        if not isinstance(self.download, bool):
+            raise ValueError(f"sweep.download must be true or false, got {self.download!r}")
         if self.input_shape is not None:
+            # A string or bytes would iterate into characters or byte values, a number not at
+            # all: only a sequence of three integers is a shape.
+            if not isinstance(self.input_shape, (tuple, list)):
+                raise ValueError(f"sweep.input_shape must be three positive integers C,H,W, "
+                                 f"got {self.input_shape!r}")
             shape = tuple(self.input_shape)
             if len(shape) != 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1
                                       or d > 4096 for d in shape):
@@ -134,17 +146,29 @@ class SweepSpec:
 
     @classmethod
     def from_toggles(cls, *, prune: float | None = None, prune_method: str = "l1",
-                     finetune_epochs: int = 1, distill: bool = False, temperature: float = 4.0,
+                     finetune_epochs: int = 2, distill: bool = False, temperature: float = 4.0,
                      alpha: float = 0.7, student: str | None = None, amp: bool | str = False,
                      int8: str | None = None, combine: bool = False,
                      calibration_batches: int = 8, **sweep) -> "SweepSpec":
         """The dashboard's and CLI's toggles as variants: the baseline, one variant per enabled
         technique (distillation brings its scratch-trained control), and, with ``combine``, one
         variant chaining every enabled technique: prune -> distill -> INT8, AMP at run time."""
+        # Switches are booleans, not truthy values: the string "no" must not turn one on.
+        for name, value in (("distill", distill), ("combine", combine)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be true or false, got {value!r}")
+        if not (amp is None or isinstance(amp, (bool, str))):
+            raise ValueError(f"amp must be true, false or one of {', '.join(AMP_DTYPES)}; "
+                             f"got {amp!r}")
+        if not (int8 is None or int8 is False or isinstance(int8, str)):
+            raise ValueError(f"int8 must be off (None) or one of {', '.join(INT8_MODES)}; "
+                             f"got {int8!r}")
         p = PruneSettings(prune, prune_method, finetune_epochs) if prune is not None else None
         d = DistillSettings(temperature, alpha, student) if distill else None
-        a = AmpSettings(None if amp is True else amp) if amp else None
-        q = Int8Settings(int8, calibration_batches) if int8 else None
+        a = AmpSettings(None if amp is True else amp) if amp is not None and amp is not False \
+            else None
+        q = Int8Settings(int8, calibration_batches) if int8 is not None and int8 is not False \
+            else None
         variants = [BASELINE]
         if p:
             variants.append(VariantSpec(p.label, ("prune",), prune=p))

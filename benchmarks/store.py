@@ -83,9 +83,22 @@ def process_alive(pid: int, token: str | None) -> bool:
         return False
     except PermissionError:
         pass
+    if process_state(pid) in ("Z", "X"):
+        # Killed but not yet reaped by its parent: kill(pid, 0) still succeeds on a zombie,
+        # yet it will never finish its run.
+        return False
     if token is None:
         return True
     return process_start_token(pid) == token
+
+
+def process_state(pid: int) -> str | None:
+    """The kernel's one-letter state (R, S, Z for a zombie...), or None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
 
 
 class ResultsStore:

@@ -17,7 +17,7 @@ from torch import nn
 
 from .base import Context, Outcome
 from .settings import DistillSettings
-from .training import fit
+from .training import FINETUNE_LR_SCALE, fit
 
 
 def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor,
@@ -131,11 +131,11 @@ def recover(model: nn.Module, teacher: nn.Module, settings: DistillSettings, ctx
         if keep_zeros:
             pruning.fit_sparse(m, ctx, epochs, **kwargs)
         else:
-            fit(m, ctx.train_batches, epochs, device=ctx.device, lr=ctx.lr, seed=ctx.seed,
-                **kwargs)
+            fit(m, ctx.train_batches, epochs, device=ctx.device,
+                lr=ctx.lr * FINETUNE_LR_SCALE, seed=ctx.seed, **kwargs)
 
     key = tuple(key_parts) + ("distill-recover", settings.temperature, settings.alpha, epochs,
-                              ctx.lr, ctx.seed)
+                              ctx.lr * FINETUNE_LR_SCALE, ctx.seed)
     recovered = copy.deepcopy(ctx.train_cached(key, build, train)).eval()
     config = {"mode": "recover", "teacher": "unpruned model", "temperature": settings.temperature,
               "alpha": settings.alpha, "epochs": epochs}

@@ -20,7 +20,7 @@ from torch.nn.utils import prune
 
 from .base import Context, Outcome
 from .settings import PruneSettings
-from .training import fit
+from .training import FINETUNE_LR_SCALE, fit
 
 PRUNABLE_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 
@@ -137,7 +137,8 @@ def _build(model: nn.Module, settings: PruneSettings, ctx: Context) -> nn.Module
 
 
 def cache_key(settings: PruneSettings, ctx: Context) -> tuple:
-    return ("prune", settings.method, settings.ratio, settings.finetune_epochs, ctx.lr, ctx.seed)
+    return ("prune", settings.method, settings.ratio, settings.finetune_epochs,
+            ctx.lr * FINETUNE_LR_SCALE, ctx.seed)
 
 
 def apply(model: nn.Module, settings: PruneSettings, ctx: Context) -> Outcome:
@@ -147,7 +148,8 @@ def apply(model: nn.Module, settings: PruneSettings, ctx: Context) -> Outcome:
     def train(m: nn.Module) -> None:
         on_progress = lambda f: ctx.progress("prune fine-tune", f)  # noqa: E731
         if settings.method == "channel":
-            fit(m, ctx.train_batches, settings.finetune_epochs, device=ctx.device, lr=ctx.lr,
+            fit(m, ctx.train_batches, settings.finetune_epochs, device=ctx.device,
+                lr=ctx.lr * FINETUNE_LR_SCALE,
                 seed=ctx.seed, on_progress=on_progress)
         else:
             fit_sparse(m, ctx, settings.finetune_epochs, on_progress=on_progress)

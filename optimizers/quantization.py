@@ -29,7 +29,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .base import Context, Outcome
 from .settings import Int8Settings
-from .training import fit
+from .training import FINETUNE_LR_SCALE, fit
 
 ENGINE_PREFERENCE = ("x86", "fbgemm")
 DYNAMIC_TYPES = (nn.Linear, nn.LSTM, nn.GRU)
@@ -189,10 +189,11 @@ def _qat(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Mod
         raise RuntimeError(f"QAT needs an FX-traceable model: {_one_line(exc)}") from exc
 
     def train(prepared: nn.Module) -> None:
-        fit(prepared, ctx.train_batches, settings.qat_epochs, device=ctx.device, lr=ctx.lr,
+        fit(prepared, ctx.train_batches, settings.qat_epochs, device=ctx.device,
+            lr=ctx.lr * FINETUNE_LR_SCALE,
             seed=ctx.seed, on_progress=lambda f: ctx.progress("int8 qat", f))
 
-    key = ("int8-qat", settings.qat_epochs, ctx.lr, ctx.seed)
+    key = ("int8-qat", settings.qat_epochs, ctx.lr * FINETUNE_LR_SCALE, ctx.seed)
     prepared = copy.deepcopy(ctx.train_cached(key, build, train)).to(CPU).eval()
     return convert_fx(prepared), {"path": "fx-qat"}
 

@@ -43,7 +43,7 @@ class PruneSettings:
     ratio: float = 0.5
     method: str = "l1"
     # A short fine-tune recovers most of the accuracy pruning costs; its budget is recorded.
-    finetune_epochs: int = 1
+    finetune_epochs: int = 2
 
     def __post_init__(self):
         _check_number("prune", "ratio", self.ratio, *PRUNE_RATIO_RANGE)

@@ -17,6 +17,10 @@ from torch import nn
 from .base import Batch, iterate
 
 AMP_TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# Fine-tuning an already trained model (after pruning, for QAT, KD recovery) uses a tenth of
+# the training learning rate: at the full rate a fresh Adam knocked the pruned seed_cnn from
+# 97.5% to 96.1% on digits in one epoch; at a tenth it recovered to 97.2-97.8%.
+FINETUNE_LR_SCALE = 0.1
 
 # (model, inputs, labels) -> loss. The default is plain cross-entropy.
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
