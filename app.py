@@ -9,16 +9,16 @@ import streamlit as st
 
 from dashboard import state, widgets
 
-st.set_page_config(page_title="Compression benchmark", page_icon="🗜️", layout="wide")
+st.set_page_config(page_title="Compression benchmark", page_icon=":material/compress:", layout="wide")
 
 state.session_key()
 state.ensure_worker_once()
 
 pages = [
-    st.Page("pages/experiment.py", title="Experiment", icon="🧪", default=True),
-    st.Page("pages/results.py", title="Results", icon="📊"),
-    st.Page("pages/history.py", title="History", icon="🗂️"),
-    st.Page("pages/distributed.py", title="Distributed", icon="🛰️"),
+    st.Page("pages/experiment.py", title="Experiment", icon=":material/science:", default=True),
+    st.Page("pages/results.py", title="Results", icon=":material/bar_chart:"),
+    st.Page("pages/history.py", title="History", icon=":material/history:"),
+    st.Page("pages/distributed.py", title="Distributed", icon=":material/hub:"),
 ]
 page = st.navigation(pages)
 

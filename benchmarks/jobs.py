@@ -107,6 +107,7 @@ class JobQueue:
         self.path = self.store.path
         with self.store._connect() as db:
             db.executescript(SCHEMA)
+        self._spawned: list[subprocess.Popen] = []
 
     # -- submitting and reading ----------------------------------------------------------
 
@@ -179,11 +180,11 @@ class JobQueue:
         log = self.path.with_name(f"{self.path.name}.worker-{device.replace(':', '-')}.log")
         root = Path(__file__).resolve().parent.parent
         with open(log, "ab") as out:
-            subprocess.Popen(
+            self._spawned.append(subprocess.Popen(
                 [sys.executable, "-m", "benchmarks.jobs", "worker", "--store", str(self.path),
                  "--device", device, "--parent", str(os.getpid())],
                 cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONPATH": str(root)})
+                env={**os.environ, "PYTHONPATH": str(root)}))
         if wait:
             self.wait_for_worker(device)
 
@@ -204,18 +205,35 @@ class JobQueue:
         return json.loads(row["card"]) if row else None
 
     def stop_worker(self, device: str = "cpu", timeout: float = 10.0) -> None:
-        """Ask the device's worker to exit (used by tests and shutdown)."""
+        """Ask the device's worker to exit (used by tests and shutdown), including one that is
+        still starting: its pid is in the lock file before it registers."""
+        pids = set()
+        try:
+            text = _lock_path(self.path, device).read_text().strip()
+            if text.isdigit():
+                pids.add(int(text))
+        except OSError:
+            pass
         with self.store._connect() as db:
             row = db.execute("SELECT pid FROM workers WHERE device=?", (device,)).fetchone()
-        if row is None:
-            return
-        try:
-            os.kill(row["pid"], 15)
-        except ProcessLookupError:
-            return
+        if row is not None:
+            pids.add(row["pid"])
+        pids.update(p.pid for p in self._spawned if p.poll() is None)
+        for pid in pids:
+            try:
+                os.kill(pid, 15)
+            except ProcessLookupError:
+                pass
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.worker_alive(device):
             time.sleep(0.05)
+        for p in self._spawned:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self._spawned = [p for p in self._spawned if p.poll() is None]
 
 
 # -- the worker process ---------------------------------------------------------------------
@@ -335,6 +353,11 @@ class Worker:
             self.store.finish_run(run_id, "failed", _one_line(exc))
             raise
         if sweep.cancelled:
+            if not self.parent_alive():  # the server went away mid-job: not the user's doing
+                self.store.finish_run(run_id, "interrupted", "the server stopped")
+                self.finish(job.job_id, "interrupted",
+                            "the server stopped while this job ran; run it again")
+                return
             self.store.finish_run(run_id, "interrupted", "cancelled by the user")
             self.finish(job.job_id, "cancelled", None)
             return
@@ -402,6 +425,8 @@ def worker_main(argv: list[str]) -> int:
     lock = _try_lock(_lock_path(Path(args.store), args.device))
     if lock is None:
         return 0  # another worker serves this device
+    os.ftruncate(lock, 0)
+    os.write(lock, str(os.getpid()).encode())  # lets stop_worker find a worker still starting
     # SIGTERM ends the process through SystemExit, so the current job is marked by the next
     # worker as interrupted and the store stays consistent.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

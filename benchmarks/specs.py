@@ -21,6 +21,8 @@ DEVICES = ("auto", "cpu", "cuda")
 # Order matters: a combined variant applies them in this order (AMP acts at run time).
 TECHNIQUES = ("prune", "distill", "int8", "amp")
 CONTROL_TECHNIQUE = "student-scratch"
+# Gradient compressions of the distributed benchmark (DDP communication hooks).
+COMPRESSIONS = ("none", "fp16", "bf16")
 
 
 def _canonical(obj) -> str:

@@ -201,10 +201,18 @@ class ResultsStore:
             cur = db.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
         return cur.rowcount > 0
 
-    def _run_dict(self, db, row) -> dict:
-        variants = [json.loads(v["result"]) for v in db.execute(
-            "SELECT result FROM variants WHERE run_id=? ORDER BY position", (row["run_id"],))]
+    def _run_dict(self, db, row, with_variants: bool = True) -> dict:
+        if with_variants:
+            variants = [json.loads(v["result"]) for v in db.execute(
+                "SELECT result FROM variants WHERE run_id=? ORDER BY position",
+                (row["run_id"],))]
+            count = len(variants)
+        else:  # a summary: lists of runs stay fast as the store grows
+            variants = None
+            (count,) = db.execute("SELECT COUNT(*) FROM variants WHERE run_id=?",
+                                  (row["run_id"],)).fetchone()
         return {
+            "variant_count": count,
             "run_id": row["run_id"], "created_at": row["created_at"],
             "finished_at": row["finished_at"], "kind": row["kind"], "model": row["model"],
             "dataset": row["dataset"], "device": row["device"], "status": row["status"],
@@ -212,8 +220,9 @@ class ResultsStore:
             "environment": json.loads(row["environment"]), "variants": variants,
         }
 
-    def runs(self, limit: int | None = None, kind: str | None = None) -> list[dict]:
-        """Past runs, newest first, each with its variants."""
+    def runs(self, limit: int | None = None, kind: str | None = None,
+             with_variants: bool = True) -> list[dict]:
+        """Past runs, newest first, each with its variants (or only their count)."""
         sql = "SELECT * FROM runs"
         args: list = []
         if kind is not None:
@@ -224,7 +233,8 @@ class ResultsStore:
             sql += " LIMIT ?"
             args.append(int(limit))
         with self._connect() as db:
-            return [self._run_dict(db, r) for r in db.execute(sql, args).fetchall()]
+            return [self._run_dict(db, r, with_variants)
+                    for r in db.execute(sql, args).fetchall()]
 
     def run(self, run_id: str) -> dict | None:
         with self._connect() as db:

@@ -6,10 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-# Gradient compressions of the distributed benchmark. The engine's list lives beside its
-# torch-based DDP hooks (benchmarks.distributed_worker.COMPRESSIONS); importing that module
-# would load torch into the server, so this mirrors it (a test checks they agree).
-COMPRESSIONS = ("none", "fp16", "bf16")
+from benchmarks.specs import COMPRESSIONS  # noqa: F401  (torch-free)
 
 
 @st.cache_data(show_spinner=False)

@@ -103,7 +103,14 @@ def latency_chart(rows: list[dict]) -> go.Figure:
                              thickness=3, width=0, color="#111827"))
     fig.update_layout(barmode="overlay")
     _mark_baseline(fig, rows, "p50_ms")
-    return _layout(fig, "Latency p50 (whiskers p90 / p99)", "ms per batch")
+    # A disturbed run can have p99 tails many times the median; a log axis keeps the p50 bars
+    # readable without hiding the tails.
+    top = max((p + t for p, t in zip(p50, p99)), default=0.0)
+    log = bool(p50) and top > 4 * max(p50)
+    if log:
+        fig.update_yaxes(type="log")
+    return _layout(fig, "Latency p50 (whiskers p90 / p99)" + (", log" if log else ""),
+                   "ms per batch")
 
 
 def memory_chart(rows: list[dict]) -> go.Figure:

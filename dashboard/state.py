@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import uuid
+import weakref
 from pathlib import Path
 
 import streamlit as st
@@ -71,6 +73,7 @@ def ensure_worker_once() -> None:
     user sets the toggles); a submit checks again."""
     if st.session_state.get(WORKER_STARTED):
         return
+    UploadFolder.sweep_stale()
     try:
         ensure_worker("cpu")
         st.session_state[WORKER_STARTED] = True
@@ -79,25 +82,57 @@ def ensure_worker_once() -> None:
         st.sidebar.warning(f"The benchmark worker could not start: {_one_line(exc)}")
 
 
+UPLOAD_PREFIX = "cb-upload-"
+STALE_UPLOAD_S = 24 * 3600  # folders older than this belong to sessions long gone
+
+
+class UploadFolder:
+    """Owns one session's private folder for uploaded checkpoints (mode 0700). The folder is
+    deleted with the session: Streamlit drops a session's state some time after its browser
+    disconnects, this object goes with it, and the finalizer removes the folder (also at
+    server exit). ``sweep_stale`` catches anything a crash left behind."""
+
+    def __init__(self):
+        self.path = Path(tempfile.mkdtemp(prefix=UPLOAD_PREFIX))
+        os.chmod(self.path, 0o700)
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.path), True)
+
+    def clear(self) -> None:
+        self._finalizer()
+
+    @staticmethod
+    def sweep_stale(max_age_s: float = STALE_UPLOAD_S) -> int:
+        now, removed = time.time(), 0
+        for folder in Path(tempfile.gettempdir()).glob(UPLOAD_PREFIX + "*"):
+            try:
+                if folder.is_dir() and now - folder.stat().st_mtime > max_age_s:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed += 1
+            except OSError:
+                continue
+        return removed
+
+
 def upload_dir() -> Path:
-    """This session's private folder for uploaded checkpoints (mode 0700)."""
-    path = st.session_state.get(UPLOAD_DIR)
-    if not path or not Path(path).is_dir():
-        path = tempfile.mkdtemp(prefix="cb-upload-")
-        os.chmod(path, 0o700)
-        st.session_state[UPLOAD_DIR] = path
-    return Path(path)
+    """This session's private folder for uploaded checkpoints."""
+    folder = st.session_state.get(UPLOAD_DIR)
+    if not isinstance(folder, UploadFolder) or not folder.path.is_dir():
+        folder = UploadFolder()
+        st.session_state[UPLOAD_DIR] = folder
+    return folder.path
 
 
 def clear_uploads() -> None:
-    path = st.session_state.get(UPLOAD_DIR)
-    if path:
-        shutil.rmtree(path, ignore_errors=True)
+    folder = st.session_state.get(UPLOAD_DIR)
+    if isinstance(folder, UploadFolder):
+        folder.clear()
 
 
 def models_dir() -> Path:
-    """The server's folder of allowed model files (users cannot point anywhere else)."""
-    return Path(os.environ.get("COMPRESSION_BENCH_MODELS_DIR") or ROOT / "models").resolve()
+    """The server's folder of allowed model files (users cannot point anywhere else); the
+    worker checks the same folder (benchmarks.models.models_dir)."""
+    from benchmarks.models import models_dir as engine_models_dir
+    return Path(engine_models_dir()).resolve()
 
 
 def _one_line(exc: BaseException) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import streamlit as st
 
 from . import charts
@@ -139,7 +138,8 @@ def pareto(rows: list[dict]) -> list[str]:
     return pareto_front(pts)
 
 
-def table_frame(rows: list[dict]) -> pd.DataFrame:
+def table_frame(rows: list[dict]):
+    import pandas as pd  # imported on first use: the first page draws without it
     df = pd.DataFrame(rows)
     cols = [c for c in TABLE_COLUMNS if c in df.columns]
     return df[cols + [c for c in df.columns if c not in cols]]
@@ -215,4 +215,10 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
 def run_label(run: dict) -> str:
     date = (run.get("created_at") or "")[:19].replace("T", " ")
     return (f"{date} · {run.get('model')} on {run.get('dataset')} · {run.get('device') or '?'}"
-            f" · {run.get('status')} · {len(run.get('variants', []))} variants")
+            f" · {run.get('status')} · {_stored_variants(run)} variants")
+
+
+def _stored_variants(run: dict) -> int:
+    if run.get("variants") is not None:
+        return len(run["variants"])
+    return int(run.get("variant_count") or 0)

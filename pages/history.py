@@ -1,0 +1,102 @@
+"""History: past runs from the store; compare two runs or two variants; delete a run."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import state, widgets
+
+st.title("History")
+flash = st.session_state.pop("history_flash", None)
+if flash:
+    st.success(flash)
+
+try:
+    # Summaries only; full runs are read for the ones picked below.
+    runs = state.store().runs(limit=500, with_variants=False)
+except Exception as exc:
+    st.error(f"Cannot read the results store: {state.one_line(exc)}")
+    st.stop()
+
+if not runs:
+    st.info("No stored runs yet.")
+    st.stop()
+
+by_id = {r["run_id"]: r for r in runs}
+st.dataframe(pd.DataFrame([{
+    "run": r["run_id"], "kind": r.get("kind"), "model": r["model"], "dataset": r["dataset"],
+    "device": r.get("device"), "date": (r["created_at"] or "")[:19].replace("T", " "),
+    "status": r["status"], "variants": r["variant_count"], "error": r.get("error")}
+    for r in runs]), hide_index=True, key="history_table")
+
+st.subheader("Compare")
+mode = st.radio("Compare", ["two runs", "two variants"], horizontal=True, key="history_mode",
+                label_visibility="collapsed")
+ids = list(by_id)
+
+
+def full(run_id: str) -> dict:
+    return state.store().run(run_id) or {**by_id[run_id], "variants": []}
+
+
+if mode == "two runs":
+    picked = st.multiselect("Pick two runs", ids, default=ids[:2] if len(ids) >= 2 else ids,
+                            max_selections=2, format_func=lambda i: widgets.run_label(by_id[i]),
+                            key="history_runs")
+    if len(picked) == 2:
+        for col, rid in zip(st.columns(2), picked):
+            run = full(rid)
+            with col:
+                st.markdown(f"**{widgets.run_label(run)}**")
+                if run.get("kind", "sweep") == "sweep":
+                    _, rows = widgets.run_rows(run)
+                    st.dataframe(widgets.table_frame(rows), hide_index=True,
+                                 key=f"history-cmp-{rid}")
+                else:
+                    st.dataframe(pd.DataFrame(run["variants"]), hide_index=True,
+                                 key=f"history-cmp-{rid}")
+    else:
+        st.caption("Pick two runs to see them side by side.")
+else:
+    sweeps = [rid for rid in ids if by_id[rid].get("kind", "sweep") == "sweep"]
+    among = st.multiselect("From runs", sweeps, default=sweeps[:1], max_selections=2,
+                           format_func=lambda i: widgets.run_label(by_id[i]),
+                           key="history_variant_runs")
+    loaded = {rid: full(rid) for rid in among}
+    options = [(rid, i) for rid in among for i in range(len(loaded[rid]["variants"]))]
+
+    def _label(o):
+        rid, i = o
+        return f"{loaded[rid]['variants'][i]['name']} · {widgets.run_label(by_id[rid])}"
+
+    picked = st.multiselect("Pick two variants (the first is the reference)", options,
+                            max_selections=2, format_func=_label, key="history_variants")
+    if len(picked) == 2:
+        from benchmarks.results import VariantResult, comparison_rows
+        results = [VariantResult.from_dict(loaded[rid]["variants"][i]) for rid, i in picked]
+        # The reference plays the baseline so every change reads against it.
+        results[0].techniques = []
+        rows = comparison_rows(results)
+        for row, (rid, _) in zip(rows, picked):
+            row["variant"] = f"{row['variant']} ({rid})"
+        st.dataframe(widgets.table_frame(rows), hide_index=True, key="history-variant-cmp")
+    else:
+        st.caption("Pick two variants: the table shows every figure and its change.")
+
+st.subheader("Delete a run")
+victim = st.selectbox("Run to delete", ids, format_func=lambda i: widgets.run_label(by_id[i]),
+                      key="history_delete_pick")
+sure = st.checkbox("I understand the run and its variants are removed for everyone",
+                   key="history_delete_sure")
+if st.button("Delete run", disabled=not sure, key="history_delete"):
+    try:
+        if by_id[victim]["status"] == "running":
+            st.error("This run is still going; cancel its job first.")
+        elif state.store().delete_run(victim):
+            st.session_state["history_flash"] = f"Deleted {victim}."
+            st.rerun()
+        else:
+            st.warning(f"{victim} was already gone.")
+    except Exception as exc:
+        st.error(f"Cannot delete {victim}: {state.one_line(exc)}")

@@ -1,0 +1,279 @@
+"""The dashboard through streamlit.testing.v1.AppTest: every page draws, the Experiment page
+drives a real (small) sweep through the real job queue and worker, bad input ends in
+st.error, History lists and deletes, Results draws 20 variants."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+PAGES = ["pages/experiment.py", "pages/results.py", "pages/history.py", "pages/distributed.py"]
+JOB_WAIT_S = 240
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A private store (and so a private queue and worker) for this module; the worker is
+    stopped at the end so no process outlives the tests."""
+    path = tmp_path_factory.mktemp("app-store") / "results.db"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("COMPRESSION_BENCH_STORE", str(path))
+        yield path
+        from benchmarks.jobs import JobQueue
+        JobQueue(path).stop_worker("cpu")
+
+
+def new_app() -> AppTest:
+    return AppTest.from_file(APP, default_timeout=60).run()
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def small_sweep(at: AppTest) -> AppTest:
+    """Only pruning on, one training epoch: the smallest sweep with a real comparison."""
+    for key in ("exp_distill", "exp_amp", "exp_int8", "exp_combine"):
+        at.toggle(key=key).set_value(False)
+    at.number_input(key="exp_epochs").set_value(1)
+    return at.run()
+
+
+def wait_for_job(at: AppTest) -> AppTest:
+    """Rerun the page (as the fragment's polling does) until the job has ended."""
+    deadline = time.monotonic() + JOB_WAIT_S
+    while time.monotonic() < deadline:
+        assert_clean(at)
+        if at.success or at.error or any("Cancelled" in w.value for w in at.warning):
+            return at
+        time.sleep(0.5)
+        at.run()
+    pytest.fail(f"the job did not end within {JOB_WAIT_S} s")
+
+
+def test_every_page_draws(store):
+    at = new_app()
+    assert_clean(at)
+    assert [b.label for b in at.button] == ["Run benchmark"]
+    # The embedded default is selected, so a first click runs a full comparison.
+    assert at.selectbox(key="exp_model").value == "seed_cnn"
+    assert at.selectbox(key="exp_dataset").value == "digits"
+    assert at.toggle(key="exp_prune").value and at.toggle(key="exp_distill").value
+    assert at.slider(key="exp_ratio").value == 0.5
+    assert at.selectbox(key="exp_int8_mode").value == "static"
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert_clean(at)
+        assert not errors(at)
+
+
+def test_invalid_toggles_show_error_and_submit_nothing(store):
+    at = new_app()
+    for key in ("exp_distill", "exp_amp", "exp_int8"):
+        at.toggle(key=key).set_value(False)
+    at.run()  # pruning alone with combine on: the spec refuses it
+    at.button(key="exp_run").click().run()
+    assert_clean(at)
+    assert any("combine needs at least two" in e for e in errors(at))
+    from benchmarks.jobs import JobQueue
+    assert JobQueue(store).jobs(session=at.session_state["cb_session"]) == []
+
+
+def test_small_sweep_end_to_end(store):
+    at = small_sweep(new_app())
+    at.button(key="exp_run").click().run()
+    assert_clean(at)
+    assert not errors(at)
+    wait_for_job(at)
+    assert not errors(at), errors(at)
+    assert [s.value for s in at.success] == ["Complete."]
+    table = at.dataframe[0].value
+    assert list(table["variant"]) == ["baseline", "prune-l1-0.5"]
+    assert table["accuracy"].between(0.5, 1.0).all()
+    assert (table["p50_ms"] > 0).all()
+    assert table.loc[0, "size_mb_vs_base"] == pytest.approx(1.0)
+    assert len(at.get("plotly_chart")) >= 5  # four figures side by side and the Pareto chart
+
+    # A refreshed page (new session state, same URL) finds the session's job again.
+    key = at.session_state["cb_session"]
+    again = AppTest.from_file(APP, default_timeout=60)
+    again.query_params["session"] = key
+    again.run()
+    assert_clean(again)
+    assert list(again.dataframe[0].value["variant"]) == ["baseline", "prune-l1-0.5"]
+
+    # Results shows this session's run by default.
+    at.switch_page("pages/results.py").run()
+    assert_clean(at)
+    assert list(at.dataframe[0].value["variant"]) == ["baseline", "prune-l1-0.5"]
+    assert len(at.get("download_button")) == 2
+
+    # History lists it; deleting removes it from the store.
+    from benchmarks.store import ResultsStore
+    run_id = ResultsStore(store).runs()[0]["run_id"]
+    at.switch_page("pages/history.py").run()
+    assert_clean(at)
+    assert run_id in list(at.dataframe[0].value["run"])
+    at.selectbox(key="history_delete_pick").set_value(run_id)
+    at.checkbox(key="history_delete_sure").check()
+    at.run()
+    at.button(key="history_delete").click().run()
+    assert_clean(at)
+    assert ResultsStore(store).run(run_id) is None
+    assert any(run_id in s.value for s in at.success)
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, (f"touch {self.mark}",))
+
+
+def test_code_carrying_checkpoint_is_refused(store, tmp_path):
+    mark = tmp_path / "pwned"
+    evil = _Evil()
+    evil.mark = mark
+    at = small_sweep(new_app())
+    at.toggle(key="exp_prune").set_value(False)
+    at.toggle(key="exp_combine").set_value(False)
+    at.run()
+    at.file_uploader(key="exp_checkpoint").set_value(
+        ("evil.pt", pickle.dumps(evil), "application/octet-stream"))
+    at.run()
+    at.button(key="exp_run").click().run()
+    wait_for_job(at)
+    assert_clean(at)
+    assert any("evil" in e and "checkpoint" in e.lower() for e in errors(at)), errors(at)
+    assert not mark.exists(), "the checkpoint's code ran"
+    upload_dir = at.session_state["cb_upload_dir"].path
+    assert upload_dir.is_dir() and (upload_dir.stat().st_mode & 0o077) == 0  # private
+    # The app keeps working: every page still draws.
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert_clean(at)
+    shutil.rmtree(upload_dir, ignore_errors=True)
+
+
+def _synthetic_variants(n: int):
+    from benchmarks.results import VariantResult
+    out = []
+    for i in range(n):
+        base = i == 0
+        out.append(VariantResult(
+            name="baseline" if base else f"prune-l1-{i / 25:g}",
+            techniques=[] if base else ["prune"], device="cpu", accuracy=0.95 - 0.01 * i,
+            latency_samples_ms=[1.0 + 0.05 * i + 0.01 * (k % 7) * (1 + (i % 3 == 0) * 20)
+                                for k in range(40)],
+            batch_size=32, peak_memory_bytes=(10 + i) * 2**20, memory_method="rss",
+            size_bytes=(5 - 0.1 * i) * 2**20, size_gzip_bytes=(4 - 0.15 * i) * 2**20,
+            params=100_000, nonzero_params=100_000 - 4000 * i, flops=10**6,
+            layer_sparsity=None if base else {"0": i / 25, "2": i / 30, "5": i / 40},
+            error="RuntimeError: boom" if i == n - 1 else None))
+    return out
+
+
+def test_results_page_draws_20_variants(store):
+    from benchmarks.store import ResultsStore
+    rs = ResultsStore(store)
+    run_id = rs.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
+                          environment={"torch": "x", "cpu": "test", "threads": 1})
+    for v in _synthetic_variants(20):
+        rs.add_variant(run_id, v)
+    rs.finish_run(run_id, "failed")
+    at = new_app()
+    at.switch_page("pages/results.py").run()
+    at.selectbox(key="results_run").set_value(run_id)
+    start = time.perf_counter()
+    at.run()
+    elapsed = time.perf_counter() - start
+    assert_clean(at)
+    assert len(at.dataframe[0].value) == 20
+    assert any("boom" in w.value for w in at.warning)      # failed variant listed
+    assert any("Noisy latency" in w.value for w in at.warning)
+    assert elapsed < 3.0, f"Results page with 20 variants took {elapsed:.2f} s"
+
+
+def test_distributed_page_charts_a_stored_run(store):
+    from benchmarks.store import ResultsStore
+    rs = ResultsStore(store)
+    run_id = rs.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
+                          environment={}, kind="distributed")
+    for w, tput in ((1, 1000.0), (2, 1700.0)):
+        for comp in ("none", "fp16"):
+            rs.add_variant(run_id, {
+                "name": f"{comp}-w{w}", "workers": w, "compression": comp, "amp": False,
+                "throughput": tput, "scaling_efficiency": tput / (w * 1000.0),
+                "bytes_per_step": 4e5 / (2 if comp == "fp16" else 1),
+                "comm_ms_per_step": 1.0, "loss": 0.5, "accuracy": 0.9, "error": None})
+    rs.finish_run(run_id, "complete")
+    at = new_app()
+    at.switch_page("pages/distributed.py").run()
+    assert_clean(at)
+    assert len(at.get("plotly_chart")) == 3
+    assert len(at.dataframe[0].value) == 4
+
+
+def test_compressions_mirror_the_engine():
+    from benchmarks.distributed_worker import COMPRESSIONS
+    from dashboard.catalog import COMPRESSIONS as shown
+    assert tuple(shown) == tuple(COMPRESSIONS)
+
+
+def test_no_page_imports_torch(tmp_path):
+    """Draw every page in a fresh interpreter and check torch never loaded there."""
+    script = f"""
+import sys
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file({APP!r}, default_timeout=60).run()
+for page in {PAGES!r}:
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+from benchmarks.jobs import JobQueue
+JobQueue().stop_worker("cpu")
+print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
+"""
+    env = {**os.environ, "COMPRESSION_BENCH_STORE": str(tmp_path / "r.db")}
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, text=True,
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_cancel_stops_a_running_job(store):
+    at = small_sweep(new_app())
+    at.number_input(key="exp_epochs").set_value(20)  # long enough to be caught running
+    at.run()
+    at.button(key="exp_run").click().run()
+    assert_clean(at)
+    at.button(key=f"cancel-{at.session_state['cb_job_id']}").click().run()
+    wait_for_job(at)
+    from benchmarks.jobs import JobQueue
+    job = JobQueue(store).get(at.session_state["cb_job_id"])
+    assert job.status == "cancelled", (job.status, job.error)
+    assert any("Cancelled" in w.value for w in at.warning)
+
+
+def test_upload_folder_is_deleted_with_the_session():
+    import gc
+
+    from dashboard.state import UploadFolder
+    folder = UploadFolder()
+    path = folder.path
+    (path / "weights.pt").write_bytes(b"x")
+    assert path.is_dir() and (path.stat().st_mode & 0o077) == 0
+    del folder  # what happens when Streamlit drops a closed session's state
+    gc.collect()
+    assert not path.exists()

@@ -1,0 +1,125 @@
+"""End to end in a real browser: Debian's chromium (driven by Playwright, no browser
+download) against the real Streamlit server, two sessions at once through one job queue."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+SWEEP_TIMEOUT_MS = 420_000  # two default sweeps one after the other on a loaded 2-core machine
+SCREENSHOT = Path("/tmp/compression-bench-results.png")
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _require_chromium():
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{CHROMIUM} is missing and REQUIRE_BROWSER=1")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("the server did not become healthy")
+
+
+@pytest.fixture
+def server(tmp_path):
+    _require_chromium()
+    store = tmp_path / "results.db"
+    port = _free_port()
+    env = {**os.environ, "COMPRESSION_BENCH_STORE": str(store)}
+    started = time.monotonic()
+    # Its own process group, so the server and the worker it starts are stopped together.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.headless", "true"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://localhost:{port}"
+    try:
+        _wait_healthy(url, proc)
+        yield url, time.monotonic() - started, store
+    finally:
+        try:
+            from benchmarks.jobs import JobQueue
+            JobQueue(store).stop_worker("cpu", timeout=5)
+        except Exception:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+def test_two_sessions_run_the_default_sweep(server):
+    from playwright.sync_api import expect, sync_playwright
+    url, healthy_s, _ = server
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            pages = [browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
+                     for _ in range(2)]
+            first_draw_s = []
+            for page in pages:
+                t0 = time.monotonic()
+                page.goto(url)
+                expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
+                    timeout=60_000)
+                first_draw_s.append(time.monotonic() - t0)
+            for page in pages:  # the defaults: the article's full comparison
+                page.get_by_role("button", name="Run benchmark").click()
+            for page in pages:
+                expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
+                    timeout=SWEEP_TIMEOUT_MS)
+                page.wait_for_function(
+                    "document.querySelectorAll('.js-plotly-plot').length >= 4",
+                    timeout=60_000)
+                assert not page.get_by_text("Traceback").count()
+            # The Results page shows the session's latest run.
+            page = pages[0]
+            t0 = time.monotonic()
+            page.get_by_role("link", name="Results").click()
+            expect(page.get_by_role("heading", name="Results")).to_be_visible(timeout=30_000)
+            page.wait_for_function(
+                "document.querySelectorAll('.js-plotly-plot').length >= 5", timeout=30_000)
+            switch_s = time.monotonic() - t0
+            page.wait_for_timeout(1000)  # let plotly finish laying out before the picture
+            page.screenshot(path=str(SCREENSHOT), full_page=True)
+            print(f"server healthy {healthy_s:.1f} s; first page drawn "
+                  f"{', '.join(f'{t:.1f}' for t in first_draw_s)} s after goto; "
+                  f"switch to Results {switch_s:.2f} s")
+        finally:
+            browser.close()
