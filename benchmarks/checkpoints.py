@@ -48,7 +48,7 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
                          f"{header_len} bytes in a {size}-byte file")
     try:
         return load_file(str(path))
-    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+    except (SafetensorError, Exception) as exc:  # noqa: BLE001 (any failure is the file's)
         raise ValueError(f"checkpoint {path.name} is corrupt or truncated (safetensors: "
                          f"{str(exc).splitlines()[0][:200]})") from None
 
@@ -64,9 +64,16 @@ def _read_torch(path: Path) -> dict[str, torch.Tensor]:
             raise ValueError(f"checkpoint {path.name} carries pickled code, which is refused "
                              f"(only tensors are loaded): {code[:200]}") from None
         detail = lines[-2] if len(lines) >= 2 else (lines[0] if lines else "unreadable")
+        if not zipfile.is_zipfile(path):
+            # A legacy (non-zip) pickle the safe unpickler cannot read: garbage, or objects
+            # other than tensors. Either way it is refused without running anything.
+            raise ValueError(f"checkpoint {path.name} is refused: corrupt, or a legacy pickle "
+                             f"that holds more than plain tensors ({detail[:120]})") from None
         raise ValueError(f"checkpoint {path.name} is corrupt: {detail[:200]}") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError, KeyError,
-            AttributeError, TypeError, IndexError) as exc:
+    except Exception as exc:  # noqa: BLE001
+        # The unpickler fails on garbage with many types (EOFError, BadZipFile, struct.error
+        # for a file that is the single byte "G", OverflowError, RecursionError...): all of
+        # them mean this file is broken, never that the program is.
         msg = str(exc).strip().splitlines()
         raise ValueError(f"checkpoint {path.name} is corrupt or truncated: "
                          f"{(msg[0] if msg else type(exc).__name__)[:200]}") from None
@@ -85,7 +92,12 @@ def load_into(model: nn.Module, state: dict[str, torch.Tensor], name: str) -> No
     unexpected = [k for k in state if k not in own]
     shapes = [f"{k} {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
               for k in own if k in state and tuple(state[k].shape) != tuple(own[k].shape)]
+    # Copying complex values into a real parameter silently drops the imaginary part.
+    dtypes = [f"{k} {state[k].dtype} vs model {own[k].dtype}" for k in own
+              if k in state and state[k].is_complex() and not own[k].is_complex()]
     problems = []
+    if dtypes:
+        problems.append("dtype mismatch: " + "; ".join(dtypes[:MISMATCHES_SHOWN]))
     if shapes:
         problems.append("shape mismatch: " + "; ".join(shapes[:MISMATCHES_SHOWN]))
     if missing:

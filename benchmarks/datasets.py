@@ -106,12 +106,23 @@ def _stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str)
     stratify = y if counts.min() >= 3 else None  # tiny folders cannot be stratified
     if len(y) < 5:
         raise ValueError(f"data set {name} has {len(y)} samples; at least 5 are needed")
-    rest, test = train_test_split(idx, test_size=TEST_FRACTION, random_state=SPLIT_SEED,
-                                  stratify=stratify)
-    train, val = train_test_split(rest, test_size=VAL_FRACTION / (1 - TEST_FRACTION),
-                                  random_state=SPLIT_SEED,
-                                  stratify=None if stratify is None else y[rest])
-    return train, val, test
+
+    def split(stratify):
+        rest, test = train_test_split(idx, test_size=TEST_FRACTION, random_state=SPLIT_SEED,
+                                      stratify=stratify)
+        train, val = train_test_split(rest, test_size=VAL_FRACTION / (1 - TEST_FRACTION),
+                                      random_state=SPLIT_SEED,
+                                      stratify=None if stratify is None else y[rest])
+        return train, val, test
+
+    if stratify is not None:
+        try:
+            return split(stratify)
+        except ValueError:
+            # A stratified part needs a sample of every class: a small folder (8 images of 2
+            # classes) has too few for the validation part, so it is split plainly.
+            pass
+    return split(None)
 
 
 def _bundle(name: str, x: np.ndarray, y: np.ndarray, num_classes: int) -> DataBundle:

@@ -4,21 +4,13 @@ download) against the real Streamlit server, two sessions at once through one jo
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+from benchmarks.perf_ui import CHROMIUM, CHROMIUM_ARGS, running_server
+
 SWEEP_TIMEOUT_MS = 420_000  # two default sweeps one after the other on a loaded 2-core machine
 SCREENSHOT = Path("/tmp/compression-bench-results.png")
 
@@ -32,56 +24,13 @@ def _require_chromium():
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("the server did not become healthy")
-
-
 @pytest.fixture
 def server(tmp_path):
     _require_chromium()
     store = tmp_path / "results.db"
-    port = _free_port()
-    env = {**os.environ, "COMPRESSION_BENCH_STORE": str(store)}
     started = time.monotonic()
-    # Its own process group, so the server and the worker it starts are stopped together.
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.headless", "true"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://localhost:{port}"
-    try:
-        _wait_healthy(url, proc)
+    with running_server(store) as (_, url):
         yield url, time.monotonic() - started, store
-    finally:
-        try:
-            from benchmarks.jobs import JobQueue
-            JobQueue(store).stop_worker("cpu", timeout=5)
-        except Exception:
-            pass
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except ProcessLookupError:
-            pass
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
 
 
 def test_two_sessions_run_the_default_sweep(server):

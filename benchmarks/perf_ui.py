@@ -1,0 +1,191 @@
+"""The dashboard's speed targets, measured in a real browser (Debian's chromium via Playwright).
+
+Also home of the helpers that start a real Streamlit server for the browser tests. Nothing
+here imports Streamlit: the server is a separate process, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+# Headless flags for a machine with no network but loopback: without the background-networking
+# flags Chromium keeps trying to reach Google's hosts.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("the server did not become healthy")
+
+
+def start_server(store: Path, env: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` on a free port, in its own process group (so the server and the
+    worker it starts are stopped together)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.headless", "true"], cwd=ROOT,
+        env={**os.environ, "COMPRESSION_BENCH_STORE": str(store), **(env or {})},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return proc, f"http://localhost:{port}"
+
+
+def stop_server(proc: subprocess.Popen, store: Path) -> None:
+    try:
+        from .jobs import JobQueue
+        JobQueue(store).stop_worker("cpu", timeout=5)
+    except Exception:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+@contextmanager
+def running_server(store: Path, env: dict | None = None):
+    proc, url = start_server(store, env)
+    try:
+        wait_healthy(url, proc)
+        yield proc, url
+    finally:
+        stop_server(proc, store)
+
+
+def _store_twenty_variants(store: Path) -> None:
+    from .results import VariantResult
+    from .store import ResultsStore
+    s = ResultsStore(store)
+    run_id = s.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
+                         environment={"torch": "-", "note": "synthetic figures for perf"})
+    for i in range(20):
+        s.add_variant(run_id, VariantResult(
+            name="baseline" if i == 0 else f"variant-{i}", techniques=[] if i == 0 else ["prune"],
+            accuracy=0.97 - i * 0.002, latency_samples_ms=[1.0 + i * 0.05 + k * 0.001
+                                                           for k in range(50)],
+            batch_size=32, peak_memory_bytes=10**6 - i * 1000, memory_method="live_tensor_bytes",
+            size_bytes=400_000 - i * 5000, size_gzip_bytes=350_000 - i * 8000, params=95_000,
+            nonzero_params=95_000 - i * 2000, flops=3_000_000,
+            layer_sparsity={"0": i / 40, "2": i / 30}))
+    s.finish_run(run_id, "complete")
+
+
+def _charts(page, n: int, timeout_ms: int) -> None:
+    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {n}",
+                           timeout=timeout_ms)
+
+
+def measure_dashboard(repeats: int = 3) -> dict:
+    from playwright.sync_api import expect, sync_playwright
+
+    from .perf import check
+
+    if not os.path.exists(CHROMIUM):
+        raise RuntimeError(f"{CHROMIUM} is missing (apt-get install chromium)")
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
+        store = Path(tmp) / "store.db"
+        _store_twenty_variants(store)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
+            # From `streamlit run` to the first page drawn in the browser.
+            t0 = time.monotonic()
+            with running_server(store, {"COMPRESSION_BENCH_CACHE": f"{tmp}/cache"}) as (_, url):
+                healthy = time.monotonic() - t0
+                page.goto(url)
+                run_button = page.get_by_role("button", name="Run benchmark")
+                expect(run_button).to_be_visible(timeout=60_000)
+                first = time.monotonic() - t0
+
+                # Page switches, and the Results page of 20 variants (the newest run).
+                switches, results_draw = [], []
+                for _ in range(repeats):
+                    t = time.monotonic()
+                    page.get_by_role("link", name="Results").click()
+                    expect(page.get_by_role("heading", name="Results")).to_be_visible()
+                    switches.append(time.monotonic() - t)
+                    _charts(page, 5, 30_000)
+                    results_draw.append(time.monotonic() - t)
+                    t = time.monotonic()
+                    page.get_by_role("link", name="History").click()
+                    expect(page.get_by_role("heading", name="History")).to_be_visible()
+                    switches.append(time.monotonic() - t)
+                    t = time.monotonic()
+                    page.get_by_role("link", name="Experiment").click()
+                    expect(run_button).to_be_visible()
+                    switches.append(time.monotonic() - t)
+
+                # The default experiment, cold (empty weights cache) then warm.
+                sweeps = []
+                loads_during = []
+                other = browser.new_context().new_page()
+                for attempt in ("cold", "warm"):
+                    t = time.monotonic()
+                    run_button.click()
+                    if attempt == "cold":
+                        # Another user opens the app while the sweep runs.
+                        page.wait_for_timeout(3000)
+                        for _ in range(repeats):
+                            t_load = time.monotonic()
+                            other.goto(url)
+                            expect(other.get_by_role("button", name="Run benchmark")
+                                   ).to_be_visible(timeout=30_000)
+                            loads_during.append(time.monotonic() - t_load)
+                    expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
+                        timeout=300_000)
+                    _charts(page, 4, 60_000)
+                    sweeps.append(time.monotonic() - t)
+                    page.wait_for_timeout(500)
+        finally:
+            browser.close()
+    switch = statistics.median(switches)
+    draw20 = statistics.median(results_draw)
+    load = statistics.median(loads_during)
+    out["checks"] = [
+        check("`streamlit run` to the first page drawn in Chromium", f"{first:.1f} s", "<= 3 s",
+              first <= 3, f"server healthy after {healthy:.1f} s"),
+        check("switching pages (median of Results/History/Experiment)", f"{switch:.2f} s",
+              "<= 1 s", switch <= 1),
+        check("Results page of 20 variants, click to all charts drawn (median)",
+              f"{draw20:.2f} s", "<= 1 s", draw20 <= 1),
+        check("default experiment, click to the four charts, cold cache", f"{sweeps[0]:.1f} s",
+              "<= 60 s", sweeps[0] <= 60),
+        check("the same, warm cache", f"{sweeps[1]:.1f} s", "<= 15 s", sweeps[1] <= 15),
+        check("a page load by another session while a sweep runs (median)", f"{load:.2f} s",
+              "<= 2 s", load <= 2),
+    ]
+    return out

@@ -1,0 +1,105 @@
+"""Many sessions and a server restart, through the dashboard itself."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from benchmarks.jobs import JobQueue
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+def baseline_only(at: AppTest) -> AppTest:
+    for key in ("exp_prune", "exp_distill", "exp_amp", "exp_int8", "exp_combine"):
+        at.toggle(key=key).set_value(False)
+    at.number_input(key="exp_epochs").set_value(1)
+    return at.run()
+
+
+def test_five_sessions_submit_at_once_and_run_one_at_a_time(tmp_path, monkeypatch):
+    store = tmp_path / "results.db"
+    monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store))
+    sessions = [baseline_only(AppTest.from_file(APP, default_timeout=60).run())
+                for _ in range(5)]
+    # Five clicks at once, from five threads, as five browsers would.
+    threads = [threading.Thread(target=lambda at=at: at.button(key="exp_run").click().run())
+               for at in sessions]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        for at in sessions:
+            assert not at.exception, [e.value for e in at.exception]
+        queue = JobQueue(store)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            jobs = queue.jobs()
+            if len(jobs) == 5 and all(j.finished for j in jobs):
+                break
+            time.sleep(0.5)
+        jobs = queue.jobs()
+        assert len(jobs) == 5 and [j.status for j in jobs] == ["complete"] * 5
+        assert len({j.session for j in jobs}) == 5
+        spans = sorted((j.started_at, j.finished_at) for j in jobs)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans  # never two at once
+        # Each session sees its own finished run.
+        for at in sessions:
+            at.run()
+            assert not at.exception
+            assert any("Complete" in s.value for s in at.success)
+    finally:
+        JobQueue(store).stop_worker("cpu")
+
+
+@pytest.mark.browser
+def test_a_server_restart_marks_the_job_interrupted_and_it_can_run_again(tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    from benchmarks.perf_ui import CHROMIUM, CHROMIUM_ARGS, running_server
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{CHROMIUM} is missing and REQUIRE_BROWSER=1")
+        pytest.skip("chromium is missing")
+    store = tmp_path / "results.db"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            with running_server(store) as (proc, url):
+                page.goto(url)
+                expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
+                    timeout=60_000)
+                session_url = page.url  # carries ?session=KEY
+                page.get_by_role("button", name="Run benchmark").click()
+                queue = JobQueue(store)
+                deadline = time.monotonic() + 120
+                while not any(j.status == "running" and j.run_id for j in queue.jobs()):
+                    assert time.monotonic() < deadline, "the job never started"
+                    time.sleep(0.2)
+                os.killpg(proc.pid, signal.SIGKILL)  # the server (and its worker) die at once
+                proc.wait()
+            (job,) = queue.jobs()
+            assert job.status == "running"  # nobody has noticed yet
+            with running_server(store) as (_, url):
+                page.goto(session_url.replace(session_url.split("/?")[0], url))
+                expect(page.get_by_text("interrupted", exact=False).first).to_be_visible(
+                    timeout=60_000)
+                (job,) = queue.jobs()
+                assert job.status == "interrupted"
+                assert queue.store.run(job.run_id)["status"] == "interrupted"
+                # And it runs again.
+                page.get_by_role("button", name="Run benchmark").click()
+                expect(page.get_by_text("Complete.", exact=True)).to_be_visible(timeout=300_000)
+                assert queue.jobs()[0].status == "complete"
+                assert queue.store.integrity_ok()
+        finally:
+            browser.close()
