@@ -315,9 +315,13 @@ def _stop(procs) -> None:
 # -- the benchmark ---------------------------------------------------------------------------
 
 def _threads_per_worker(world_size: int, device: str) -> int:
+    """Every worker gets the same share of the cores but one (the launcher and the OS keep the
+    spare one, as the sweep's timings do). An equal share matters more than a large one: the
+    1-worker run must not get threads the 2-worker runs lack, or efficiency reads above 1 (on
+    2 cores, 1 worker on 2 threads ran 5x slower than on 1 while anything else ran)."""
     if device == "cuda":
         return 1
-    return max(1, available_cores() // world_size)
+    return max(1, (available_cores() - 1) // world_size)
 
 
 def run_distributed(config: DistributedConfig, on_progress=None, warn=None) -> list[dict]:

@@ -31,7 +31,7 @@ left, right = st.columns([1, 1], gap="large")
 
 with left:
     st.subheader("Model and data")
-    source = st.radio("Model", [ZOO, FILE], horizontal=True, key="exp_source")
+    source = st.selectbox("Model from", [ZOO, FILE], key="exp_source")
     model = None
     if source == ZOO:
         model = st.selectbox("Zoo model", names, key="exp_model",
@@ -52,11 +52,15 @@ with left:
                 st.error("The factory must be a Python function name, e.g. build.")
             else:
                 model = f"{folder / file}:{factory}"
-    upload = st.file_uploader("Checkpoint (optional)", type=UPLOAD_TYPES, key="exp_checkpoint",
-                              max_upload_size=MAX_UPLOAD_MB,
-                              help="Weights only: .safetensors, or a .pt/.pth state dict "
-                                   "(loaded with weights_only=True: a pickle carrying code is "
-                                   f"refused). At most {MAX_UPLOAD_MB} MB.")
+    # Behind a toggle: the uploader's browser code is the heaviest of the page, and most
+    # first runs train their own baseline.
+    upload = None
+    if st.toggle("Start from my checkpoint", key="exp_use_checkpoint"):
+        upload = st.file_uploader(
+            "Checkpoint", type=UPLOAD_TYPES, key="exp_checkpoint", max_upload_size=MAX_UPLOAD_MB,
+            help="Weights only: .safetensors, or a .pt/.pth state dict (loaded with "
+                 f"weights_only=True: a pickle carrying code is refused). At most "
+                 f"{MAX_UPLOAD_MB} MB.")
 
     datasets = catalog.datasets()
     dataset_label = st.selectbox("Data set", datasets, key="exp_dataset",
@@ -72,14 +76,14 @@ with left:
         shape_text = st.text_input("Input shape C,H,W", value="3,32,32", key="exp_shape",
                                    help="Synthetic data measures speed only: accuracy is empty.")
 
-    device = st.radio("Device", choices["devices"], horizontal=True, key="exp_device",
-                      help="auto: the GPU when the worker sees one")
+    device = st.selectbox("Device", choices["devices"], key="exp_device",
+                          help="auto: the GPU when the worker sees one")
     st.caption("This machine's worker: " + (", ".join(machine_devices) if card else
                                             "starting…"))
     c1, c2, c3 = st.columns(3)
     epochs = c1.number_input("Training epochs", 1, 1000, 8, key="exp_epochs",
                              help="Budget of the baseline (and of the students)")
-    finetune = c2.number_input("Fine-tune epochs", 0, 1000, 1, key="exp_finetune",
+    finetune = c2.number_input("Fine-tune epochs", 0, 1000, 2, key="exp_finetune",
                                help="Fine-tuning after pruning")
     batch_size = c3.number_input("Batch size", 1, 65536, 32, key="exp_batch")
 

@@ -149,6 +149,7 @@ def test_code_carrying_checkpoint_is_refused(store, tmp_path):
     at = small_sweep(new_app())
     at.toggle(key="exp_prune").set_value(False)
     at.toggle(key="exp_combine").set_value(False)
+    at.toggle(key="exp_use_checkpoint").set_value(True)
     at.run()
     at.file_uploader(key="exp_checkpoint").set_value(
         ("evil.pt", pickle.dumps(evil), "application/octet-stream"))
