@@ -11,6 +11,7 @@ from dashboard import state, widgets
 
 st.set_page_config(page_title="Compression benchmark", page_icon=":material/compress:", layout="wide")
 
+state.require_login()
 state.session_key()
 state.ensure_worker_once()
 

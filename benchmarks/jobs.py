@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -322,6 +323,20 @@ class Worker:
         except Exception as exc:  # a failing job never takes the queue down
             self.finish(job.job_id, "failed", f"{type(exc).__name__}: {_one_line(exc)}")
 
+    @contextmanager
+    def _run_follows_job(self, job_id: str, run_id: str):
+        """The stored run shares the job's fate: interrupted when the worker is stopped,
+        failed with the reason when the job raises (run_job records the job's error)."""
+        try:
+            yield
+        except (SystemExit, KeyboardInterrupt):
+            self.store.finish_run(run_id, "interrupted", "the worker was stopped")
+            self.finish(job_id, "interrupted", "the worker was stopped; run it again")
+            raise
+        except BaseException as exc:
+            self.store.finish_run(run_id, "failed", _one_line(exc))
+            raise
+
     def run_sweep_job(self, job: Job) -> None:
         from .runner import prepare_sweep
         from .specs import SweepSpec
@@ -341,17 +356,10 @@ class Worker:
                           message=event.describe())
 
         results = []
-        try:
+        with self._run_follows_job(job.job_id, run_id):
             for result in sweep.run(on_progress, lambda: self.should_stop(job.job_id)):
                 self.store.add_variant(run_id, result)
                 results.append(result)
-        except (SystemExit, KeyboardInterrupt):
-            self.store.finish_run(run_id, "interrupted", "the worker was stopped")
-            self.finish(job.job_id, "interrupted", "the worker was stopped; run it again")
-            raise
-        except BaseException as exc:
-            self.store.finish_run(run_id, "failed", _one_line(exc))
-            raise
         if sweep.cancelled:
             if not self.parent_alive():  # the server went away mid-job: not the user's doing
                 self.store.finish_run(run_id, "interrupted", "the server stopped")
@@ -385,15 +393,8 @@ class Worker:
                           phase="done", fraction=done / max(total, 1),
                           message=f"{done}/{total} runs")
 
-        try:
+        with self._run_follows_job(job.job_id, run_id):
             distributed.run_distributed(config, on_progress=on_progress, warn=lambda m: None)
-        except (SystemExit, KeyboardInterrupt):
-            self.store.finish_run(run_id, "interrupted", "the worker was stopped")
-            self.finish(job.job_id, "interrupted", "the worker was stopped; run it again")
-            raise
-        except BaseException as exc:
-            self.store.finish_run(run_id, "failed", _one_line(exc))
-            raise
         self.store.finish_run(run_id, "failed" if failed else "complete")
         self.finish(job.job_id, "failed" if failed else "complete",
                     f"runs failed: {', '.join(failed)}" if failed else None)

@@ -239,7 +239,12 @@ def render(results: dict, env: dict) -> str:
              "`results/perf.json`. Each target is a ratio of two things measured side by side "
              "in one run, or a median of repeats: the machine is shared and noisy.", "",
              f"Measured {env['created_at']} on {env['cpu']} ({env['cpu_count']} cores, "
-             f"{env['threads']} pinned), torch {env['torch']}, commit {env['git_commit']}.", ""]
+             f"{env['threads']} pinned), torch {env['torch']}, commit {env['git_commit']}.", "",
+             "The measurements behind the techniques' choices (FX against pt2e, the quantized "
+             "engines, torchao's dynamic path, channel pruning per model) are in "
+             "`docs/optimizers.md`; GPU figures would go here when a GPU machine is lent "
+             "(none was for this run: the CUDA paths are tested on the CPU where they can be "
+             "and skipped where only a GPU shows them).", ""]
     titles = {"fidelity": "Latency fidelity (issue 2)",
               "bench": "The default sweep: seed_cnn on digits (issues 2 and 3)",
               "resnet": "ResNet-18 speed-ups (issue 3)",

@@ -141,3 +141,19 @@ def _one_line(exc: BaseException) -> str:
 
 
 one_line = _one_line
+
+
+def require_login() -> None:
+    """Sign-in, where the operator configured an identity provider for Streamlit's ``st.login``
+    (an ``[auth]`` section in ``.streamlit/secrets.toml``); without one the app is open to
+    whoever can reach it, which by default is only this machine (the server binds localhost)."""
+    try:
+        configured = "auth" in st.secrets
+    except Exception:  # no secrets file at all
+        configured = False
+    if not configured or st.user.get("is_logged_in", False):
+        return
+    st.title("Compression benchmark")
+    st.write("Sign in to run and compare experiments.")
+    st.button("Log in", on_click=st.login, type="primary")
+    st.stop()

@@ -48,3 +48,16 @@ def test_the_running_server_listens_on_loopback_only_and_refuses_forged_uploads(
             raise AssertionError("the forged upload was accepted")
         except urllib.error.HTTPError as err:
             assert err.code == 403
+
+
+def test_sign_in_is_required_once_an_identity_provider_is_configured(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(tmp_path / "results.db"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback",
+                          "cookie_secret": "x" * 32, "client_id": "bench",
+                          "client_secret": "s", "server_metadata_url":
+                              "http://localhost:9/.well-known/openid-configuration"}
+    at.run()
+    assert not at.exception
+    assert [b.label for b in at.button] == ["Log in"]  # nothing else is reachable
