@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 import weakref
@@ -68,18 +69,35 @@ def ensure_worker(device: str = "cpu") -> None:
     queue().ensure_worker(device)
 
 
+# The worker's start-up (importing torch) takes a core for seconds; started at once it made
+# the first page draw 2 s later on two cores. Started after this delay, it is ready long before
+# a user has set the toggles, and a click on Run benchmark starts it at once anyway.
+WORKER_START_DELAY_S = 3.0
+
+
 def ensure_worker_once() -> None:
-    """Start the CPU worker when a session first opens the app (it then warms up while the
-    user sets the toggles); a submit checks again."""
+    """Start the CPU worker soon after a session first opens the app, once the page has drawn;
+    a submit checks again and starts it at once if needed."""
     if st.session_state.get(WORKER_STARTED):
         return
     UploadFolder.sweep_stale()
     try:
-        ensure_worker("cpu")
+        q = queue()
+        if not q.worker_alive("cpu"):
+            timer = threading.Timer(WORKER_START_DELAY_S, _start_quietly, args=(q, "cpu"))
+            timer.daemon = True
+            timer.start()
         st.session_state[WORKER_STARTED] = True
     except Exception as exc:  # the page still draws; submitting retries and reports
         st.session_state[WORKER_STARTED] = False
         st.sidebar.warning(f"The benchmark worker could not start: {_one_line(exc)}")
+
+
+def _start_quietly(q, device: str) -> None:
+    try:
+        q.ensure_worker(device)
+    except Exception:  # a submit retries and shows the reason
+        pass
 
 
 UPLOAD_PREFIX = "cb-upload-"
