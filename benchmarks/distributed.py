@@ -507,14 +507,31 @@ def main(argv: list[str]) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(document, fh, indent=2)
-    print(json.dumps(_summary(runs), indent=2))
+    print(format_runs(runs))
     return 1 if failed else 0
 
 
-def _summary(runs: list[dict]) -> list[dict]:
-    keys = ("name", "throughput", "scaling_efficiency", "bytes_per_step", "comm_ms_per_step",
-            "step_ms", "accuracy", "wall_s", "error")
-    return [{k: run.get(k) for k in keys} for run in runs]
+RUN_COLUMNS = [("name", "run", "{}"), ("throughput", "samples/s", "{:.0f}"),
+               ("scaling_efficiency", "efficiency", "{:.2f}"),
+               ("bytes_per_step", "bytes/step", "{}"), ("comm_ms_per_step", "comm ms", "{:.2f}"),
+               ("step_ms", "step ms", "{:.2f}"), ("loss", "loss", "{:.4f}"),
+               ("accuracy", "acc %", "pct"), ("wall_s", "wall s", "{:.1f}")]
+
+
+def format_runs(runs: list[dict]) -> str:
+    """The runs as a table for stdout (the JSON file keeps every field)."""
+    def cell(value, fmt):
+        if value is None:
+            return "-"
+        return f"{value * 100:.2f}" if fmt == "pct" else fmt.format(value)
+    body = [[cell(r.get(k), f) for k, _, f in RUN_COLUMNS] for r in runs]
+    heads = [h for _, h, _ in RUN_COLUMNS]
+    widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h)
+              for i, h in enumerate(heads)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
+    lines += [f"! {r['name']}: {r['error']}" for r in runs if r.get("error")]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
