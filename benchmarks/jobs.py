@@ -256,11 +256,13 @@ class Worker:
         return self.parent is None or os.getppid() == self.parent
 
     def register(self) -> None:
-        from .environment import environment_card, resolve_device
+        from .environment import default_threads, environment_card, resolve_device
         import torch
         devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
         dev = resolve_device("cuda" if self.device.startswith("cuda") else "cpu")
-        card = {**environment_card(dev), "devices": devices, "worker_pid": os.getpid()}
+        # The threads a sweep is timed with (pinned), not the process's default.
+        card = {**environment_card(dev, default_threads()), "devices": devices,
+                "worker_pid": os.getpid()}
         with self.store.transaction() as db:
             db.execute("INSERT OR REPLACE INTO workers (device, pid, started_at, card) "
                        "VALUES (?,?,?,?)", (self.device, os.getpid(), now_iso(),
