@@ -379,11 +379,13 @@ class Worker:
 
     def run_distributed_job(self, job: Job) -> None:
         from . import distributed
+        from .environment import environment_card
         config = distributed.DistributedConfig(**{
             k: tuple(v) if isinstance(v, list) else v for k, v in job.payload.items()})
         run_id = self.store.start_run(model=config.model, dataset=config.dataset,
-                                      device=config.device, spec=job.payload,
-                                      environment={}, kind="distributed")
+                                      device=distributed.resolve_device(config.device),
+                                      spec=job.payload, environment=environment_card(),
+                                      kind="distributed")
         self._update(job.job_id, run_id=run_id)
         failed = []
 
