@@ -87,3 +87,19 @@ def test_a_killed_worker_leaves_its_job_interrupted_and_the_next_worker_goes_on(
     run = queue.store.run(job.run_id)
     assert run["status"] == "interrupted" and len(run["variants"]) >= 1
     assert queue.store.integrity_ok()
+
+
+def test_a_distributed_job_runs_through_the_same_queue(queue):
+    payload = {"model": "seed_cnn", "dataset": "digits", "workers": [1, 2],
+               "compressions": ["none", "fp16"], "steps": 8, "batch_size": 16,
+               "device": "cpu", "seed": 0, "amp": False}
+    job_id = queue.submit("distributed", payload, session="a")
+    queue.ensure_worker("cpu")
+    job = wait_for(queue, job_id)
+    assert job.status == "complete", job.error
+    run = queue.store.run(job.run_id)
+    assert run["kind"] == "distributed" and run["device"] == "cpu"
+    assert "torch" in run["environment"]
+    by_name = {v["name"]: v for v in run["variants"]}
+    assert set(by_name) == {"w1-none", "w2-none", "w1-fp16", "w2-fp16"}
+    assert by_name["w2-fp16"]["bytes_per_step"] * 2 == by_name["w2-none"]["bytes_per_step"]
