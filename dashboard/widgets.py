@@ -222,3 +222,17 @@ def _stored_variants(run: dict) -> int:
     if run.get("variants") is not None:
         return len(run["variants"])
     return int(run.get("variant_count") or 0)
+
+
+def stored_runs(empty_hint: str, *, limit: int, kind: str | None = None) -> list[dict]:
+    """Run summaries, newest first (a run's variants are read only when it is shown). Stops the
+    page with a message when the store cannot be read or holds nothing yet."""
+    try:
+        runs = store().runs(limit=limit, kind=kind, with_variants=False)
+    except Exception as exc:
+        st.error(f"Cannot read the results store: {one_line(exc)}")
+        st.stop()
+    if not runs:
+        st.info(empty_hint)
+        st.stop()
+    return runs

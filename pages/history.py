@@ -12,16 +12,7 @@ flash = st.session_state.pop("history_flash", None)
 if flash:
     st.success(flash)
 
-try:
-    # Summaries only; full runs are read for the ones picked below.
-    runs = state.store().runs(limit=500, with_variants=False)
-except Exception as exc:
-    st.error(f"Cannot read the results store: {state.one_line(exc)}")
-    st.stop()
-
-if not runs:
-    st.info("No stored runs yet.")
-    st.stop()
+runs = widgets.stored_runs("No stored runs yet.", limit=500)
 
 by_id = {r["run_id"]: r for r in runs}
 st.dataframe(pd.DataFrame([{

@@ -8,16 +8,8 @@ from dashboard import state, widgets
 
 st.title("Results")
 
-try:
-    # Summaries only: the list stays fast however large the store grows.
-    runs = state.store().runs(limit=200, kind="sweep", with_variants=False)
-except Exception as exc:
-    st.error(f"Cannot read the results store: {state.one_line(exc)}")
-    st.stop()
-
-if not runs:
-    st.info("No stored runs yet: start one on the Experiment page.")
-    st.stop()
+runs = widgets.stored_runs("No stored runs yet: start one on the Experiment page.", limit=200,
+                           kind="sweep")
 
 
 def _session_run_id() -> str | None:

@@ -378,7 +378,8 @@ def test_image_folder_truncated_png(tmp_path):
     good = tmp_path / "imgs" / "a" / "0.png"
     _png(good, size=64)
     good.write_bytes(good.read_bytes()[:60])
-    _refused(f"imagefolder:{root}", "0.png is not a readable image")
+    message = _refused(f"imagefolder:{root}", "0.png is not a readable image")
+    assert message.startswith("imagefolder:")
 
 
 def test_image_folder_empty_class_folder(tmp_path):
@@ -387,9 +388,11 @@ def test_image_folder_empty_class_folder(tmp_path):
 
 
 def test_image_folder_one_class_only_and_no_images(tmp_path):
-    _refused(f"imagefolder:{_folder(tmp_path / 'one', {'a': 6})}", "at least 2")
-    _refused(f"imagefolder:{_folder(tmp_path / 'none', {'a': 0, 'b': 0})}", "no images")
-    _refused("imagefolder:" + str(tmp_path / "missing"), "is not a directory")
+    messages = [_refused(f"imagefolder:{_folder(tmp_path / 'one', {'a': 6})}", "at least 2"),
+                _refused(f"imagefolder:{_folder(tmp_path / 'none', {'a': 0, 'b': 0})}",
+                         "no images"),
+                _refused("imagefolder:" + str(tmp_path / "missing"), "is not a directory")]
+    assert all(m.startswith("imagefolder:") for m in messages), messages
 
 
 def test_image_folder_that_is_fine_loads(tmp_path):
