@@ -250,9 +250,13 @@ NOTES = """## Notes on the figures
 - **Distilled student beside its scratch twin**: on digits, at this budget, the teacher adds
   nothing measurable to the narrow student's accuracy; the control makes that visible rather
   than assumed.
-- **Noise**: latency is flagged noisy (`~`) when IQR/median exceeds 10%; on this shared VM
-  the host's load moves whole blocks of repeats by up to 20%, which is why every target is a
-  ratio measured side by side or a median of interleaved repeats.
+- **Noise**: latency is flagged noisy (`~`) when IQR/median exceeds 10%. On this VM the
+  host moves whole stretches of time by up to 20%: a plain 512x512 matmul loop, nothing else
+  running, stepped from 36 to 43 ms per block mid-run (CV 7%). The engine/Timer ratio, measured
+  interleaved, stays within a few percent through that; the CV of the p50 across repeats does
+  not, and read 2.3%, 3.7%, 4.9%, 5.3%, 8.6% and 11.7% in the runs made this session. Every
+  target is therefore a ratio measured side by side or a median of interleaved repeats, and
+  the CV row is the one to re-read on a quieter machine.
 """
 
 
