@@ -17,13 +17,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import torchvision
 from torch import nn
 
 from .checkpoints import load_into, save_state_dict
 
 # Bump when the training recipe changes, so stale weights are not reused.
 TRAINING_CODE_VERSION = 1
+
+
+def _torchvision_version() -> str:
+    # Read from the package's metadata: importing torchvision costs 1.6 s of start-up.
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("torchvision")
+    except PackageNotFoundError:
+        return "absent"
 
 
 def default_cache_dir() -> Path:
@@ -41,7 +49,7 @@ class WeightsCache:
         self.hits = self.misses = 0
 
     def key(self, parts: tuple) -> str:
-        payload = json.dumps([TRAINING_CODE_VERSION, torch.__version__, torchvision.__version__,
+        payload = json.dumps([TRAINING_CODE_VERSION, torch.__version__, _torchvision_version(),
                               *parts], sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 

@@ -69,11 +69,11 @@ def default_threads() -> int:
 
 
 def environment_card(device: torch.device | None = None, threads: int | None = None) -> dict:
-    import torchvision
+    from .cache import _torchvision_version
     device = device or torch.device("cpu")
     card = {
         "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
+        "torchvision": _torchvision_version(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu": cpu_name(),
