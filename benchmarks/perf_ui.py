@@ -159,7 +159,7 @@ def measure_dashboard(repeats: int = 3) -> dict:
 
                 # Page switches, and the Results page of 20 variants (the newest run).
                 switches, results_draw = [], []
-                for _ in range(repeats):
+                for _ in range(repeats + 2):
                     t = time.monotonic()
                     page.get_by_role("link", name="Results").click()
                     expect(page.get_by_role("heading", name="Results")).to_be_visible()
@@ -217,7 +217,8 @@ def measure_dashboard(repeats: int = 3) -> dict:
         finally:
             browser.close()
     switch = statistics.median(switches)
-    draw20 = statistics.median(results_draw)
+    # The first visit also loads plotly.js into the browser (once per browser): reported apart.
+    first_results, draw20 = results_draw[0], statistics.median(results_draw[1:])
     load = statistics.median(loads_during)
     idle = statistics.median(loads_idle)
     out["checks"] = [
@@ -227,8 +228,10 @@ def measure_dashboard(repeats: int = 3) -> dict:
                           f"measured the same way: {floor:.1f} s"),
         check("switching pages (median of Results/History/Experiment)", f"{switch:.2f} s",
               "<= 1 s", switch <= 1),
-        check("Results page of 20 variants, click to all charts drawn (median)",
-              f"{draw20:.2f} s", "<= 1 s", draw20 <= 1),
+        check("Results page of 20 variants, click to all charts drawn (median of later visits)",
+              f"{draw20:.2f} s", "<= 1 s", draw20 <= 1,
+              f"the first visit, which also loads plotly.js into the browser: "
+              f"{first_results:.2f} s"),
         check("default experiment, click to the four charts, cold cache", f"{sweeps[0]:.1f} s",
               "<= 60 s", sweeps[0] <= 60),
         check("the same, warm cache", f"{sweeps[1]:.1f} s", "<= 15 s", sweeps[1] <= 15),

@@ -173,14 +173,18 @@ def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
     return fig
 
 
-def sparsity_chart(layer_sparsity: dict[str, float], title: str) -> go.Figure:
-    layers = list(layer_sparsity)
-    fig = go.Figure(go.Bar(x=[100 * layer_sparsity[k] for k in layers], y=layers,
-                           orientation="h", marker_color=VARIANT_COLOR,
-                           hovertemplate="%{y}: %{x:.1f}% zeros<extra></extra>"))
-    fig.update_layout(title=title, height=max(200, 40 + 28 * len(layers)),
-                      margin=dict(l=10, r=10, t=40, b=10), xaxis_title="zeros (%)",
-                      xaxis_range=[0, 100])
+def sparsity_chart(per_variant: dict[str, dict[str, float]]) -> go.Figure:
+    """Per-layer sparsity of every pruned variant in one heatmap (layers down, variants
+    across): one figure however many variants, so a large sweep still draws at once."""
+    variants = list(per_variant)
+    layers = list(dict.fromkeys(k for v in per_variant.values() for k in v))
+    z = [[None if per_variant[v].get(layer) is None else 100 * per_variant[v][layer]
+          for v in variants] for layer in layers]
+    fig = go.Figure(go.Heatmap(z=z, x=variants, y=layers, zmin=0, zmax=100,
+                               colorscale="Blues", colorbar=dict(title="zeros %"),
+                               hovertemplate="%{x}<br>%{y}: %{z:.1f}% zeros<extra></extra>"))
+    fig.update_layout(height=max(220, 60 + 24 * len(layers)),
+                      margin=dict(l=10, r=10, t=30, b=10), yaxis_autorange="reversed")
     return fig
 
 

@@ -198,10 +198,8 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
     pruned = [r for r in results if r.layer_sparsity and "prune" in r.techniques]
     if pruned:
         with st.expander("Per-layer sparsity of pruned variants", expanded=False):
-            for col, r in zip(st.columns(min(len(pruned), 3)) * len(pruned), pruned):
-                with col:
-                    st.plotly_chart(charts.sparsity_chart(r.layer_sparsity, r.name),
-                                    config=charts.PLOTLY_CONFIG, key=f"{key}-sp-{r.name}")
+            st.plotly_chart(charts.sparsity_chart({r.name: r.layer_sparsity for r in pruned}),
+                            config=charts.PLOTLY_CONFIG, key=f"{key}-sparsity")
     with st.expander("Environment", expanded=False):
         st.json(run.get("environment", {}), expanded=True)
     if downloads:
