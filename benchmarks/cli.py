@@ -14,6 +14,8 @@ import math
 import sys
 from pathlib import Path
 
+from .errors import described, first_line
+
 EXIT_OK, EXIT_VARIANT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -311,15 +313,12 @@ def main(argv: list[str] | None = None) -> int:
         command = {"run": cmd_run, "list": cmd_list, "history": cmd_history}[args.command]
         return command(args)
     except ValueError as exc:  # bad input: one line, nothing ran
-        lines = str(exc).strip().splitlines()
-        print(f"error: {lines[0] if lines else type(exc).__name__}", file=sys.stderr)
+        print(f"error: {first_line(exc, 1000)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (RuntimeError, MemoryError) as exc:
         # The environment's fault (STYLE: RuntimeError), e.g. an allocator refusing memory
         # while data loads: still one line, never a traceback.
-        lines = str(exc).strip().splitlines()
-        text = f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__
-        print(f"error: {text}", file=sys.stderr)
+        print(f"error: {described(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
+from .errors import first_line
 from .distributed_worker import COMPRESSIONS, FAULT_STEP, PROGRESS_SLOTS, WorkerJob, run_worker
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -32,11 +33,6 @@ STARTUP_TIMEOUT_S = 180.0
 # A terminated worker gets this long to exit before it is killed.
 TERMINATE_GRACE_S = 3.0
 HOST = "127.0.0.1"
-
-
-def _one_line(text: str) -> str:
-    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
-    return lines[0][:300] if lines else ""
 
 
 @dataclass(frozen=True)
@@ -169,7 +165,7 @@ def _open_store(port: int | None, timeout_s: float):
         try:
             return dist.TCPStore(HOST, port, None, True, timeout, wait_for_workers=False), None
         except (RuntimeError, OSError) as exc:
-            warning = f"port {port} is not usable ({_one_line(exc)}); using a free port"
+            warning = f"port {port} is not usable ({first_line(exc)}); using a free port"
     return dist.TCPStore(HOST, 0, None, True, timeout, wait_for_workers=False), warning
 
 
@@ -190,7 +186,7 @@ def _child(rank, world_size, port, backend, job, results, progress, timeout_s):
             dist.destroy_process_group()
         results.put(("ok", rank, result))
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the launcher
-        results.put(("error", rank, f"{type(exc).__name__}: {_one_line(exc)}"))
+        results.put(("error", rank, f"{type(exc).__name__}: {first_line(exc)}"))
         results.close()
         results.join_thread()
         os._exit(1)
@@ -474,7 +470,7 @@ def main(argv: list[str]) -> int:
             from .store import ResultsStore
             store = ResultsStore(args.store)
     except (UsageError, ValueError) as exc:
-        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        print(f"error: {first_line(exc)}", file=sys.stderr)
         return 2
     from .environment import environment_card
     import torch
@@ -497,7 +493,7 @@ def main(argv: list[str]) -> int:
         runs = run_distributed(config, on_progress=report)
     except BaseException as exc:
         if store is not None:
-            store.finish_run(run_id, "failed", error=_one_line(exc) or type(exc).__name__)
+            store.finish_run(run_id, "failed", error=first_line(exc) or type(exc).__name__)
         raise
     failed = [r for r in runs if r["error"] is not None]
     if store is not None:

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import first_line
 from .models import models_dir
 from .store import ResultsStore, now_iso
 
@@ -321,9 +322,9 @@ class Worker:
             else:
                 self.run_distributed_job(job)
         except ValueError as exc:  # bad input found by the engine: the user's to fix
-            self.finish(job.job_id, "failed", f"invalid input: {_one_line(exc)}")
+            self.finish(job.job_id, "failed", f"invalid input: {first_line(exc, 400)}")
         except Exception as exc:  # a failing job never takes the queue down
-            self.finish(job.job_id, "failed", f"{type(exc).__name__}: {_one_line(exc)}")
+            self.finish(job.job_id, "failed", f"{type(exc).__name__}: {first_line(exc, 400)}")
 
     @contextmanager
     def _run_follows_job(self, job_id: str, run_id: str):
@@ -336,7 +337,7 @@ class Worker:
             self.finish(job_id, "interrupted", "the worker was stopped; run it again")
             raise
         except BaseException as exc:
-            self.store.finish_run(run_id, "failed", _one_line(exc))
+            self.store.finish_run(run_id, "failed", first_line(exc, 400))
             raise
 
     def run_sweep_job(self, job: Job) -> None:
@@ -410,11 +411,6 @@ class Worker:
                 time.sleep(POLL_S)
                 continue
             self.run_job(job)
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return (lines[0] if lines else type(exc).__name__)[:400]
 
 
 def worker_main(argv: list[str]) -> int:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from .errors import first_line
+
 if TYPE_CHECKING:  # torch loads on first build, so menus can list models without it
     import torch
     from torch import nn
@@ -212,7 +214,7 @@ def load_user_factory(spec: str, allowed_dir: str | Path | None = None) -> Calla
     except Exception as exc:  # any error inside the user's file is their input's problem
         sys.modules.pop(module_name, None)
         raise ValueError(f"model file {path} failed to import: "
-                         f"{type(exc).__name__}: {_one_line(exc)}") from None
+                         f"{type(exc).__name__}: {first_line(exc)}") from None
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise ValueError(f"model file {path} has no function {factory_name!r}")
@@ -227,7 +229,7 @@ def build_user_model(spec: str, num_classes: int, in_channels: int,
         model = factory(num_classes, in_channels)
     except Exception as exc:
         raise ValueError(f"model factory {spec} raised {type(exc).__name__}: "
-                         f"{_one_line(exc)}") from None
+                         f"{first_line(exc)}") from None
     if not isinstance(model, nn.Module):
         raise ValueError(f"model factory {spec} returned {type(model).__name__}, "
                          f"not a torch.nn.Module")
@@ -252,13 +254,9 @@ def check_input_fits(model: nn.Module, example: torch.Tensor, num_classes: int,
             out = model.eval()(example)
     except Exception as exc:
         raise ValueError(f"input shape {shape} does not fit model {model_name}: "
-                         f"{type(exc).__name__}: {_one_line(exc)}") from None
+                         f"{type(exc).__name__}: {first_line(exc)}") from None
     if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[1] != num_classes:
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"model {model_name} must return logits of shape (batch, {num_classes}) "
                          f"for input {shape}; got {got}")
 
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__

@@ -27,6 +27,7 @@ from . import measure
 from .cache import WeightsCache
 from .checkpoints import load_into, read_state_dict
 from .datasets import DataBundle, check_in_memory_size, load_dataset
+from .errors import described
 from .environment import default_threads, environment_card, resolve_device
 from .models import build_model, check_input_fits, default_student, is_user_model, \
     model_entry, user_model_digest
@@ -55,12 +56,6 @@ ProgressFn = Callable[[ProgressEvent], None]
 
 class Cancelled(Exception):
     """Raised between phases when ``should_stop()`` says so."""
-
-
-def one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    text = lines[0] if lines else ""
-    return f"{type(exc).__name__}: {text}"[:400] if text else type(exc).__name__
 
 
 def _file_digest(path: str | Path) -> str:
@@ -281,9 +276,9 @@ class PreparedSweep:
         except Cancelled:
             raise
         except torch.OutOfMemoryError as exc:
-            result.error = f"out of memory on {result.device} during {phase}: {one_line(exc)}"
+            result.error = f"out of memory on {result.device} during {phase}: {described(exc)}"
         except Exception as exc:  # one variant's failure never sinks the sweep
-            result.error = f"{phase} failed: {one_line(exc)}"
+            result.error = f"{phase} failed: {described(exc)}"
         finally:
             if result.error is not None:
                 _release_memory()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from optimizers.settings import (  # noqa: F401  (re-exported: the engine's vocabulary)

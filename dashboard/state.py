@@ -13,6 +13,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from benchmarks.errors import first_line as one_line  # torch-free; pages use it too
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Session-state keys, named once so pages never disagree on a spelling.
@@ -60,9 +62,10 @@ def queue():
 
 
 def store():
-    """A results store handle (cheap: it opens a connection per call)."""
-    from benchmarks.store import ResultsStore
-    return ResultsStore(store_path())
+    """The results store of the shared queue. One handle for every session: opening a
+    ResultsStore runs its schema and the dead-run check, which a page polled every second
+    should not repeat (the worker and the CLI do that when they start)."""
+    return queue().store
 
 
 def ensure_worker(device: str = "cpu") -> None:
@@ -90,7 +93,7 @@ def ensure_worker_once() -> None:
         st.session_state[WORKER_STARTED] = True
     except Exception as exc:  # the page still draws; submitting retries and reports
         st.session_state[WORKER_STARTED] = False
-        st.sidebar.warning(f"The benchmark worker could not start: {_one_line(exc)}")
+        st.sidebar.warning(f"The benchmark worker could not start: {one_line(exc)}")
 
 
 def _start_quietly(q, device: str) -> None:
@@ -152,13 +155,6 @@ def models_dir() -> Path:
     from benchmarks.models import models_dir as engine_models_dir
     return Path(engine_models_dir()).resolve()
 
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
-
-
-one_line = _one_line
 
 
 def require_login() -> None:

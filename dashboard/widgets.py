@@ -226,6 +226,7 @@ def stored_runs(empty_hint: str, *, limit: int, kind: str | None = None) -> list
     """Run summaries, newest first (a run's variants are read only when it is shown). Stops the
     page with a message when the store cannot be read or holds nothing yet."""
     try:
+        store().mark_dead_runs()  # a CLI sweep killed meanwhile shows as interrupted
         runs = store().runs(limit=limit, kind=kind, with_variants=False)
     except Exception as exc:
         st.error(f"Cannot read the results store: {one_line(exc)}")

@@ -41,6 +41,19 @@ def run_cli(*args: str, timeout: float = 300, env: dict | None = None):
                           capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
+def process_holding_a_run(store_path: Path):
+    """A separate process that opens ``store_path``, starts a run, stores its baseline and then
+    sleeps: the stand-in for a sweep that will be killed. Returns (process, run_id)."""
+    import subprocess
+    code = (f"import sys,time; sys.path.insert(0, {str(ROOT)!r});"
+            "from benchmarks.store import ResultsStore;"
+            f"s=ResultsStore({str(store_path)!r});"
+            "r=s.start_run(model='m',dataset='d',device='cpu',spec={},environment={});"
+            "s.add_variant(r, {'name':'baseline'}); print(r, flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    return proc, proc.stdout.readline().strip()
+
+
 @pytest.fixture
 def cli():
     return run_cli

@@ -227,10 +227,10 @@ def test_distributed_page_charts_a_stored_run(store):
     assert len(at.dataframe[0].value) == 4
 
 
-def test_compressions_mirror_the_engine():
-    from benchmarks.distributed_worker import COMPRESSIONS
+def test_every_compression_offered_has_a_ddp_hook_and_wire_dtype():
+    from benchmarks.distributed_worker import HOOKS, WIRE_DTYPES
     from dashboard.catalog import COMPRESSIONS as shown
-    assert tuple(shown) == tuple(COMPRESSIONS)
+    assert shown and set(shown) == set(HOOKS) == set(WIRE_DTYPES)
 
 
 def test_no_page_imports_torch(tmp_path):
@@ -278,3 +278,18 @@ def test_upload_folder_is_deleted_with_the_session():
     del folder  # what happens when Streamlit drops a closed session's state
     gc.collect()
     assert not path.exists()
+
+
+def test_history_shows_a_killed_cli_run_as_interrupted(store):
+    import signal
+
+    from conftest import process_holding_a_run
+    proc, run_id = process_holding_a_run(store)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    at = new_app()
+    at.switch_page("pages/history.py").run()
+    assert_clean(at)
+    table = at.dataframe[0].value
+    row = table[table["run"] == run_id].iloc[0]
+    assert row["status"] == "interrupted" and row["variants"] == 1

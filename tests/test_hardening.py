@@ -29,7 +29,7 @@ from benchmarks.models import create_model
 from benchmarks.specs import SweepSpec
 from benchmarks.store import ResultsStore
 
-from conftest import ROOT
+from conftest import ROOT, process_holding_a_run
 
 FAST_CLI = ["--epochs", "1", "--min-time", "0.1", "--quiet"]
 
@@ -175,14 +175,8 @@ def test_sigkill_mid_sweep_keeps_finished_variants_and_marks_the_run(tmp_path, c
 
 def test_a_killed_but_unreaped_process_counts_as_dead(store_path):
     """A zombie still answers kill(pid, 0): its run must be marked all the same."""
-    code = (f"import sys,time; sys.path.insert(0, {str(ROOT)!r});"
-            "from benchmarks.store import ResultsStore;"
-            f"s=ResultsStore({str(store_path)!r});"
-            "r=s.start_run(model='m',dataset='d',device='cpu',spec={},environment={});"
-            "s.add_variant(r, {'name':'baseline'}); print(r, flush=True); time.sleep(120)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    proc, run_id = process_holding_a_run(store_path)
     try:
-        run_id = proc.stdout.readline().strip()
         os.kill(proc.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":

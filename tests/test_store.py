@@ -1,12 +1,10 @@
 import multiprocessing as mp
-import os
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
 
 import pytest
+
+from conftest import process_holding_a_run
 
 from benchmarks.results import VariantResult
 from benchmarks.store import ResultsStore
@@ -61,13 +59,7 @@ def test_concurrent_writers_lose_nothing(store_path):
 
 
 def test_a_dead_process_run_is_marked_interrupted(store_path):
-    code = (f"import sys,time; sys.path.insert(0, {os.getcwd()!r});"
-            "from benchmarks.store import ResultsStore;"
-            f"s=ResultsStore({str(store_path)!r});"
-            "r=s.start_run(model='m',dataset='d',device='cpu',spec={},environment={});"
-            "s.add_variant(r, {'name':'baseline'}); print(r, flush=True); time.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    run_id = proc.stdout.readline().strip()
+    proc, run_id = process_holding_a_run(store_path)
     assert ResultsStore(store_path).run(run_id)["status"] == "running"  # alive: left alone
     proc.send_signal(signal.SIGKILL)
     proc.wait()

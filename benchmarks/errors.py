@@ -1,0 +1,22 @@
+"""One line for an error: what the CLI prints, the dashboard shows and a variant records.
+
+Import-light (no torch), so the dashboard shares it.
+"""
+
+from __future__ import annotations
+
+
+def first_line(error: BaseException | str, limit: int = 300) -> str:
+    """The first non-empty line of an error's message; the exception's type name if it has
+    none (an empty string for an empty text)."""
+    lines = [ln.strip() for ln in str(error).strip().splitlines() if ln.strip()]
+    if lines:
+        return lines[0][:limit]
+    return type(error).__name__ if isinstance(error, BaseException) else ""
+
+
+def described(exc: BaseException, limit: int = 400) -> str:
+    """``Type: first line``, for errors whose type says something (RuntimeError, OOM...)."""
+    text = first_line(exc, limit)
+    name = type(exc).__name__
+    return name if text == name else f"{name}: {text}"[:limit]
