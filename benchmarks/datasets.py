@@ -96,7 +96,8 @@ class DataBundle:
 
 
 def list_datasets() -> list[str]:
-    return ["digits", "cifar10", "imagefolder:DIR", "synthetic"]
+    from .specs import DATASETS
+    return list(DATASETS)
 
 
 def _stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str) -> tuple:

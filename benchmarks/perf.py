@@ -235,15 +235,17 @@ def dashboard() -> dict:
 
 NOTES = """## Notes on the figures
 
-- **First page drawn (issue 4, not met here).** The server is healthy in about 0.9 s and the
-  Experiment page's script runs in about 0.2 s; the rest is Chromium on two cores fetching,
-  parsing and laying out Streamlit's per-widget code (sliders, selects, toggles, number
-  inputs: some 60 chunks), while the server answers on the same cores. A one-button Streamlit
-  app, timed the same way in the same run, is the floor on this machine. What was tried:
-  the checkpoint uploader (the heaviest chunk) now sits behind a toggle, the worker's start
-  (importing torch) waits until the page has drawn, and the server never imports torch.
-  Radios, the sidebar card, navigation icons and the URL session key each made no measurable
-  difference. Later page loads in a fresh browser context take about 1.3-2 s.
+- **First page drawn (issue 4).** The server is healthy in about 0.9 s; the rest is Chromium
+  on two cores loading Streamlit's per-widget code while the server answers on the same cores.
+  What closed the gap (it read 3.7-4.9 s before): Streamlit's file watcher is off
+  (`fileWatcherType = "none"` in `.streamlit/config.toml`). Without the watchdog package it
+  polls every imported module's file for edits, which on two cores made every page load about
+  a second slower (measured side by side: 3.0 s against 2.0 s per load, median of 6); a
+  dashboard that users run does not need to rerun on save. The menus also stopped importing
+  numpy (the data-set list lives in `benchmarks/specs.py`), which the first page's script
+  paid for. Earlier: the checkpoint uploader sits behind a toggle and the worker's start
+  (importing torch) waits until the page has drawn. The figure is a median of three starts of
+  a fresh server and browser context, alternated with a one-button Streamlit app as the floor.
 - **Scaling efficiency below 1 on this machine** is expected: two workers share two cores with
   the launcher, each on one thread, against one worker on one thread; the figure is for the
   ratio's method, the GPU machine is where scaling shows.

@@ -108,27 +108,55 @@ def _charts(page, n: int, timeout_ms: int) -> None:
                            timeout=timeout_ms)
 
 
-def _one_button_app_first_draw(browser, tmp: Path) -> float:
-    """The floor on this machine: a Streamlit app of one button, timed like ours."""
+def _first_draw(browser, app: Path, cwd: Path, env: dict, wait_for) -> tuple[float, ...]:
+    """From `streamlit run app` to the page drawn in a fresh browser context: seconds to the
+    server's health check, then to each locator of ``wait_for(page)`` being visible."""
     from playwright.sync_api import expect
-    app = tmp / "one_button.py"
-    app.write_text("import streamlit as st\nst.button('Run benchmark')\n")
     port = free_port()
-    page = browser.new_context().new_page()
+    context = browser.new_context(viewport={"width": 1600, "height": 1100})
+    page = context.new_page()
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(app), "--server.port",
-                             str(port), "--server.headless", "true"], cwd=tmp,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                             str(port), "--server.headless", "true"], cwd=cwd,
+                            env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         url = f"http://localhost:{port}"
         wait_healthy(url, proc)
+        marks = [time.monotonic() - t0]
         page.goto(url)
-        expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(timeout=60_000)
-        return time.monotonic() - t0
+        for locator in wait_for(page):
+            expect(locator).to_be_visible(timeout=60_000)
+            marks.append(time.monotonic() - t0)
+        return tuple(marks)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
+        context.close()
+        if "COMPRESSION_BENCH_STORE" in env:
+            stop_server(proc, Path(env["COMPRESSION_BENCH_STORE"]))
+        else:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+
+
+def _first_draws(browser, tmp: Path, repeats: int) -> dict:
+    """Our app and, as the floor on this machine, a Streamlit app of one button, started
+    alternately so that both see the same machine; medians of ``repeats`` starts."""
+    one_button = tmp / "one_button.py"
+    one_button.write_text("import streamlit as st\nst.button('Run benchmark')\n")
+    ours, floor = [], []
+    for i in range(repeats):
+        env = {"COMPRESSION_BENCH_STORE": str(tmp / f"first-{i}.db"),
+               "COMPRESSION_BENCH_CACHE": str(tmp / "cache")}
+        ours.append(_first_draw(browser, ROOT / "app.py", ROOT, env, lambda page: [
+            page.get_by_role("heading", name="Compression experiment"),
+            page.get_by_role("button", name="Run benchmark")]))
+        floor.append(_first_draw(browser, one_button, tmp, {}, lambda page: [
+            page.get_by_role("button", name="Run benchmark")])[-1])
+    return {"healthy": statistics.median(m[0] for m in ours),
+            "title": statistics.median(m[1] for m in ours),
+            "first": statistics.median(m[2] for m in ours),
+            "first_all": [round(m[2], 2) for m in ours],
+            "floor": statistics.median(floor)}
 
 
 def measure_dashboard(repeats: int = 3) -> dict:
@@ -144,18 +172,12 @@ def measure_dashboard(repeats: int = 3) -> dict:
         _store_twenty_variants(store)
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
+            first_draw = _first_draws(browser, Path(tmp), repeats)
             page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
-            # From `streamlit run` to the first page drawn in the browser.
-            t0 = time.monotonic()
             with running_server(store, {"COMPRESSION_BENCH_CACHE": f"{tmp}/cache"}) as (_, url):
-                healthy = time.monotonic() - t0
                 page.goto(url)
-                expect(page.get_by_role("heading", name="Compression experiment")
-                       ).to_be_visible(timeout=60_000)
-                title = time.monotonic() - t0  # the page starts drawing
                 run_button = page.get_by_role("button", name="Run benchmark")
                 expect(run_button).to_be_visible(timeout=60_000)
-                first = time.monotonic() - t0  # the last control is drawn
 
                 # Page switches, and the Results page of 20 variants (the newest run).
                 switches, results_draw = [], []
@@ -213,7 +235,6 @@ def measure_dashboard(repeats: int = 3) -> dict:
                     _charts(page, 4, 60_000)
                     sweeps.append(time.monotonic() - t)
                     page.wait_for_timeout(500)
-            floor = _one_button_app_first_draw(browser, Path(tmp))
         finally:
             browser.close()
     switch = statistics.median(switches)
@@ -222,10 +243,14 @@ def measure_dashboard(repeats: int = 3) -> dict:
     load = statistics.median(loads_during)
     idle = statistics.median(loads_idle)
     out["checks"] = [
-        check("`streamlit run` to the first page drawn in Chromium", f"{first:.1f} s", "<= 3 s",
-              first <= 3, f"server healthy after {healthy:.1f} s, title drawn at {title:.1f} s, "
-                          f"Run benchmark at the bottom drawn last; a one-button Streamlit app "
-                          f"measured the same way: {floor:.1f} s"),
+        check("`streamlit run` to the first page drawn in Chromium (median of "
+              f"{repeats} starts)", f"{first_draw['first']:.1f} s", "<= 3 s",
+              first_draw["first"] <= 3,
+              f"starts: {', '.join(f'{t:.1f}' for t in first_draw['first_all'])} s; server "
+              f"healthy after {first_draw['healthy']:.1f} s, title drawn at "
+              f"{first_draw['title']:.1f} s, Run benchmark at the bottom drawn last; a "
+              f"one-button Streamlit app, started alternately with ours: "
+              f"{first_draw['floor']:.1f} s"),
         check("switching pages (median of Results/History/Experiment)", f"{switch:.2f} s",
               "<= 1 s", switch <= 1),
         check("Results page of 20 variants, click to all charts drawn (median of later visits)",

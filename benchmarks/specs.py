@@ -17,6 +17,8 @@ from optimizers.settings import (  # noqa: F401  (re-exported: the engine's voca
     Int8Settings, PruneSettings, _check_choice, _check_number)
 
 DEVICES = ("auto", "cpu", "cuda")
+# Data sets the loader knows (benchmarks.datasets); here so menus list them without numpy.
+DATASETS = ("digits", "cifar10", "imagefolder:DIR", "synthetic")
 # Order matters: a combined variant applies them in this order (AMP acts at run time).
 TECHNIQUES = ("prune", "distill", "int8", "amp")
 CONTROL_TECHNIQUE = "student-scratch"

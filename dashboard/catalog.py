@@ -21,10 +21,9 @@ def models() -> dict[str, dict]:
     return out
 
 
-@st.cache_data(show_spinner=False)
 def datasets() -> list[str]:
-    from benchmarks.datasets import list_datasets
-    return list(list_datasets())
+    from benchmarks.specs import DATASETS  # not benchmarks.datasets: that one imports numpy
+    return list(DATASETS)
 
 
 def technique_choices() -> dict:

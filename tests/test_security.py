@@ -23,6 +23,13 @@ def test_config_binds_localhost_keeps_xsrf_and_caps_uploads():
     assert config()["browser"]["gatherUsageStats"] is False
 
 
+
+def test_config_turns_the_file_watcher_off():
+    # Polling every imported module for edits cost each page load about a second on 2 cores
+    # (docs/PERFORMANCE.md, first page drawn); users do not edit the app while they run it.
+    assert config()["server"]["fileWatcherType"] == "none"
+
+
 def _listening(port: int) -> list[str]:
     found = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
