@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
 SECTIONS = ("fidelity", "bench", "resnet", "distributed", "dashboard")
 DEFAULT_SWEEP = ["--prune", "0.5", "--distill", "--temperature", "4", "--amp", "--int8",
                  "static", "--combine"]
@@ -66,6 +67,7 @@ def fidelity(repeats: int) -> dict:
     ratios = [a / b for a, b in zip(engine_p50, timer_median)]
     ratio = statistics.median(ratios)
     cv = statistics.pstdev(engine_p50) / statistics.mean(engine_p50)
+    timer_cv = statistics.pstdev(timer_median) / statistics.mean(timer_median)
     over = statistics.median(overhead)
     return {
         "threads": threads, "engine_p50_ms": engine_p50, "timer_median_ms": timer_median,
@@ -74,7 +76,8 @@ def fidelity(repeats: int) -> dict:
                   round(ratio, 3), "0.90-1.10", 0.9 <= ratio <= 1.1,
                   f"median of {repeats} interleaved pairs; {threads} thread(s)"),
             check("engine p50 coefficient of variation over repeats", f"{cv:.1%}", "<= 5%",
-                  cv <= 0.05),
+                  cv <= 0.05, f"torch's Timer over the same interleaved repeats: {timer_cv:.1%}, "
+                              f"the machine's own variation"),
             check("latency phase wall time / sum of timed samples", round(over, 2), "<= 1.5",
                   over <= 1.5, "warm-up included"),
         ]}
@@ -144,7 +147,10 @@ def bench() -> dict:
 
 # -- issue 3: ResNet-18 channel pruning and INT8 speed-ups ---------------------------------
 
-def resnet() -> dict:
+def resnet(repeats: int = 5) -> dict:
+    """The engine's sweep gives the figures a user sees; the speed-ups are then re-timed in
+    interleaved rounds (baseline, pruned, INT8 on each engine, in turn), because a ratio of
+    two timings taken a minute apart carries this host's drift (it moved 2.3x to 3.0x)."""
     import torch
 
     from optimizers.quantization import static_fx
@@ -164,43 +170,59 @@ def resnet() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         sweep = prepare_sweep(spec, cache=WeightsCache(tmp))
         results = {r.name: r for r in sweep.run()}
-        # The reference: every x86 INT8 engine PyTorch offers, timed here on the same model.
-        reference = {}
-        threads = default_threads()
+        for r in results.values():
+            if r.error:
+                raise RuntimeError(f"{r.name}: {r.error}")
+        ctx = sweep.context(lambda *_: None)
+        models = {"baseline": sweep.baseline,
+                  "prune-channel-0.5": sweep.build_variant(spec.variants[1], ctx).model}
+        # The engine's INT8 path, and for reference every x86 INT8 engine PyTorch offers.
         calib = [sweep.example for _ in range(4)]
         previous = torch.backends.quantized.engine
-        with pinned_threads(threads):
-            for engine in ("x86", "fbgemm", "onednn"):
-                if engine not in torch.backends.quantized.supported_engines:
-                    continue
-                torch.backends.quantized.engine = engine
-                q = static_fx(copy.deepcopy(sweep.baseline).cpu().eval(), calib)
-                t = measure_latency(q, sweep.example, torch.device("cpu"), min_time_s=1.0)
-                reference[engine] = LatencyStats.from_samples(t.samples_ms, 32).p50
+        engines = [e for e in ("x86", "fbgemm", "onednn")
+                   if e in torch.backends.quantized.supported_engines]
+        for engine in engines:
+            torch.backends.quantized.engine = engine
+            models[f"int8-{engine}"] = static_fx(copy.deepcopy(sweep.baseline).cpu().eval(),
+                                                 calib)
+        p50 = {name: [] for name in models}
+        with pinned_threads(default_threads()):
+            for _ in range(repeats):
+                for name, model in models.items():
+                    if name.startswith("int8-"):
+                        torch.backends.quantized.engine = name.removeprefix("int8-")
+                    t = measure_latency(model, sweep.example, torch.device("cpu"),
+                                        min_time_s=0.5)
+                    p50[name].append(LatencyStats.from_samples(t.samples_ms, 32).p50)
         torch.backends.quantized.engine = previous
-    base = results["baseline"]
-    pruned, int8 = results["prune-channel-0.5"], results["int8-static"]
-    for r in (base, pruned, int8):
-        if r.error:
-            raise RuntimeError(f"{r.name}: {r.error}")
-    speed_prune = base.latency.p50 / pruned.latency.p50
-    speed_int8 = base.latency.p50 / int8.latency.p50
-    best_engine = min(reference, key=reference.get)
-    speed_ref = base.latency.p50 / reference[best_engine]
+
+    def speedup(name: str) -> float:  # median over rounds of baseline / variant, same round
+        return statistics.median(b / v for b, v in zip(p50["baseline"], p50[name]))
+
+    base, pruned, int8 = (results[n] for n in ("baseline", "prune-channel-0.5", "int8-static"))
+    int8_cfg = int8.config.get("int8", {})
+    engine_int8 = f"int8-{int8_cfg.get('engine', 'x86')}"
+    reference = {e: speedup(f"int8-{e}") for e in engines}
+    best_engine = max(reference, key=reference.get)
     params = pruned.params / base.params
+    sweep_note = (f"the sweep's own figures, timed in sequence: channel "
+                  f"{base.latency.p50 / pruned.latency.p50:.2f}x, INT8 "
+                  f"{base.latency.p50 / int8.latency.p50:.2f}x")
     return {
-        "p50_ms": {k: r.latency.p50 for k, r in results.items()}, "reference_p50_ms": reference,
+        "p50_ms": {k: r.latency.p50 for k, r in results.items()},
+        "interleaved_p50_ms": p50,
         "checks": [
-            check("ResNet-18 b32 3x64x64 CPU: channel 0.5 speed-up", f"{speed_prune:.2f}x",
-                  ">= 2.5x", speed_prune >= 2.5),
+            check("ResNet-18 b32 3x64x64 CPU: channel 0.5 speed-up",
+                  f"{speedup('prune-channel-0.5'):.2f}x", ">= 2.5x",
+                  speedup("prune-channel-0.5") >= 2.5,
+                  f"median of {repeats} interleaved rounds; {sweep_note}"),
             check("channel 0.5 parameters / baseline", f"{params:.1%}", "<= 30%", params <= 0.3),
-            check("static INT8 speed-up (engine's path: " +
-                  int8.config.get("int8", {}).get("path", "?") + ", engine " +
-                  int8.config.get("int8", {}).get("engine", "?") + ")",
-                  f"{speed_int8:.2f}x", ">= 3x", speed_int8 >= 3.0),
-            check(f"reference: best INT8 path here (FX, engine {best_engine})",
-                  f"{speed_ref:.2f}x", "(reference)", True,
-                  ", ".join(f"{k} {base.latency.p50 / v:.2f}x" for k, v in reference.items())),
+            check(f"static INT8 speed-up (engine's path: {int8_cfg.get('path', '?')}, engine "
+                  f"{int8_cfg.get('engine', '?')})", f"{speedup(engine_int8):.2f}x", ">= 3x",
+                  speedup(engine_int8) >= 3.0, f"median of {repeats} interleaved rounds"),
+            check(f"reference: best INT8 engine here (FX, engine {best_engine})",
+                  f"{reference[best_engine]:.2f}x", "(reference)", True,
+                  ", ".join(f"{k} {v:.2f}x" for k, v in reference.items())),
         ]}
 
 
@@ -256,9 +278,12 @@ NOTES = """## Notes on the figures
   host moves whole stretches of time by up to 20%: a plain 512x512 matmul loop, nothing else
   running, stepped from 36 to 43 ms per block mid-run (CV 7%). The engine/Timer ratio, measured
   interleaved, stays within a few percent through that; the CV of the p50 across repeats does
-  not, and read 2.3%, 3.7%, 4.9%, 5.3%, 8.6% and 11.7% in the runs made this session. Every
-  target is therefore a ratio measured side by side or a median of interleaved repeats, and
-  the CV row is the one to re-read on a quieter machine.
+  not. That row now prints, beside the engine's CV, the CV of torch's own `Timer` over the
+  same interleaved repeats: in the runs of 2026-11-30 the pairs (engine, Timer) read
+  (6.7%, 5.3%), (3.0%, 9.3%) and (8.9%, 12.8%), so the spread is the machine's, not the
+  engine's. Every target is therefore a ratio measured side by side or a median of
+  interleaved repeats (the ResNet-18 speed-ups too: the sweep's own sequential figures are
+  shown beside them), and the CV row is the one to re-read on a quieter machine.
 """
 
 
@@ -307,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.perf")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--output", default=str(ROOT / "docs" / "PERFORMANCE.md"))
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
     from .environment import default_threads, environment_card, quiet_library_noise
     quiet_library_noise()
@@ -317,15 +342,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"perf: {name} ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            results[name] = fidelity(args.repeats) if name == "fidelity" else globals()[name]()
+            results[name] = (globals()[name](args.repeats) if name in ("fidelity", "resnet")
+                             else globals()[name]())
         except Exception as exc:  # one broken section must not hide the others' figures
             results[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
                              if str(exc) else type(exc).__name__}
         print(f"perf: {name} done in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    (ROOT / "results").mkdir(exist_ok=True)
-    (ROOT / "results" / "perf.json").write_text(json.dumps(
-        {"environment": env, "results": results}, indent=2, default=str))
-    Path(args.output).write_text(render(results, env))
+    # The raw figures go beside the report: a partial run (--only, --output elsewhere) must
+    # not overwrite the full run's results/perf.json.
+    output = Path(args.output)
+    raw = (ROOT / "results" / "perf.json" if output.resolve() == DEFAULT_OUTPUT
+           else output.with_suffix(".json"))
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps({"environment": env, "results": results}, indent=2, default=str))
+    output.write_text(render(results, env))
     failed = [c["target"] for s in results.values() for c in s.get("checks", []) if not c["ok"]]
     failed += [n for n, s in results.items() if "error" in s]
     for f in failed:
