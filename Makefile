@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench perf browser clean
+.PHONY: setup run test bench perf perf-gpu browser clean
 
 setup: $(STAMP)
 
@@ -36,6 +36,11 @@ bench: setup
 # Speed targets, measured side by side; writes docs/PERFORMANCE.md.
 perf: setup
 	$(PY) -m benchmarks.perf
+
+# The checks only a GPU shows (CUDA events, AMP fp16, peak GPU memory, INT8 placement, NCCL):
+# one short script for a lent GPU machine; writes results/gpu.md and results/gpu.json.
+perf-gpu: setup
+	$(PY) -m benchmarks.gpu_check
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -296,9 +296,10 @@ def render(results: dict, env: dict) -> str:
              f"{env['threads']} pinned), torch {env['torch']}, commit {env['git_commit']}.", "",
              "The measurements behind the techniques' choices (FX against pt2e, the quantized "
              "engines, torchao's dynamic path, channel pruning per model) are in "
-             "`docs/optimizers.md`; GPU figures would go here when a GPU machine is lent "
-             "(none was for this run: the CUDA paths are tested on the CPU where they can be "
-             "and skipped where only a GPU shows them).", ""]
+             "`docs/optimizers.md`. The GPU's figures come from `make perf-gpu` "
+             "(`benchmarks/gpu_check.py`, into `results/gpu.md`) on a lent GPU machine; none "
+             "was lent for this run: the CUDA paths are tested on the CPU where they can be "
+             "and skipped where only a GPU shows them.", ""]
     titles = {"fidelity": "Latency fidelity (issue 2)",
               "bench": "The default sweep: seed_cnn on digits (issues 2 and 3)",
               "resnet": "ResNet-18 speed-ups (issue 3)",
