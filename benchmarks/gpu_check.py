@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .perf import ROOT, check
+from .perf import ROOT, check, check_rows, unmet
 
 # ResNet-18 at these shapes keeps an H200 busy long enough for stable events, yet the whole
 # script fits in a couple of minutes of a lent machine's time.
@@ -163,12 +163,7 @@ def render(results: dict, env: dict) -> str:
              f"{env.get('device_name') or env.get('cpu')}, torch {env.get('torch')}.", "",
              "| target | measured | threshold | met |", "|---|---|---|---|"]
     for name, section in results.items():
-        if "error" in section:
-            lines.append(f"| {name} | failed: {section['error']} | | **no** |")
-        for c in section.get("checks", []):
-            note = f" ({c['note']})" if c["note"] else ""
-            lines.append(f"| {c['target']}{note} | {c['measured']} | {c['threshold']} | "
-                         f"{'yes' if c['ok'] else '**no**'} |")
+        lines += check_rows(name, section)
     return "\n".join(lines) + "\n"
 
 
@@ -206,8 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.output / "gpu.json").write_text(json.dumps(
         {"environment": env, "results": results}, indent=2, default=str))
     (args.output / "gpu.md").write_text(render(results, env))
-    failed = [c["target"] for s in results.values() for c in s.get("checks", []) if not c["ok"]]
-    failed += [n for n, s in results.items() if "error" in s]
+    failed = unmet(results)
     for f in failed:
         print(f"gpu_check: not met: {f}", file=sys.stderr)
     print(f"gpu_check: figures in {args.output / 'gpu.md'}", file=sys.stderr)

@@ -39,6 +39,22 @@ def check(name: str, measured, target: str, ok: bool, note: str = "") -> dict:
             "note": note}
 
 
+def check_rows(name: str, section: dict) -> list[str]:
+    """A section's checks as rows of the | target | measured | threshold | met | table."""
+    rows = [f"| {name} | failed: {section['error']} | | **no** |"] if "error" in section else []
+    for c in section.get("checks", []):
+        note = f" ({c['note']})" if c["note"] else ""
+        rows.append(f"| {c['target']}{note} | {c['measured']} | {c['threshold']} | "
+                    f"{'yes' if c['ok'] else '**no**'} |")
+    return rows
+
+
+def unmet(results: dict) -> list[str]:
+    """The checks that failed and the sections that broke, by name."""
+    return ([c["target"] for s in results.values() for c in s.get("checks", []) if not c["ok"]]
+            + [name for name, s in results.items() if "error" in s])
+
+
 # -- issue 2: latency fidelity, repeatability, overhead ------------------------------------
 
 def fidelity(repeats: int) -> dict:
@@ -308,12 +324,7 @@ def render(results: dict, env: dict) -> str:
     for name, section in results.items():
         lines += [f"## {titles.get(name, name)}", "", "| target | measured | threshold | met |",
                   "|---|---|---|---|"]
-        if "error" in section:
-            lines.append(f"| {name} | failed: {section['error']} | | no |")
-        for c in section.get("checks", []):
-            note = f" ({c['note']})" if c["note"] else ""
-            lines.append(f"| {c['target']}{note} | {c['measured']} | {c['threshold']} | "
-                         f"{'yes' if c['ok'] else '**no**'} |")
+        lines += check_rows(name, section)
         if name == "bench" and "stdout" in section:
             lines += ["", "The warm run's table:", "", "```", section["stdout"].rstrip(), "```"]
         if name == "distributed" and "runs" in section:
@@ -357,8 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(json.dumps({"environment": env, "results": results}, indent=2, default=str))
     output.write_text(render(results, env))
-    failed = [c["target"] for s in results.values() for c in s.get("checks", []) if not c["ok"]]
-    failed += [n for n, s in results.items() if "error" in s]
+    failed = unmet(results)
     for f in failed:
         print(f"perf: not met: {f}", file=sys.stderr)
     return 1 if failed else 0
