@@ -59,12 +59,15 @@ def start_server(store: Path, env: dict | None = None) -> tuple[subprocess.Popen
     return proc, f"http://localhost:{port}"
 
 
-def stop_server(proc: subprocess.Popen, store: Path) -> None:
-    try:
-        from .jobs import JobQueue
-        JobQueue(store).stop_worker("cpu", timeout=5)
-    except Exception:
-        pass
+def stop_server(proc: subprocess.Popen, store: Path | None) -> None:
+    """Stop the server's process group, and first the queue's worker over ``store`` (an app
+    with no store, such as the one-button floor, has none)."""
+    if store is not None:
+        try:
+            from .jobs import JobQueue
+            JobQueue(store).stop_worker("cpu", timeout=5)
+        except Exception:
+            pass
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
@@ -131,11 +134,8 @@ def _first_draw(browser, app: Path, cwd: Path, env: dict, wait_for) -> tuple[flo
         return tuple(marks)
     finally:
         context.close()
-        if "COMPRESSION_BENCH_STORE" in env:
-            stop_server(proc, Path(env["COMPRESSION_BENCH_STORE"]))
-        else:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
+        store = env.get("COMPRESSION_BENCH_STORE")
+        stop_server(proc, Path(store) if store else None)
 
 
 def _first_draws(browser, tmp: Path, repeats: int) -> dict:
