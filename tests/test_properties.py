@@ -192,6 +192,9 @@ def test_cli_accepts_or_refuses_with_one_line_and_exit_2(inputs, tmp_path_factor
     monkeypatch.setattr(runner.PreparedSweep, "run", _fake_run)
     command, generated = case
     out = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
+    # Generated text can be a relative output path (--csv, --store): it lands here, where the
+    # "nothing written" check below sees it, never in the repository the tests run from.
+    monkeypatch.chdir(out)
     # Generated flags come last, so they override these cheap defaults.
     forced = ["--store", str(out / "forced.db"), "--quiet", "--min-time", "0.01",
               "--epochs", "1"] if command == "run" else []
