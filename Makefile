@@ -4,14 +4,17 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench perf perf-gpu browser clean
+.PHONY: setup run test bench perf perf-gpu coverage browser clean
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt
+# requirements.txt pins the product, requirements-dev.txt adds the tests' tools; the project
+# itself is installed editable (the `compression-bench` command, imports without sys.path).
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 # The end-to-end test drives Debian's chromium; install it when it is missing and we can.
@@ -33,14 +36,14 @@ bench: setup
 	$(PY) -m benchmarks run --prune 0.5 --distill --temperature 4 --amp --int8 static --combine \
 	  --json results/bench.json --csv results/bench.csv
 
-# Speed targets, measured side by side; writes docs/PERFORMANCE.md.
+# Speed targets, measured side by side; writes docs/PERFORMANCE.md (developer tooling: tools/).
 perf: setup
-	$(PY) -m benchmarks.perf
+	$(PY) -m tools.perf
 
 # The checks only a GPU shows (CUDA events, AMP fp16, peak GPU memory, INT8 placement, NCCL):
 # one short script for a lent GPU machine; writes results/gpu.md and results/gpu.json.
 perf-gpu: setup
-	$(PY) -m benchmarks.gpu_check
+	$(PY) -m tools.gpu_check
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -1,22 +1,26 @@
-"""The command line: ``python -m benchmarks run | list | history | distributed``.
+"""The command line: ``compression-bench`` (= ``python -m benchmarks``) run | list | history |
+distributed.
 
 A table goes to stdout, progress to stderr. Exit status: 0 every variant succeeded, 1 some
 variant failed (its error says why; the others are reported and stored), 2 the input was
 invalid and nothing ran (one line on stderr, no traceback).
+
+The techniques' flags are generated from the technique registry: each setting's flag, help,
+accepted values and whether it takes a list (``a,b,c``) or a range (``start:stop:count``).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import sys
 from pathlib import Path
 
-from .errors import described, first_line
+from optimizers.errors import described, first_line
 
 EXIT_OK, EXIT_VARIANT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+ENABLED = object()  # a switch given without a value (--amp): on, with the default
 
 
 class UsageError(ValueError):
@@ -65,9 +69,66 @@ def _shape(text):
     return dims
 
 
+# -- axes: a value, a list a,b,c, or a range start:stop:count ----------------------------------
+
+def axis_parser(flag: str, meta):
+    """The argparse type of a setting: one value, or for a sweepable setting a list
+    (``0.2,0.4``) or a range (``0.1:0.9:5``, count values evenly from start to stop)."""
+    def one(text: str):
+        text = text.strip()
+        if meta.kind == "choice":
+            if text not in meta.choices:
+                raise argparse.ArgumentTypeError(
+                    f"invalid choice: {text!r} (choose from {', '.join(meta.choices)})")
+            return text
+        if meta.kind == "text":
+            if not text:
+                raise argparse.ArgumentTypeError(f"{flag} needs a name")
+            return text
+        try:
+            value = int(text) if meta.integer else float(text)
+        except ValueError:
+            kind = "an integer" if meta.integer else "a number"
+            raise argparse.ArgumentTypeError(f"{flag} must be {kind}, got {text!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{flag} must be a finite number, got {text!r}")
+        return value
+
+    def parse(text: str):
+        if meta.sweep and meta.kind in ("int", "float") and text.count(":") == 2:
+            return expand_range(flag, text, meta.integer)
+        parts = text.split(",") if meta.sweep else [text]
+        return tuple(one(p) for p in parts)
+    return parse
+
+
+def expand_range(flag: str, text: str, integer: bool = False) -> tuple:
+    """``start:stop:count`` -> count values evenly spaced from start to stop, inclusive."""
+    from .specs import expand_range as spaced
+    start_text, stop_text, count_text = text.split(":")
+    try:
+        start, stop, count = float(start_text), float(stop_text), int(count_text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{flag} range must be start:stop:count with numbers and a whole count, "
+            f"got {text!r}") from None
+    if not (math.isfinite(start) and math.isfinite(stop)):
+        raise argparse.ArgumentTypeError(f"{flag} range needs finite numbers, got {text!r}")
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{flag} range count must be at least 1, got {count}")
+    if count > 10_000:
+        raise argparse.ArgumentTypeError(f"{flag} range count {count} is far above any cap; "
+                                         f"give at most a few dozen values")
+    return spaced(start, stop, count, integer)
+
+
+# -- the parser ------------------------------------------------------------------------------
+
 def build_parser() -> argparse.ArgumentParser:
-    from optimizers.settings import AMP_DTYPES, INT8_MODES, PRUNE_METHODS
-    from .specs import DEVICES
+    from optimizers import registry
+
+    from .specs import (DATASETS, DEFAULT_MAX_VARIANTS, DEVICES, FP32_MODES, MAX_SEEDS,
+                        TIMING_MODES)
 
     parser = OneLineParser(prog="python -m benchmarks",
                            description="Benchmark model compression variants side by side.")
@@ -77,41 +138,63 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default="seed_cnn",
                      help="a zoo name (see `list`) or FILE.py:FACTORY")
     run.add_argument("--checkpoint", help=".safetensors, or a .pt/.pth state_dict")
-    run.add_argument("--dataset", default="digits",
-                     help="digits | cifar10 | imagefolder:DIR | synthetic")
+    run.add_argument("--dataset", default="digits", help=" | ".join(DATASETS))
     run.add_argument("--input-shape", type=_shape, help="C,H,W (needed for synthetic)")
+    run.add_argument("--normalize", metavar="MODE",
+                     help="how inputs are scaled: dataset (the training split's statistics, "
+                          "the default) | none ([0, 1] pixels) | imagenet | MEAN,STD (per "
+                          "channel joined by ':'). Say it with --checkpoint: the default is a "
+                          "guess there")
     run.add_argument("--data-root", help="where cifar10 lives")
     run.add_argument("--download", action="store_true",
                      help="allow cifar10 to be downloaded into --data-root")
-    run.add_argument("--prune", type=_float("--prune"), metavar="RATIO")
-    run.add_argument("--prune-method", default="l1", choices=PRUNE_METHODS)
-    run.add_argument("--finetune-epochs", type=int, default=2,
-                     help="epochs of fine-tuning after pruning (0: none)")
-    run.add_argument("--distill", action="store_true")
-    run.add_argument("--temperature", type=_float("--temperature"), default=4.0)
-    run.add_argument("--alpha", type=_float("--alpha"), default=0.7)
-    run.add_argument("--student", help="the student model (default: the teacher's narrow twin)")
-    run.add_argument("--amp", nargs="?", const=True, default=False, choices=AMP_DTYPES,
-                     help="fp16 or bf16 (default: fp16 on CUDA, bf16 on the CPU)")
-    run.add_argument("--int8", choices=INT8_MODES)
-    run.add_argument("--calibration-batches", type=_positive_int("--calibration-batches"),
-                     default=8)
+    for technique in registry.techniques():
+        group = run.add_argument_group(technique.name, technique.description)
+        if technique.switch is None:
+            group.add_argument(f"--{technique.name}", dest=f"{technique.name}.",
+                               action="store_true", help=f"turn {technique.name} on")
+        for field, meta, default in technique.fields():
+            flag = technique.flag(field)
+            kwargs = dict(dest=f"{technique.name}.{field}", default=None,
+                          type=axis_parser(flag, meta), metavar=_metavar(meta))
+            shown = "unset" if default is None else default
+            kwargs["help"] = (f"{meta.help} ({meta.accepted()}; default {shown}"
+                              f"{'; a list a,b or a range start:stop:count sweeps it' if meta.sweep else ''})")
+            if field == technique.switch:
+                kwargs["help"] = f"turn {technique.name} on: " + kwargs["help"]
+                if meta.nullable:
+                    kwargs.update(nargs="?", const=ENABLED)
+            group.add_argument(flag, **kwargs)
     run.add_argument("--combine", action="store_true",
-                     help="add one variant with every enabled technique chained")
+                     help="add chained variants: every enabled technique, one per point of "
+                          "their values' cross product")
+    run.add_argument("--max-variants", type=_positive_int("--max-variants"),
+                     default=DEFAULT_MAX_VARIANTS,
+                     help=f"refuse sweeps with more variants (default {DEFAULT_MAX_VARIANTS})")
     run.add_argument("--device", default="auto", choices=DEVICES)
+    run.add_argument("--fp32", default="ieee", choices=FP32_MODES,
+                     help="on a GPU: IEEE fp32, or TF32 for matmuls and convolutions")
     run.add_argument("--batch-size", type=int, default=32)
     run.add_argument("--epochs", type=int, default=8)
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seeds", type=int, default=1,
+                     help=f"rebuild every trained variant with this many seeds (1-{MAX_SEEDS}): "
+                          f"accuracy as mean ± std, distillation's gain with its interval")
     run.add_argument("--threads", type=_positive_int("--threads"))
     run.add_argument("--min-time", type=_float("--min-time"), default=1.0,
                      help="seconds of latency samples per variant (at least 10 runs)")
+    run.add_argument("--timing", default="interleaved", choices=TIMING_MODES,
+                     help="interleaved: build every variant, then time them together in "
+                          "round-robin rounds (host drift hits all alike); sequential: each "
+                          "right after its build")
+    run.add_argument("--timing-rounds", type=_positive_int("--timing-rounds"), default=5)
     run.add_argument("--json", dest="json_file", metavar="FILE")
     run.add_argument("--csv", dest="csv_file", metavar="FILE")
     run.add_argument("--store", metavar="FILE", help="the SQLite results store")
     run.add_argument("--no-cache", action="store_true", help="train without the weights cache")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
-    sub.add_parser("list", help="models, datasets, techniques").add_argument(
+    sub.add_parser("list", help="models, datasets, techniques and their settings").add_argument(
         "--json", action="store_true")
     hist = sub.add_parser("history", help="past runs and their variants")
     hist.add_argument("--json", action="store_true")
@@ -121,68 +204,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _metavar(meta) -> str:
+    if meta.kind == "choice":
+        return "|".join(meta.choices)
+    return "NAME" if meta.kind == "text" else ("N" if meta.integer else "X")
+
+
+def technique_choices(args) -> tuple[dict, set[str]]:
+    """(choices, enabled) from the parsed flags: {(technique, field): values}."""
+    from optimizers import registry
+    choices, enabled = {}, set()
+    for technique in registry.techniques():
+        if technique.switch is None and getattr(args, f"{technique.name}.", False):
+            enabled.add(technique.name)
+        for field, _, _ in technique.fields():
+            value = getattr(args, f"{technique.name}.{field}", None)
+            if value is None:
+                continue
+            if field == technique.switch:
+                enabled.add(technique.name)
+                if value is ENABLED:
+                    continue
+            choices[(technique.name, field)] = value
+    return choices, enabled
+
+
 def spec_from_args(args):
     from .specs import SweepSpec
-    return SweepSpec.from_toggles(
-        prune=args.prune, prune_method=args.prune_method, finetune_epochs=args.finetune_epochs,
-        distill=args.distill, temperature=args.temperature, alpha=args.alpha,
-        student=args.student, amp=args.amp, int8=args.int8, combine=args.combine,
-        calibration_batches=args.calibration_batches,
+    choices, enabled = technique_choices(args)
+    return SweepSpec.from_choices(
+        choices, enabled, combine=args.combine, max_variants=args.max_variants,
         model=args.model, dataset=args.dataset, checkpoint=args.checkpoint,
         input_shape=args.input_shape, device=args.device, batch_size=args.batch_size,
         epochs=args.epochs, seed=args.seed, data_root=args.data_root, download=args.download,
-        threads=args.threads, min_time_s=args.min_time)
-
-
-# -- output --------------------------------------------------------------------------------
-
-TABLE_COLUMNS = [
-    ("variant", "variant", "{}"), ("device", "device", "{}"),
-    ("accuracy", "acc %", "pct"), ("p50_ms", "p50 ms", "{:.3f}"), ("p90_ms", "p90 ms", "{:.3f}"),
-    ("throughput", "samples/s", "{:.0f}"), ("peak_memory_mb", "peak MB", "{:.2f}"),
-    ("size_mb", "size MB", "{:.3f}"), ("size_gzip_mb", "gzip MB", "{:.3f}"),
-    ("nonzero_params", "nonzero", "{}"), ("p50_ms_vs_base", "p50 vs base", "{:.2f}x"),
-    ("size_mb_vs_base", "size vs base", "{:.2f}x"),
-]
-
-
-def format_table(rows: list[dict]) -> str:
-    def cell(row, key, fmt):
-        value = row.get(key)
-        if value is None:
-            return "-"
-        if fmt == "pct":
-            return f"{value * 100:.2f}"
-        return fmt.format(value)
-
-    body = []
-    for row in rows:
-        cells = [cell(row, k, f) for k, _, f in TABLE_COLUMNS]
-        if row.get("noisy"):
-            cells[3] += "~"  # flagged: IQR above 10% of the median
-        body.append(cells)
-    heads = [h for _, h, _ in TABLE_COLUMNS]
-    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(heads)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
-    for row in rows:
-        if row.get("error"):
-            lines.append(f"! {row['variant']}: {row['error']}")
-    if any(r.get("noisy") for r in rows):
-        lines.append("~ noisy: latency spread (IQR) above 10% of the median")
-    return "\n".join(lines)
-
-
-def report_dict(environment: dict, results) -> dict:
-    return {"schema": 1, "environment": environment,
-            "variants": [r.to_dict() for r in results]}
-
-
-def write_csv(path: str, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()) if rows else ["variant"])
-        writer.writeheader()
-        writer.writerows(rows)
+        threads=args.threads, min_time_s=args.min_time, normalize=args.normalize,
+        seeds=args.seeds, timing=args.timing, timing_rounds=args.timing_rounds, fp32=args.fp32)
 
 
 def _check_writable(path: str | None, flag: str) -> None:
@@ -198,76 +254,101 @@ def _check_writable(path: str | None, flag: str) -> None:
 # -- commands ------------------------------------------------------------------------------
 
 def cmd_run(args) -> int:
-    from tqdm import tqdm
-
     from .cache import WeightsCache
-    from .results import comparison_rows
+    from .estimate import estimate_sweep
+    from .report import RunReport
     from .runner import prepare_sweep
-    from .store import ResultsStore
+    from .service.store import ResultsStore
 
     spec = spec_from_args(args)
     _check_writable(args.json_file, "--json")
     _check_writable(args.csv_file, "--csv")
     # Validate everything before the store is touched: bad input writes nothing.
-    sweep = prepare_sweep(spec, cache=WeightsCache(enabled=not args.no_cache))
+    cache = WeightsCache(enabled=not args.no_cache)
+    sweep = prepare_sweep(spec, cache=cache)
     store = ResultsStore(args.store)
-    run_id = store.start_run(model=spec.model, dataset=spec.dataset, device=str(sweep.device),
-                             spec=spec.to_dict(), environment=sweep.environment)
-    bar = None if args.quiet else tqdm(total=len(spec.variants), file=sys.stderr,
-                                       unit="variant", dynamic_ncols=True, leave=False)
-
-    shown = [None]
-
-    def on_progress(event):
-        if bar is None:
-            return
-        # Redraw only when the text changes: a step-by-step redraw floods a log file.
-        text = event.describe()[:60]
-        if event.phase == "training" or event.phase.startswith("build: "):
-            text += f" {int(event.fraction * 10) * 10}%"
-        if text != shown[0]:
-            shown[0] = text
-            bar.set_description_str(text)
-        if event.phase == "done":
-            bar.update(1)
-
+    if not args.quiet:
+        print(estimate_sweep(spec, store, sweep.baseline_cached()).describe(), file=sys.stderr)
+    for warning in sweep.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    progress = _Progress(len(spec.variants)) if not args.quiet else None
     results = []
-    status = "failed"
-    try:
-        for result in sweep.run(on_progress):
-            store.add_variant(run_id, result)
-            results.append(result)
-        status = "complete" if all(r.ok for r in results) else "failed"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-        store.finish_run(run_id, status)
-    rows = comparison_rows(results)
-    print(format_table(rows))
-    print(f"run {run_id} stored in {store.path}", file=sys.stderr)
+    with store.record(model=spec.model, dataset=spec.dataset, device=str(sweep.device),
+                      spec=spec.to_dict(), environment=sweep.environment) as recorder:
+        try:
+            for index, result in enumerate(sweep.run(
+                    progress, on_partial=lambda i, r: recorder.add(r, i))):
+                recorder.add(result, index)
+                results.append(result)
+        finally:
+            if progress is not None:
+                progress.close()
+    report = RunReport(environment=sweep.environment, spec=spec.to_dict(), variants=results,
+                       baseline="baseline", run_id=recorder.run_id, model=spec.model,
+                       dataset=spec.dataset, device=str(sweep.device))
+    print(report.table())
+    print(f"run {recorder.run_id} stored in {store.path}", file=sys.stderr)
     if args.json_file:
-        Path(args.json_file).write_text(json.dumps(report_dict(sweep.environment, results),
-                                                   indent=2))
+        Path(args.json_file).write_text(json.dumps(report.document(), indent=2))
     if args.csv_file:
-        write_csv(args.csv_file, rows)
+        Path(args.csv_file).write_text(report.csv_text())
     return EXIT_OK if all(r.ok for r in results) else EXIT_VARIANT_FAILED
 
 
-def cmd_list(args) -> int:
-    from optimizers.settings import AMP_DTYPES, INT8_MODES, PRUNE_METHODS
+class _Progress:
+    """A progress bar on stderr that redraws only when its text changes (a step-by-step
+    redraw floods a log file)."""
+
+    def __init__(self, total: int):
+        from tqdm import tqdm
+        self.bar = tqdm(total=total, file=sys.stderr, unit="variant", dynamic_ncols=True,
+                        leave=False)
+        self.shown = None
+
+    def __call__(self, event) -> None:
+        text = event.describe()[:60]
+        if event.phase == "training" or event.phase.startswith(("build: ", "latency round")):
+            text += f" {int(event.fraction * 10) * 10}%"
+        if text != self.shown:
+            self.shown = text
+            self.bar.set_description_str(text)
+        if event.phase == "done":
+            self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def list_info() -> dict:
+    """Models, data sets and techniques with every setting's metadata (``list --json``)."""
+    from optimizers import registry
+
     from .datasets import list_datasets
     from .models import list_models, model_entry
-    from .specs import TECHNIQUES
-    info = {
+    techniques = {}
+    for t in registry.techniques():
+        techniques[t.name] = {
+            "description": t.description, "order": t.order, "switch": t.switch_flag,
+            "control": None if t.control is None else {
+                "name": t.control.name, "uses": list(t.control.uses),
+                "description": t.control.description},
+            "settings": {f: {"flag": t.flag(f), "help": m.help, "accepted": m.accepted(),
+                             "default": d, "sweep": m.sweep,
+                             **({"choices": list(m.choices)} if m.choices else {}),
+                             **({"low": m.low, "high": m.high} if m.kind in ("int", "float")
+                                else {})}
+                         for f, m, d in t.fields()}}
+    return {
         "models": {n: {"family": model_entry(n).family, "description": model_entry(n).description,
                        "student": model_entry(n).student} for n in list_models()},
         "datasets": list_datasets(),
-        "techniques": {"prune": list(PRUNE_METHODS), "distill": ["kd"], "amp": list(AMP_DTYPES),
-                       "int8": list(INT8_MODES), "order": list(TECHNIQUES)},
+        "techniques": techniques,
+        "order": list(registry.names()),
     }
+
+
+def cmd_list(args) -> int:
+    info = list_info()
     if args.json:
         print(json.dumps(info, indent=2))
         return EXIT_OK
@@ -277,18 +358,25 @@ def cmd_list(args) -> int:
         print(f"  {name:<26} {m['description']}{student}")
     print("  FILE.py:FACTORY            your own: FACTORY(num_classes, in_channels) -> nn.Module")
     print("datasets: " + ", ".join(info["datasets"]))
-    t = info["techniques"]
-    print(f"techniques: prune ({'|'.join(t['prune'])}), distill, amp ({'|'.join(t['amp'])}), "
-          f"int8 ({'|'.join(t['int8'])}); combined order: {' -> '.join(t['order'])}")
+    print(f"techniques (combined in the order {' -> '.join(info['order'])}):")
+    for name, t in info["techniques"].items():
+        print(f"  {name:<8} {t['switch']:<10} {t['description']}")
+        for field, s in t["settings"].items():
+            sweep = ", sweepable" if s["sweep"] else ""
+            print(f"           {s['flag']:<22} {s['accepted']} (default {s['default']}{sweep})")
+        if t["control"]:
+            print(f"           control: {t['control']['name']}: {t['control']['description']}")
     return EXIT_OK
 
 
 def cmd_history(args) -> int:
-    from .store import ResultsStore
+    from .report import RunReport
+    from .service.store import ResultsStore
     store = ResultsStore(args.store)
     runs = store.runs(limit=args.limit)
     if args.json:
-        print(json.dumps(runs, indent=2, default=str))
+        print(json.dumps([RunReport.from_stored(r).summary() for r in runs], indent=2,
+                         default=str))
         return EXIT_OK
     if not runs:
         print(f"no runs in {store.path}")
@@ -306,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     from .environment import quiet_library_noise
     quiet_library_noise()
     if argv and argv[0] == "distributed":
-        from .distributed import main as distributed_main
+        from .distributed.launcher import main as distributed_main
         return distributed_main(argv[1:])
     try:
         args = build_parser().parse_args(argv)
@@ -323,3 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def entry_point() -> None:
+    """The ``compression-bench`` console script."""
+    sys.exit(main())

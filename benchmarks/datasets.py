@@ -65,6 +65,8 @@ class DataBundle:
     test: Split
     num_classes: int
     labelled: bool = True  # synthetic data has no meaningful labels: accuracy is null
+    # How the inputs were scaled: {"mode", "mean", "std"} (per channel), recorded with runs.
+    normalization: dict | None = None
 
     @property
     def in_channels(self) -> int:
@@ -78,15 +80,17 @@ class DataBundle:
     def input_shape(self) -> tuple[int, int, int]:
         return (self.in_channels, *self.input_size)
 
-    def batches(self, split: str, batch_size: int, *, shuffle: bool = False,
-                seed: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        import torch
+    def batches(self, split: str, batch_size: int) -> Iterator[tuple[torch.Tensor, ...]]:
+        """A split in order, in batches (evaluation)."""
         data: Split = getattr(self, split)
-        order = (torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
-                 if shuffle else torch.arange(len(data)))
         for i in range(0, len(data), batch_size):
-            idx = order[i:i + batch_size]
-            yield data.x[idx], data.y[idx]
+            yield data.x[i:i + batch_size], data.y[i:i + batch_size]
+
+    def train_data(self, batch_size: int, seed: int):
+        """The training split as the techniques take it: shuffled per step and epoch from
+        each step's own key (``optimizers.base.TrainData``)."""
+        from optimizers.base import TrainData
+        return TrainData(self.train.x, self.train.y, batch_size, seed)
 
     def example_batch(self, batch_size: int) -> torch.Tensor:
         """A fixed batch of the measured shape (test inputs, repeated if the split is small)."""
@@ -127,20 +131,70 @@ def _stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str)
 
 
 def _bundle(name: str, x: np.ndarray, y: np.ndarray, num_classes: int,
-            splits: tuple | None = None) -> DataBundle:
-    """Split (unless given), then normalise with the training split's per-channel statistics."""
+            splits: tuple | None = None, normalize: str = "dataset") -> DataBundle:
+    """Split (unless given), then scale the [0, 1] pixels as ``normalize`` says: the training
+    split's per-channel statistics, none, ImageNet's, or an explicit MEAN,STD."""
     import torch
     train, val, test = splits if splits is not None else _stratified_split(x, y, num_classes,
                                                                              name)
     xt = torch.from_numpy(x.astype(np.float32))
     yt = torch.from_numpy(y.astype(np.int64))
-    mean = xt[train].mean(dim=(0, 2, 3), keepdim=True)
-    std = xt[train].std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-6)
-    xt = ((xt - mean) / std).contiguous()
-    return DataBundle(name, *(Split(xt[i], yt[i]) for i in (train, val, test)), num_classes)
+    mean, std, record = normalization(normalize, xt[train])
+    if mean is not None:
+        xt = (xt - mean) / std
+    xt = xt.contiguous()
+    return DataBundle(name, *(Split(xt[i], yt[i]) for i in (train, val, test)), num_classes,
+                      normalization=record)
 
 
-def _digits() -> DataBundle:
+def renormalized(bundle: DataBundle, split: str, normalize: str) -> torch.Tensor:
+    """A split's inputs as another ``normalize`` would have scaled them: the stored ones are
+    unscaled back to [0, 1] pixels with the bundle's record, then scaled anew (the data set's
+    statistics always come from the training split)."""
+    import torch
+    record = bundle.normalization or {"mode": "none"}
+
+    def raw(x: torch.Tensor) -> torch.Tensor:
+        if record.get("mean") is None:
+            return x
+        mean = torch.tensor(record["mean"]).view(1, -1, 1, 1)
+        std = torch.tensor(record["std"]).view(1, -1, 1, 1)
+        return x * std + mean
+    mean, std, _ = normalization(normalize, raw(bundle.train.x))
+    x = raw(getattr(bundle, split).x)
+    return x if mean is None else (x - mean) / std
+
+
+def normalization(normalize: str, train_x: torch.Tensor):
+    """(mean, std) tensors shaped 1xCx1x1 (None for "none") and the record of what was used."""
+    import torch
+
+    from .specs import IMAGENET_MEAN, IMAGENET_STD, parse_normalize
+    mode, mean, std = parse_normalize(normalize)
+    channels = train_x.shape[1]
+    if mode == "none":
+        return None, None, {"mode": "none", "mean": None, "std": None}
+    if mode == "dataset":
+        m = train_x.mean(dim=(0, 2, 3), keepdim=True)
+        s = train_x.std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-6)
+    else:
+        if mode == "imagenet":
+            mean, std = IMAGENET_MEAN, IMAGENET_STD
+            if channels == 1:  # grey images: the channels' average
+                mean, std = (sum(mean) / 3,), (sum(std) / 3,)
+        if len(mean) == 1:
+            mean, std = mean * channels, std * channels
+        if len(mean) != channels:
+            raise ValueError(f"normalize gives {len(mean)} channel values but the images have "
+                             f"{channels} channels")
+        m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+        s = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+    record = {"mode": mode, "mean": [round(float(v), 6) for v in m.flatten()],
+              "std": [round(float(v), 6) for v in s.flatten()]}
+    return m, s, record
+
+
+def _digits(normalize: str = "dataset") -> DataBundle:
     """scikit-learn's digits, with the fixed split. Images and split are kept in the cache
     folder after the first load: importing scikit-learn's data sets and splitter cost 1.5 s of
     every start, a third of a warm run."""
@@ -154,7 +208,7 @@ def _digits() -> DataBundle:
     try:
         with np.load(path) as f:
             return _bundle("digits", f["x"], f["y"], 10,
-                           splits=(f["train"], f["val"], f["test"]))
+                           splits=(f["train"], f["val"], f["test"]), normalize=normalize)
     except (OSError, ValueError, KeyError):
         pass  # absent or unreadable: rebuilt below
     from sklearn.datasets import load_digits
@@ -169,10 +223,10 @@ def _digits() -> DataBundle:
         os.replace(tmp, path)  # whole or not at all, for concurrent processes
     except OSError:
         pass  # a read-only cache folder only costs the next start its 1.5 s
-    return _bundle("digits", x, d.target, 10, splits=splits)
+    return _bundle("digits", x, d.target, 10, splits=splits, normalize=normalize)
 
 
-def _cifar10(data_root: str | None, download: bool) -> DataBundle:
+def _cifar10(data_root: str | None, download: bool, normalize: str = "dataset") -> DataBundle:
     if not data_root:
         raise ValueError("cifar10 needs --data-root DIR (add --download to fetch it there)")
     root = Path(data_root).expanduser()
@@ -185,10 +239,10 @@ def _cifar10(data_root: str | None, download: bool) -> DataBundle:
         raise ValueError(f"cifar10 under {root}: {exc}".splitlines()[0]) from None
     x = np.concatenate([p.data for p in parts]).transpose(0, 3, 1, 2) / 255.0
     y = np.concatenate([np.asarray(p.targets) for p in parts])
-    return _bundle("cifar10", x, y, 10)
+    return _bundle("cifar10", x, y, 10, normalize=normalize)
 
 
-def _imagefolder(directory: str, input_shape) -> DataBundle:
+def _imagefolder(directory: str, input_shape, normalize: str = "dataset") -> DataBundle:
     from PIL import Image
     root = Path(directory).expanduser()
     if not root.is_dir():
@@ -227,7 +281,8 @@ def _imagefolder(directory: str, input_shape) -> DataBundle:
                                  f"({type(exc).__name__})") from None
             xs.append(arr[None] if channels == 1 else arr.transpose(2, 0, 1))
             ys.append(label)
-    return _bundle(f"imagefolder:{root}", np.stack(xs), np.asarray(ys), len(classes))
+    return _bundle(f"imagefolder:{root}", np.stack(xs), np.asarray(ys), len(classes),
+                   normalize=normalize)
 
 
 def _synthetic(input_shape, seed: int) -> DataBundle:
@@ -244,13 +299,14 @@ def _synthetic(input_shape, seed: int) -> DataBundle:
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False,
-                 input_shape: tuple[int, int, int] | None = None, seed: int = 0) -> DataBundle:
+                 input_shape: tuple[int, int, int] | None = None, seed: int = 0,
+                 normalize: str = "dataset") -> DataBundle:
     if name == "digits":
-        bundle = _digits()
+        bundle = _digits(normalize)
     elif name == "cifar10":
-        bundle = _cifar10(data_root, download)
+        bundle = _cifar10(data_root, download, normalize)
     elif name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
-        bundle = _imagefolder(name.split(":", 1)[1], input_shape)
+        bundle = _imagefolder(name.split(":", 1)[1], input_shape, normalize)
     elif name == "synthetic":
         bundle = _synthetic(input_shape, seed)
     else:

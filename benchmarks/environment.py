@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from .specs import FP32_MODES
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -62,6 +64,35 @@ def resolve_device(requested: str) -> torch.device:
     raise ValueError(f"device must be one of auto, cpu, cuda; got {requested!r}")
 
 
+# What "fp32" means on a GPU: PyTorch's defaults use TF32 for convolutions (cuDNN) and IEEE
+# for matmuls, so a CNN's fp32 baseline and a ViT's would be different precisions. A sweep
+# fixes both: IEEE by default (true fp32), or TF32 for both when asked (--fp32 tf32).
+def apply_precision(device: torch.device, fp32: str = "ieee") -> dict:
+    """Set the fp32 precision of matmuls and convolutions, and cuDNN autotuning, for a sweep
+    on ``device``; return what was set, for the environment card. cuDNN's benchmark mode is
+    on: the engine's warm-up calls absorb its one-off autotuning for each shape."""
+    if fp32 not in FP32_MODES:
+        raise ValueError(f"fp32 must be one of {', '.join(FP32_MODES)}; got {fp32!r}")
+    if device.type != "cuda":
+        return {"fp32": "ieee", "note": "TF32 is a GPU mode; the CPU computes fp32 in IEEE"}
+    tf32 = fp32 == "tf32"
+    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(matmul, "fp32_precision") and hasattr(conv, "conv"):  # torch >= 2.9
+        matmul.fp32_precision = fp32
+        conv.conv.fp32_precision = fp32
+    else:
+        matmul.allow_tf32 = tf32
+        conv.allow_tf32 = tf32
+    conv.benchmark = True
+    return {"fp32": fp32, "matmul_tf32": tf32, "conv_tf32": tf32, "cudnn_benchmark": True}
+
+
+def precision_key(device: torch.device, fp32: str = "ieee") -> str:
+    """What the weights cache keys on: weights trained on another device or precision are
+    other weights."""
+    return device.type if device.type == "cpu" else f"{device.type}-{fp32}"
+
+
 def default_threads() -> int:
     """All cores but one: the OS, the server and the progress bar get the spare core, which
     keeps CPU timings steady (spreads of 20-70% were seen using every core of two)."""
@@ -91,4 +122,18 @@ def environment_card(device: torch.device | None = None, threads: int | None = N
         card["device_name"] = props.name
         card["gpu_memory_gb"] = round(props.total_memory / 2**30, 1)
         card["cudnn"] = torch.backends.cudnn.version()
+        card["gpu_uuid"] = str(getattr(props, "uuid", "") or "") or None
+        card["driver"] = _driver_version()
+        card["compute_capability"] = f"{props.major}.{props.minor}"
     return card
+
+
+@lru_cache(maxsize=1)
+def _driver_version() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() \
+        else None

@@ -21,6 +21,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from optimizers.counting import FlopCount, count_flops, count_params, state_tensors  # noqa: F401
+
 CPU_MEMORY_METHOD = "live_tensor_bytes"  # weights + input + peak of tensors alive in a forward
 CUDA_MEMORY_METHOD = "cuda_max_memory_allocated"
 
@@ -30,19 +32,31 @@ CUDA_MEMORY_METHOD = "cuda_max_memory_allocated"
 class Clock:
     """perf_counter on a CPU. Swappable, so tests can check the statistics with a fake clock."""
 
+    # True where the clock times a device that runs asynchronously from the host (CUDA).
+    device_timed = False
+
     def start(self):
         return time.perf_counter()
 
     def stop(self, token) -> float:
         return (time.perf_counter() - token) * 1000.0
 
-    def finish(self) -> None:
+    def finish(self) -> list[float] | None:
+        """Resolve pending samples (device clocks); None keeps what ``stop`` returned."""
+        return None
+
+    def synchronize(self) -> None:
         pass
+
+    def host_ms(self) -> float:
+        return time.perf_counter() * 1000.0
 
 
 class CudaClock(Clock):
     """CUDA events: they time the kernels on the device, not the host's launch of them.
     Events are read after one synchronize at the end, so timing adds no stall per run."""
+
+    device_timed = True
 
     def __init__(self):
         self.pending: list[tuple] = []
@@ -58,13 +72,28 @@ class CudaClock(Clock):
         self.pending.append((token, end))
         return float("nan")  # resolved in finish()
 
-    def finish(self) -> None:
+    def finish(self) -> list[float]:
         torch.cuda.synchronize()
+        samples = [s.elapsed_time(e) for s, e in self.pending]
+        self.pending.clear()
+        return samples
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize()
+
+
+# Host-side launch time is taken on this many calls, each started on an idle device.
+HOST_PROBES = 5
 
 
 @dataclass
 class LatencyTracker:
-    """At least ``min_runs`` timed runs and about ``min_time_s`` of samples, after warm-up."""
+    """At least ``min_runs`` timed runs and about ``min_time_s`` of samples, after warm-up.
+
+    On a device clock it also takes ``host_samples_ms``: the host's time to issue one call
+    when the device is idle (synchronized first, not after). An event time per call about
+    that long means the device waited on the host: the run is launch-bound, and the figure
+    is launch overhead, not kernel time."""
 
     min_runs: int = 10
     min_time_s: float = 1.0
@@ -72,34 +101,41 @@ class LatencyTracker:
     max_runs: int = 10_000
     clock: Clock = field(default_factory=Clock)
     samples_ms: list[float] = field(default_factory=list)
+    host_samples_ms: list[float] = field(default_factory=list)
     wall_s: float = 0.0
 
     def run(self, fn: Callable[[], object]) -> list[float]:
         wall0 = time.perf_counter()
+        clock = self.clock
         for _ in range(self.warmup):
             fn()
-        if isinstance(self.clock, CudaClock):
-            torch.cuda.synchronize()
+        clock.synchronize()
+        if clock.device_timed:
+            host = []
+            for _ in range(HOST_PROBES):
+                clock.synchronize()
+                t0 = clock.host_ms()
+                fn()
+                host.append(clock.host_ms() - t0)
+            clock.synchronize()
+            self.host_samples_ms = host
         samples: list[float] = []
         spent = 0.0
         while len(samples) < self.min_runs or (spent < self.min_time_s * 1000.0
                                                and len(samples) < self.max_runs):
-            token = self.clock.start()
+            token = clock.start()
             fn()
-            ms = self.clock.stop(token)
+            ms = clock.stop(token)
             samples.append(ms)
-            if isinstance(self.clock, CudaClock):
+            if clock.device_timed:
                 # Budget by host time for the loop; exact figures come from the events.
                 spent = (time.perf_counter() - wall0) * 1000.0
             else:
                 spent += ms
-        self.clock.finish()
-        if isinstance(self.clock, CudaClock):
-            samples = [s.elapsed_time(e) for s, e in self.clock.pending]
-            self.clock.pending.clear()
-        self.samples_ms = samples
+        resolved = clock.finish()
+        self.samples_ms = samples if resolved is None else resolved
         self.wall_s = time.perf_counter() - wall0
-        return samples
+        return self.samples_ms
 
 
 def measure_latency(model: nn.Module, example: torch.Tensor, device: torch.device, *,
@@ -155,7 +191,7 @@ class LiveTensorBytes(TorchDispatchMode):
 def state_bytes(model: nn.Module) -> int:
     """Bytes of the weights and buffers the model holds in memory."""
     total = 0
-    for value in _state_tensors(model.state_dict()):
+    for value in state_tensors(model.state_dict()):
         total += value.untyped_storage().nbytes() if value.is_quantized else \
             value.numel() * value.element_size()
     return total
@@ -182,17 +218,6 @@ def measure_peak_memory(model: nn.Module, example: torch.Tensor, device: torch.d
 
 # -- size, parameters, FLOPs ---------------------------------------------------------------
 
-def _state_tensors(state: dict):
-    """Every tensor of a state dict, including those inside the tuples quantized layers pack."""
-    for value in state.values():
-        for t in tree_flatten(value)[0]:
-            if isinstance(t, torch.Tensor):
-                yield t
-            elif hasattr(t, "__getstate__") and type(t).__name__.endswith("PackedParamsBase"):
-                yield from (x for x in tree_flatten(t.__getstate__())[0]
-                            if isinstance(x, torch.Tensor))
-
-
 def serialized_size(model: nn.Module) -> tuple[int, int]:
     """(bytes torch.save(state_dict) writes, the same gzipped): what a user ships. Unstructured
     sparsity only pays off compressed, so both are shown."""
@@ -200,48 +225,6 @@ def serialized_size(model: nn.Module) -> tuple[int, int]:
     torch.save(model.state_dict(), buf)
     raw = buf.getvalue()
     return len(raw), len(gzip.compress(raw, compresslevel=6, mtime=0))
-
-
-def count_params(model: nn.Module) -> tuple[int, int]:
-    """(parameters, non-zero parameters). Quantized layers keep their weights packed outside
-    ``parameters()``, so those are counted from the state dict's weight tensors."""
-    params = list(model.parameters())
-    if params:
-        return (sum(p.numel() for p in params),
-                sum(int(torch.count_nonzero(p.detach())) for p in params))
-    total = nonzero = 0
-    for key, value in model.state_dict().items():
-        for t in _weight_tensors(key, value):
-            data = t.int_repr() if t.is_quantized else t
-            total += data.numel()
-            nonzero += int(torch.count_nonzero(data))
-    return total, nonzero
-
-
-def _weight_tensors(key: str, value):
-    if isinstance(value, torch.Tensor):
-        if key.endswith(("weight", "bias")) and value.is_floating_point() or value.is_quantized:
-            yield value
-        return
-    # Packed quantized parameters: (weight, bias) tuples or packed objects.
-    for t in _state_tensors({key: value}):
-        if t.is_quantized or t.is_floating_point():
-            yield t
-
-
-def count_flops(model: nn.Module, example: torch.Tensor, device: torch.device) -> int | None:
-    """FLOPs per sample of one forward pass (torch.utils.flop_counter), or None when the
-    counter sees no op it knows (quantized kernels are invisible to it)."""
-    from torch.utils.flop_counter import FlopCounterMode
-    x = example.to(device)
-    counter = FlopCounterMode(display=False)
-    try:
-        with torch.inference_mode(), counter:
-            model(x)
-    except Exception:
-        return None
-    total = counter.get_total_flops()
-    return int(total // x.shape[0]) if total else None
 
 
 @contextmanager

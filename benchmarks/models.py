@@ -20,7 +20,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from .errors import first_line
+from optimizers.errors import first_line
 
 if TYPE_CHECKING:  # torch loads on first build, so menus can list models without it
     import torch

@@ -1,41 +1,64 @@
-"""The sweep runner: SweepSpec -> one VariantResult at a time.
+"""The sweep runner: SweepSpec -> one VariantResult per variant.
 
 ``prepare_sweep`` checks everything a user can get wrong (model, data, checkpoint, input
 shape) before anything runs and raises ``ValueError`` with one line. ``PreparedSweep.run``
-then trains or loads the baseline and yields each variant as soon as it is measured. A variant
-that raises becomes a result with ``error`` set and the sweep goes on; no variant mutates the
-model it was given (the baseline is shared by every variant and may be cached by a server).
+then trains or loads the baseline and works in three passes:
+
+1. build every variant and measure what does not depend on the clock (accuracy with its
+   per-example correctness, peak memory, size, FLOPs); each is handed to ``on_partial`` as
+   soon as it is measured, so the store and the UI see partial sweeps;
+2. with ``seeds`` > 1, rebuild every variant from a baseline trained with each further seed
+   and score it (accuracy only: timings are not repeated per seed);
+3. time every variant together, in interleaved round-robin rounds, so drift of a noisy host
+   hits every variant alike; variants that do not fit in memory together are timed one by
+   one right after their build instead, and say so.
+
+A variant that raises becomes a result with ``error`` set and the sweep goes on; no variant
+mutates the model it was given (the baseline is shared by every variant and may be cached by
+a server). Every training step draws its data order and initial weights from its own key, so
+a result never depends on the cache's state or on what ran before it.
 """
 
 from __future__ import annotations
 
+import copy
 import gc
 import hashlib
-import itertools
+import math
+import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from optimizers.base import Context, Outcome
-from optimizers.training import evaluate, fit
+from optimizers.errors import described
+from optimizers.training import correctness, fit
 
 from . import measure
 from .cache import WeightsCache
 from .checkpoints import load_into, read_state_dict
 from .datasets import DataBundle, check_in_memory_size, load_dataset
-from .errors import described
-from .environment import default_threads, environment_card, resolve_device
+from .environment import (apply_precision, default_threads, environment_card, precision_key,
+                          resolve_device)
 from .models import build_model, check_input_fits, default_student, is_user_model, \
     model_entry, user_model_digest
 from .results import VariantResult
-from .specs import CONTROL_TECHNIQUE, SweepSpec, VariantSpec
+from .specs import SweepSpec, VariantSpec, parse_normalize
+from .stats import pack_bits
 
 ACCURACY_BATCH = 256  # accuracy does not depend on the batch size; larger is faster
-PHASES = ("build", "accuracy", "latency", "memory", "size")
+PHASES = ("build", "accuracy", "memory", "size", "seeds", "latency")
+# A baseline loaded from a checkpoint within this many points of chance is suspect; so is one
+# that another normalisation would score this many points better (and significantly).
+NEAR_CHANCE_POINTS = 5.0
+BETTER_NORMALIZE_POINTS = 10.0
+# Variants are kept resident for interleaved timing while their weights and one forward's
+# peak fit in this share of the memory available when the sweep starts.
+RESIDENT_SHARE = 0.25
 
 
 @dataclass
@@ -52,10 +75,28 @@ class ProgressEvent:
 
 
 ProgressFn = Callable[[ProgressEvent], None]
+PartialFn = Callable[[int, VariantResult], None]
 
 
 class Cancelled(Exception):
     """Raised between phases when ``should_stop()`` says so."""
+
+
+@dataclass
+class Built:
+    """A variant built and measured but for its latency."""
+    index: int
+    result: VariantResult
+    model: nn.Module | None = None
+    device: torch.device | None = None
+    autocast_dtype: torch.dtype | None = None
+    samples: list[float] = field(default_factory=list)
+    host: list[float] = field(default_factory=list)
+    visits: int = 0
+
+    def autocast(self):
+        from optimizers.precision import autocast
+        return autocast(self.device.type, self.autocast_dtype)
 
 
 def _file_digest(path: str | Path) -> str:
@@ -74,6 +115,19 @@ def _dataset_identity(spec: SweepSpec, data: DataBundle) -> list:
     return [spec.dataset, list(data.input_shape)]
 
 
+def available_memory_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
 class PreparedSweep:
     """A validated sweep, ready to run: data loaded, baseline structure built and checked."""
 
@@ -84,20 +138,29 @@ class PreparedSweep:
         self.threads = spec.threads or default_threads()
         for v in spec.variants:
             # Students must exist before anything runs: a bad name is the user's mistake.
-            if v.distill is not None:
-                student = v.distill.student or default_student(spec.model)
+            distill = dict(v.settings).get("distill")
+            if distill is not None:
+                student = distill.student or default_student(spec.model)
                 if student is None:
                     raise ValueError(f"model {spec.model} has no default student; "
                                      f"give --student NAME")
                 model_entry(student)
+        self.warnings: list[str] = []
+        self.normalize = spec.normalize or "dataset"
+        if spec.checkpoint and spec.normalize is None:
+            self.warnings.append(
+                "no --normalize given with --checkpoint: inputs are standardised with the "
+                "data set's own statistics, which may not be how the checkpoint was trained; "
+                "say how with --normalize dataset|none|imagenet|MEAN,STD")
+        parse_normalize(self.normalize)
         self.data = load_dataset(spec.dataset, spec.data_root, spec.download, spec.input_shape,
-                                 spec.seed)
+                                 spec.seed, normalize=self.normalize)
         self.allowed_models_dir = allowed_models_dir
-        torch.manual_seed(spec.seed)
         # The timed batch is a copy of the inputs: a huge batch of large images is refused
         # here, as bad input, rather than by the allocator or the OOM killer.
         check_in_memory_size("the measured batch (--batch-size)", spec.batch_size,
                              self.data.input_shape)
+        torch.manual_seed(spec.seed)
         model = self._build(spec.model)
         self.example = self.data.example_batch(spec.batch_size)
         check_input_fits(model, self.example[:2], self.data.num_classes, spec.model)
@@ -109,11 +172,14 @@ class PreparedSweep:
         self.cache = cache if cache is not None else WeightsCache()
         self.model_key = ["user", Path(spec.model).name, user_model_digest(spec.model)] \
             if is_user_model(spec.model) else [spec.model]
-        self.base_key = ("baseline", *self.model_key, *_dataset_identity(spec, self.data),
-                         spec.epochs, spec.seed, spec.lr, spec.batch_size,
-                         _file_digest(spec.checkpoint) if spec.checkpoint else None)
         self.environment = environment_card(self.device, self.threads)
+        self.environment["precision"] = apply_precision(self.device, spec.fp32)
+        self.environment["data"] = {"dataset": spec.dataset,
+                                    "input_shape": list(self.data.input_shape),
+                                    "normalization": self.data.normalization,
+                                    "test_examples": len(self.data.test)}
         self.baseline: nn.Module | None = None
+        self.baseline_build: dict = {}  # time and cache use of the primary baseline's training
         self.cancelled = False
 
     def _build(self, name: str) -> nn.Module:
@@ -121,100 +187,158 @@ class PreparedSweep:
         return build_model(name, d.num_classes, d.in_channels, d.input_size,
                            self.allowed_models_dir)
 
+    def base_key(self, seed: int) -> tuple:
+        """Everything that makes the baseline's weights what they are."""
+        spec = self.spec
+        return ("baseline", *self.model_key, *_dataset_identity(spec, self.data),
+                self.data.normalization, spec.epochs, seed, spec.lr, spec.batch_size,
+                _file_digest(spec.checkpoint) if spec.checkpoint else None,
+                precision_key(self.device, spec.fp32))
+
     # -- the baseline --------------------------------------------------------------------
 
-    def train_batches(self, seed: int):
-        """A fresh epoch iterator factory: each call shuffles with the next seed."""
-        counter = itertools.count()
-
-        def batches():
-            return self.data.batches("train", self.spec.batch_size, shuffle=True,
-                                     seed=seed * 1000 + next(counter))
-        return batches
-
     def load_baseline(self, on_progress: ProgressFn | None = None,
-                      should_stop: Callable[[], bool] | None = None) -> nn.Module:
-        if self.baseline is not None:
+                      should_stop: Callable[[], bool] | None = None,
+                      seed: int | None = None) -> nn.Module:
+        """The baseline trained with ``seed`` (the sweep's own by default), or loaded."""
+        primary = seed is None or seed == self.spec.seed
+        if primary and self.baseline is not None:
             return self.baseline
+        t0, hits, misses = time.perf_counter(), self.cache.hits, self.cache.misses
+        seed = self.spec.seed if seed is None else seed
         spec = self.spec
         if spec.checkpoint or not self.data.labelled:
             # A checkpoint is the baseline; synthetic data is speed-only (random weights).
-            model = self._untrained
+            model = self._untrained if primary else self.baseline
         else:
             def report(fraction: float):
                 if on_progress:
                     on_progress(ProgressEvent("baseline", -1, len(spec.variants),
-                                              "training", fraction))
+                                              "training" if primary else f"training seed {seed}",
+                                              fraction))
+
+            data = self.data.train_data(spec.batch_size, seed)
+            key = self.base_key(seed)
 
             def train(m: nn.Module):
-                torch.manual_seed(spec.seed)
-                fit(m, self.train_batches(spec.seed), spec.epochs, device=self.device,
-                    lr=spec.lr, seed=spec.seed, on_progress=report, should_stop=should_stop)
+                fit(m, data.epochs(key), spec.epochs, device=self.device, lr=spec.lr,
+                    seed=seed, on_progress=report, should_stop=should_stop)
                 if should_stop is not None and should_stop():
                     raise Cancelled()
 
             def build():
-                torch.manual_seed(spec.seed)
+                torch.manual_seed(seed)
                 return self._build(spec.model)
-            model = self.cache(self.base_key, build, train)
-        self.baseline = model.to(self.device).eval()
-        self._untrained = None
-        return self.baseline
+            model = self.cache(key, build, train)
+        model = model.to(self.device).eval()
+        if primary:
+            self.baseline = model
+            self._untrained = None
+            self.baseline_build = {"train_s": time.perf_counter() - t0,
+                                   "cache": {"hits": self.cache.hits - hits,
+                                             "misses": self.cache.misses - misses}}
+        return model
+
+    def baseline_cached(self) -> bool | None:
+        """Whether the baseline's weights are in the cache already (None: nothing to train,
+        a checkpoint or synthetic data)."""
+        if self.spec.checkpoint or not self.data.labelled:
+            return None
+        return self.cache.enabled and self.cache.path(self.base_key(self.spec.seed)).exists()
 
     # -- variants ------------------------------------------------------------------------
 
-    def context(self, on_phase: Callable[[str, float], None]) -> Context:
+    def context(self, on_phase: Callable[[str, float], None], *, seed: int | None = None,
+                baseline: nn.Module | None = None, variant: VariantSpec | None = None,
+                shared: dict | None = None) -> Context:
         d = self.data
+        seed = self.spec.seed if seed is None else seed
         return Context(
-            train_batches=self.train_batches(self.spec.seed + 1),
+            train=d.train_data(self.spec.batch_size, seed),
             example_input=self.example,
             num_classes=d.num_classes, in_channels=d.in_channels, device=self.device,
-            epochs=self.spec.epochs, lr=self.spec.lr, seed=self.spec.seed,
-            teacher=self.baseline,
+            epochs=self.spec.epochs, lr=self.spec.lr, seed=seed,
+            teacher=baseline if baseline is not None else self.baseline,
             build_model=lambda name: self._build(name),
             default_student=default_student(self.spec.model),
-            cached=self.cache, on_progress=on_phase, base_key=self.base_key)
+            cached=self.cache, on_progress=on_phase, base_key=self.base_key(seed),
+            train_amp=self._train_amp(variant), shared=shared)
 
-    def build_variant(self, variant: VariantSpec, ctx: Context) -> Outcome:
+    def _train_amp(self, variant: VariantSpec | None) -> str | None:
+        """A chain that ends in fp16 AMP on CUDA fine-tunes under autocast with a GradScaler."""
+        amp = dict(variant.settings).get("amp") if variant is not None else None
+        if amp is None or len(variant.techniques) < 2 or self.device.type != "cuda":
+            return None
+        return "fp16" if amp.resolved("cuda") == "fp16" else None
+
+    def build_variant(self, variant: VariantSpec, ctx: Context,
+                      baseline: nn.Module | None = None) -> Outcome:
+        baseline = baseline if baseline is not None else self.baseline
         if not variant.techniques:
-            return Outcome(model=self.baseline)
+            return Outcome(model=baseline)
+        control = variant.control
+        if control is not None:
+            return control.apply_fn()(dict(variant.settings)[control.of], ctx)
         from optimizers import chain
-        if variant.techniques == (CONTROL_TECHNIQUE,):
-            return chain.scratch(variant.distill, ctx)
-        steps = [(t, getattr(variant, t)) for t in variant.techniques]
-        return chain.apply_chain(self.baseline, steps, ctx)
+        return chain.apply_chain(baseline, variant.steps, ctx)
 
     def run(self, on_progress: ProgressFn | None = None,
-            should_stop: Callable[[], bool] | None = None) -> Iterator[VariantResult]:
+            should_stop: Callable[[], bool] | None = None,
+            on_partial: PartialFn | None = None) -> Iterator[VariantResult]:
+        """Every variant's result, in the spec's order, once it is fully measured."""
         stop = should_stop or (lambda: False)
+        built: list[Built] = []
         # Training too runs on the pinned threads: on two cores, two threads contending with
         # the OS trained 5x slower than one.
         with measure.pinned_threads(self.threads):
             try:
                 self.load_baseline(on_progress, stop)
+                shared: dict = {}
+                budget = RESIDENT_SHARE * available_memory_bytes(self.device)
+                resident = 0
+                for index, variant in enumerate(self.spec.variants):
+                    if stop():
+                        raise Cancelled()
+                    b = self._build_and_measure(index, variant, on_progress, stop, shared)
+                    if b.model is not None:
+                        need = measure.state_bytes(b.model) + (b.result.peak_memory_bytes or 0)
+                        if self.spec.timing == "sequential" or resident + need > budget:
+                            self._time_alone(b, on_progress, stop, resident + need > budget
+                                             and self.spec.timing != "sequential")
+                        else:
+                            resident += measure.state_bytes(b.model)
+                    built.append(b)
+                    if b.model is not None and not b.result.timing:
+                        b.result.timing = {"method": "pending",
+                                           "reason": "timed once every variant is built"}
+                    if on_partial is not None:
+                        on_partial(index, b.result)
+                del shared
+                if self.spec.seeds > 1 and self.data.labelled:
+                    self._other_seeds(built, on_progress, stop)
+                self._time_interleaved(built, on_progress, stop)
             except Cancelled:
                 self.cancelled = True
-                return
-            for index, variant in enumerate(self.spec.variants):
-                if stop():
-                    self.cancelled = True
-                    return
-                try:
-                    result = self._measure_variant(index, variant, on_progress, stop)
-                except Cancelled:
-                    self.cancelled = True
-                    return
-                yield result
+                for b in built:
+                    if b.result.timing.get("method") in (None, "pending"):
+                        b.result.timing = {"method": "not timed",
+                                           "reason": "the sweep was cancelled"}
+                    b.model = None
+        for b in built:
+            yield b.result
 
-    def _measure_variant(self, index: int, variant: VariantSpec,
-                         on_progress: ProgressFn | None, stop: Callable[[], bool]
-                         ) -> VariantResult:
+    def _build_and_measure(self, index: int, variant: VariantSpec,
+                           on_progress: ProgressFn | None, stop: Callable[[], bool],
+                           shared: dict) -> Built:
         spec = self.spec
         total = len(spec.variants)
         result = VariantResult(name=variant.name, techniques=list(variant.techniques),
-                               config=variant.settings(), device=str(self.device),
-                               batch_size=spec.batch_size,
+                               config=variant.config(), device=str(self.device),
+                               batch_size=spec.batch_size, axes=variant.axes_dict(),
                                started_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        if not variant.techniques:
+            result.warnings.extend(self.warnings)
+        b = Built(index, result)
         phase = "build"
         t_variant = time.perf_counter()
 
@@ -231,10 +355,16 @@ class PreparedSweep:
 
         try:
             enter("build")
-            t0 = time.perf_counter()
+            t0, hits, misses = time.perf_counter(), self.cache.hits, self.cache.misses
             outcome = self.build_variant(variant, self.context(
-                lambda p, f: report(f"build: {p}", f)))
+                lambda p, f: report(f"build: {p}", f), variant=variant, shared=shared))
             result.phase_s["build"] = time.perf_counter() - t0
+            result.cache = {"hits": self.cache.hits - hits,
+                            "misses": self.cache.misses - misses}
+            if not variant.techniques and self.baseline_build:
+                # The baseline's build is its training, done before the first variant.
+                result.phase_s["build"] += self.baseline_build["train_s"]
+                result.cache = dict(self.baseline_build["cache"])
             result.config = {**result.config, **outcome.config}
             device = outcome.device or self.device
             result.device = str(device)
@@ -243,36 +373,36 @@ class PreparedSweep:
                     next(model.parameters()).device != device:
                 model = model.to(device)
             model.eval()
-            autocast = lambda: outcome.autocast(device.type)  # noqa: E731 (fresh per use)
+            b.device, b.autocast_dtype = device, outcome.autocast_dtype
             result.layer_sparsity = outcome.layer_sparsity
 
             enter("accuracy")
             t0 = time.perf_counter()
             if self.data.labelled:
-                result.accuracy = evaluate(model, self.data.batches("test", ACCURACY_BATCH),
-                                           device, outcome.autocast_dtype)
+                right = correctness(model, self.data.batches("test", ACCURACY_BATCH), device,
+                                    outcome.autocast_dtype)
+                result.accuracy = sum(right) / len(right) if right else None
+                result.correct_bits, result.n_test = pack_bits(right), len(right)
+                result.seeds, result.seed_accuracies = [spec.seed], [result.accuracy]
+                if not variant.techniques:
+                    self._check_near_chance(result, model, device)
             result.phase_s["accuracy"] = time.perf_counter() - t0
-
-            enter("latency")
-            tracker = measure.measure_latency(
-                model, self.example, device, autocast=autocast(), min_runs=spec.min_runs,
-                min_time_s=spec.min_time_s, warmup=spec.warmup)
-            result.latency_samples_ms = tracker.samples_ms
-            result.phase_s["latency"] = tracker.wall_s
 
             enter("memory")
             t0 = time.perf_counter()
             result.peak_memory_bytes, result.memory_method = measure.measure_peak_memory(
-                model, self.example, device, autocast=autocast())
+                model, self.example, device, autocast=b.autocast())
             result.phase_s["memory"] = time.perf_counter() - t0
 
             enter("size")
             t0 = time.perf_counter()
             result.size_bytes, result.size_gzip_bytes = measure.serialized_size(model)
             result.params, result.nonzero_params = measure.count_params(model)
-            result.flops = outcome.flops_hint or measure.count_flops(
-                model, self.example[:1], device)
+            flops = outcome.flops_hint or measure.count_flops(model, self.example[:1], device)
+            if flops is not None:
+                result.flops, result.flops_effective = flops.dense, flops.effective
             result.phase_s["size"] = time.perf_counter() - t0
+            b.model = model
         except Cancelled:
             raise
         except torch.OutOfMemoryError as exc:
@@ -281,10 +411,170 @@ class PreparedSweep:
             result.error = f"{phase} failed: {described(exc)}"
         finally:
             if result.error is not None:
+                b.model = None
                 _release_memory()
         result.wall_s = time.perf_counter() - t_variant
         report("done", 1.0)
-        return result
+        return b
+
+    def _check_near_chance(self, result: VariantResult, model: nn.Module,
+                           device: torch.device) -> None:
+        """A checkpoint's baseline near chance, or far below what another normalisation
+        scores, almost always means inputs scaled otherwise than in its training: say which
+        normalisation scores best, measured on the same test examples."""
+        if not self.spec.checkpoint or result.accuracy is None:
+            return
+        from .datasets import renormalized
+        from .specs import NORMALIZE_MODES
+        from .stats import discordant, mcnemar_exact, unpack_bits
+        name = Path(self.spec.checkpoint).name
+        mode = (self.data.normalization or {}).get("mode")
+        mine = unpack_bits(result.correct_bits, result.n_test)
+        best = None
+        for other in NORMALIZE_MODES:
+            if other == mode:
+                continue
+            x = renormalized(self.data, "test", other)
+            right = correctness(model, ((x[i:i + ACCURACY_BATCH], self.data.test.y[
+                i:i + ACCURACY_BATCH]) for i in range(0, len(x), ACCURACY_BATCH)), device)
+            gain = 100 * (sum(right) - sum(mine)) / len(right)
+            if gain >= BETTER_NORMALIZE_POINTS and mcnemar_exact(
+                    *discordant(right, mine)) < 0.05 and (best is None or gain > best[1]):
+                best = (other, gain, sum(right) / len(right))
+        chance = 100.0 / self.data.num_classes
+        if best is not None:
+            result.warnings.append(
+                f"the baseline loaded from {name} scores {100 * result.accuracy:.1f}% with "
+                f"normalize {mode} but {100 * best[2]:.1f}% with {best[0]} on the same test "
+                f"images: its training probably scaled inputs that way; give --normalize "
+                f"{best[0]} (accepted: dataset|none|imagenet|MEAN,STD)")
+        elif 100 * result.accuracy <= chance + NEAR_CHANCE_POINTS:
+            result.warnings.append(
+                f"the baseline loaded from {name} scores {100 * result.accuracy:.1f}%, near "
+                f"chance ({chance:.1f}%): its inputs are probably scaled differently from its "
+                f"training (normalize is {mode}); give --normalize dataset|none|imagenet|"
+                f"MEAN,STD as it was trained")
+
+    # -- seeds ---------------------------------------------------------------------------
+
+    def _other_seeds(self, built: list[Built], on_progress: ProgressFn | None,
+                     stop: Callable[[], bool]) -> None:
+        """Rebuild every variant from a baseline trained with each further seed and score
+        it. Failures there are noted on the variant; its main figures stand."""
+        spec = self.spec
+        total = len(spec.variants)
+        for seed in range(spec.seed + 1, spec.seed + spec.seeds):
+            if stop():
+                raise Cancelled()
+            baseline = self.load_baseline(on_progress, stop, seed=seed)
+            shared: dict = {}
+            for b in built:
+                if stop():
+                    raise Cancelled()
+                if b.result.error is not None:
+                    continue
+                variant = self.spec.variants[b.index]
+                name = variant.name
+                if on_progress:
+                    on_progress(ProgressEvent(name, b.index, total, f"seed {seed}", 0.0))
+                try:
+                    ctx = self.context(lambda p, f: on_progress and on_progress(ProgressEvent(
+                        name, b.index, total, f"seed {seed}: {p}", f)), seed=seed,
+                        baseline=baseline, variant=variant, shared=shared)
+                    outcome = self.build_variant(variant, ctx, baseline)
+                    device = outcome.device or self.device
+                    model = outcome.model.eval()
+                    right = correctness(model, self.data.batches("test", ACCURACY_BATCH),
+                                        device, outcome.autocast_dtype)
+                    b.result.seeds.append(seed)
+                    b.result.seed_accuracies.append(sum(right) / len(right))
+                except Cancelled:
+                    raise
+                except Exception as exc:
+                    b.result.warnings.append(f"seed {seed} failed: {described(exc)}")
+                    _release_memory()
+            del baseline, shared
+            _release_memory()
+
+    # -- timing --------------------------------------------------------------------------
+
+    def _visit(self, b: Built, runs: int, seconds: float, warmup: int) -> None:
+        tracker = measure.measure_latency(b.model, self.example, b.device,
+                                          autocast=b.autocast(), min_runs=runs,
+                                          min_time_s=seconds, warmup=warmup)
+        b.samples.extend(tracker.samples_ms)
+        b.host.extend(tracker.host_samples_ms)
+        b.visits += 1
+        b.result.phase_s["latency"] = b.result.phase_s.get("latency", 0.0) + tracker.wall_s
+
+    def _finish_timing(self, b: Built, timing: dict) -> None:
+        b.result.latency_samples_ms = list(b.samples)
+        if b.device is not None and b.device.type == "cuda":
+            b.result.host_samples_ms = list(b.host)
+        b.result.timing = timing
+        b.model = None
+
+    def _time_alone(self, b: Built, on_progress: ProgressFn | None, stop: Callable[[], bool],
+                    for_memory: bool) -> None:
+        """Sequential timing right after the build: what does not fit beside the others."""
+        if on_progress:
+            on_progress(ProgressEvent(b.result.name, b.index, len(self.spec.variants),
+                                      "latency"))
+        try:
+            self._visit(b, self.spec.min_runs, self.spec.min_time_s, self.spec.warmup)
+        except Exception as exc:
+            b.result.error = f"latency failed: {described(exc)}"
+        reason = ("the variants do not fit in memory together" if for_memory
+                  else "sequential timing was asked for")
+        self._finish_timing(b, {"method": "sequential", "rounds": 1, "reason": reason})
+        _release_memory()
+
+    def _time_interleaved(self, built: list[Built], on_progress: ProgressFn | None,
+                          stop: Callable[[], bool]) -> None:
+        """Time the resident variants in round-robin rounds, each visit a slice of the
+        budget, the starting variant rotating each round; every p50 is taken over all of a
+        variant's samples. In a CUDA sweep whose INT8 variants run on the CPU, a CPU copy of
+        the baseline is timed in the same rounds, as their reference."""
+        spec = self.spec
+        entries = [b for b in built if b.model is not None]
+        if not entries:
+            return
+        base = next((b for b in entries if not b.result.techniques), None)
+        cpu_ref = None
+        if self.device.type != "cpu" and base is not None and any(
+                b.device.type == "cpu" for b in entries):
+            cpu_ref = Built(base.index, base.result, copy.deepcopy(base.model).cpu().eval(),
+                            torch.device("cpu"), base.autocast_dtype)
+            entries.append(cpu_ref)
+        rounds = spec.timing_rounds
+        runs = max(2, math.ceil(spec.min_runs / rounds))
+        seconds = spec.min_time_s / rounds
+        total = len(spec.variants)
+        for r in range(rounds):
+            start = r % len(entries)
+            for b in entries[start:] + entries[:start]:
+                if stop():
+                    raise Cancelled()
+                if on_progress:
+                    on_progress(ProgressEvent(b.result.name, b.index, total,
+                                              f"latency round {r + 1}/{rounds}",
+                                              r / rounds))
+                if b.result.error is not None:
+                    continue
+                try:
+                    # The first visit warms up fully; later ones one call (caches, clocks).
+                    self._visit(b, runs, seconds, spec.warmup if b.visits == 0 else 1)
+                except Exception as exc:
+                    b.result.error = f"latency failed: {described(exc)}"
+        timing = {"method": "interleaved", "rounds": rounds,
+                  "variants_together": len(entries) - (cpu_ref is not None)}
+        if cpu_ref is not None:
+            base.result.cpu_latency_samples_ms = list(cpu_ref.samples)
+            timing["cpu_baseline"] = "timed in the same rounds, for the CPU variants' ratios"
+            entries.remove(cpu_ref)
+        for b in entries:
+            self._finish_timing(b, dict(timing))
+        _release_memory()
 
 
 def _release_memory() -> None:

@@ -1,84 +1,367 @@
 """What a sweep is asked to build: self-validating, hashable configs.
 
-Every allowed value sits in an UPPER_CASE constant beside the dataclass that uses it, and
-``__post_init__`` rejects a bad value with a message naming the field, the accepted values
-and what was given. The engine raises ``ValueError`` for bad input; the CLI turns it into
-one line and exit status 2, the dashboard into ``st.error``.
+The techniques' vocabulary (names, settings, their bounds, flags and chain order) comes from
+the technique registry (``optimizers.registry``); nothing here names a technique. Every
+other allowed value sits in an UPPER_CASE constant beside the dataclass that uses it, and
+``__post_init__`` rejects a bad value with a message naming the field, the accepted values and
+what was given. The engine raises ``ValueError`` for bad input; the CLI turns it into one line
+and exit status 2, the dashboard into ``st.error``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 
+from optimizers import registry
 from optimizers.settings import (  # noqa: F401  (re-exported: the engine's vocabulary)
     AMP_DTYPES, INT8_MODES, PRUNE_METHODS, PRUNE_RATIO_RANGE, AmpSettings, DistillSettings,
-    Int8Settings, PruneSettings, _check_choice, _check_number)
+    Int8Settings, PruneSettings, check_choice, check_number)
 
 DEVICES = ("auto", "cpu", "cuda")
 # Data sets the loader knows (benchmarks.datasets); here so menus list them without numpy.
 DATASETS = ("digits", "cifar10", "imagefolder:DIR", "synthetic")
-# Order matters: a combined variant applies them in this order (AMP acts at run time).
-TECHNIQUES = ("prune", "distill", "int8", "amp")
-CONTROL_TECHNIQUE = "student-scratch"
 # Gradient compressions of the distributed benchmark (DDP communication hooks).
 COMPRESSIONS = ("none", "fp16", "bf16")
+# Above this many variants a sweep is refused before anything runs (--max-variants).
+DEFAULT_MAX_VARIANTS = 64
+MAX_SEEDS = 10
+# How inputs are scaled before the model sees them: the training split's per-channel
+# statistics, nothing (pixels in [0, 1]), ImageNet's, or explicit MEAN,STD (one number for
+# every channel, or per channel joined by ':', e.g. 0.485:0.456:0.406,0.229:0.224:0.225).
+NORMALIZE_MODES = ("dataset", "none", "imagenet")
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+# Timing: every variant is built first, then timed in this many round-robin rounds.
+TIMING_MODES = ("interleaved", "sequential")
+FP32_MODES = ("ieee", "tf32")  # benchmarks.environment.apply_precision sets them
+DEFAULT_TIMING_ROUNDS = 5
+
+
+def expand_range(start: float, stop: float, count: int, integer: bool = False) -> tuple:
+    """``count`` values evenly spaced from ``start`` to ``stop``, both included (integers
+    rounded for integer settings): what ``--prune 0.1:0.9:5`` means."""
+    if count < 1:
+        raise ValueError(f"a range needs at least 1 point, got {count}")
+    if count == 1:
+        values = [start]
+    else:
+        step = (stop - start) / (count - 1)
+        values = [start + i * step for i in range(count)]
+    if integer:
+        return tuple(int(round(v)) for v in values)
+    return tuple(round(v, 10) for v in values)
+
+
+def parse_normalize(text) -> tuple[str, tuple | None, tuple | None]:
+    """(mode, mean, std) from --normalize's text; ValueError names the accepted forms."""
+    accepted = (f"{'|'.join(NORMALIZE_MODES)}|MEAN,STD (numbers, or per channel joined by "
+                f"':')")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"normalize must be {accepted}; got {text!r}")
+    text = text.strip()
+    if text in NORMALIZE_MODES:
+        return text, None, None
+    parts = text.split(",")
+    try:
+        mean, std = (tuple(float(v) for v in p.split(":")) for p in parts) \
+            if len(parts) == 2 else (None, None)
+    except ValueError:
+        mean = std = None
+    if mean is None or len(mean) != len(std) or not all(math.isfinite(v) for v in mean + std) \
+            or any(v <= 0 for v in std):
+        raise ValueError(f"normalize must be {accepted} with every std > 0; got {text!r}")
+    return "explicit", mean, std
 
 
 def _canonical(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
-@dataclass(frozen=True)
+def _plain(value):
+    """Settings values as JSON keeps them (tuples become lists)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True, init=False)
 class VariantSpec:
-    """One variant: the techniques applied, in order, and their settings."""
+    """One variant: the techniques it applies, in chain order, with their settings; or one
+    technique's control (e.g. ``student-scratch``), built from that technique's settings.
+
+    ``VariantSpec("p", ("prune",), prune=PruneSettings(0.5))`` names settings by technique;
+    ``settings={"prune": ...}`` does the same for any registered technique. ``axes`` says where
+    the variant sits on each swept setting (``{"prune.ratio": 0.6}``)."""
 
     name: str
-    techniques: tuple[str, ...] = ()
-    prune: PruneSettings | None = None
-    distill: DistillSettings | None = None
-    amp: AmpSettings | None = None
-    int8: Int8Settings | None = None
+    techniques: tuple[str, ...]
+    settings: tuple[tuple[str, object], ...]
+    axes: tuple[tuple[str, object], ...]
 
-    def __post_init__(self):
-        object.__setattr__(self, "techniques", tuple(self.techniques))
+    def __init__(self, name: str, techniques=(), settings: Mapping | None = None, *,
+                 axes: Mapping | None = None, **by_technique):
+        merged = dict(settings or {})
+        for key, value in by_technique.items():
+            registry.get(key)  # an unknown keyword is an unknown technique
+            if value is not None:
+                merged[key] = value
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "techniques", tuple(techniques))
+        object.__setattr__(self, "axes", tuple(sorted((axes or {}).items())))
+        order = registry.names()
+        object.__setattr__(self, "settings", tuple(sorted(
+            merged.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else -1)))
+        self._validate()
+
+    def _validate(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"variant.name must be a non-empty string, got {self.name!r}")
-        allowed = TECHNIQUES + (CONTROL_TECHNIQUE,)
+        given = dict(self.settings)
+        for name, value in given.items():
+            expected = registry.get(name).settings
+            if not isinstance(value, expected):
+                raise ValueError(f"variant {self.name!r}: {name} needs {expected.__name__}, "
+                                 f"got {type(value).__name__}")
+        control = self.control
+        if control is not None:
+            if len(self.techniques) != 1:
+                raise ValueError(f"variant.techniques: {control.name} is a control and "
+                                 f"stands alone")
+            if control.of not in given:
+                raise ValueError(f"variant {self.name!r} is the {control.name} control but has "
+                                 f"no {control.of} settings")
+            return
+        allowed = registry.names() + tuple(registry.controls())
         for t in self.techniques:
-            _check_choice("variant", "techniques", t, allowed)
+            check_choice("variant", "techniques", t, allowed)
         if len(set(self.techniques)) != len(self.techniques):
             raise ValueError(f"variant.techniques must not repeat, got {list(self.techniques)}")
-        if CONTROL_TECHNIQUE in self.techniques and len(self.techniques) != 1:
-            raise ValueError("variant.techniques: student-scratch is a control and stands alone")
-        needs = {"prune": self.prune, "distill": self.distill, "amp": self.amp,
-                 "int8": self.int8, CONTROL_TECHNIQUE: self.distill}
         for t in self.techniques:
-            if needs[t] is None:
+            if t not in given:
                 raise ValueError(f"variant {self.name!r} applies {t} but has no {t} settings")
-        order = [t for t in TECHNIQUES if t in self.techniques]
-        if CONTROL_TECHNIQUE not in self.techniques and list(self.techniques) != order:
-            raise ValueError(
-                f"variant.techniques must follow the order {' -> '.join(TECHNIQUES)}; "
-                f"got {list(self.techniques)}")
+        order = [t for t in registry.names() if t in self.techniques]
+        if list(self.techniques) != order:
+            raise ValueError(f"variant.techniques must follow the order "
+                             f"{' -> '.join(registry.names())}; got {list(self.techniques)}")
 
-    def settings(self) -> dict:
-        """The settings of the techniques this variant applies, as plain data."""
-        out = {}
-        for t in self.techniques:
-            key = "distill" if t == CONTROL_TECHNIQUE else t
-            out[key] = asdict(getattr(self, key))
-        return out
+    def __getattr__(self, name: str):
+        # v.prune, v.distill...: the settings of a registered technique, or None.
+        if name.startswith("_") or name not in registry.names():
+            raise AttributeError(name)
+        return dict(self.settings).get(name)
+
+    @property
+    def control(self) -> registry.Control | None:
+        """The control this variant is (e.g. distillation's student-scratch), or None."""
+        if len(self.techniques) == 1:
+            return registry.control(self.techniques[0])
+        return None
+
+    @property
+    def steps(self) -> list[tuple[str, object]]:
+        """(technique, settings) in chain order, as ``optimizers.chain`` applies them."""
+        given = dict(self.settings)
+        return [(t, given[t]) for t in self.techniques]
+
+    def config(self) -> dict:
+        """The settings this variant uses, as plain data: a control lists only the settings
+        it depends on (the scratch student does not use a temperature)."""
+        control = self.control
+        if control is not None:
+            return {control.name: control.config(dict(self.settings)[control.of])}
+        return {t: {k: _plain(v) for k, v in asdict(s).items()} for t, s in self.steps}
+
+    def axes_dict(self) -> dict:
+        return dict(self.axes)
 
     def stable_hash(self) -> str:
-        """Same settings, same hash, across processes and runs (the cache key)."""
-        payload = {"techniques": list(self.techniques), **self.settings()}
+        """Same settings, same hash, across processes and runs."""
+        payload = {"techniques": list(self.techniques), **self.config()}
         return hashlib.sha256(_canonical(payload).encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict:
+        out = {"name": self.name, "techniques": list(self.techniques),
+               "settings": {t: asdict(s) for t, s in self.settings}}
+        if self.axes:
+            out["axes"] = self.axes_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "VariantSpec":
+        techniques = tuple(data.get("techniques") or ())
+        raw = data.get("settings") or {}
+        settings = {}
+        for name, values in raw.items():
+            control = registry.control(name)
+            technique = registry.get(control.of if control else name)
+            settings[technique.name] = technique.make(dict(values))
+        return cls(data["name"], techniques, settings, axes=data.get("axes"))
 
 
 BASELINE = VariantSpec(name="baseline")
 
+
+# -- planning a sweep from toggles and axes --------------------------------------------------
+
+Choice = dict  # {(technique, field): tuple of values}; one value, or several for an axis
+
+
+def _values(value) -> tuple:
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return (value,)
+
+
+def _check_axis(technique: registry.Technique, field: str, values: tuple) -> None:
+    meta = technique.field(field)
+    flag = technique.flag(field)
+    if not values:
+        raise ValueError(f"{flag} needs at least one value")
+    if len(values) > 1 and not meta.sweep:
+        raise ValueError(f"{flag} takes one value (it cannot be swept); got "
+                         f"{', '.join(map(str, values))}")
+    for v in values:
+        meta.check(technique.name, field, v)
+    if len(set(values)) != len(values):
+        twice = next(v for i, v in enumerate(values) if v in values[:i])
+        raise ValueError(f"{flag} lists {twice!r} twice; give each value once")
+
+
+def plan_variants(choices: Mapping[tuple[str, str], object], enabled: set[str] | list[str], *,
+                  combine: bool = False, max_variants: int = DEFAULT_MAX_VARIANTS
+                  ) -> tuple[VariantSpec, ...]:
+    """The variants of a sweep: the baseline; for each enabled technique, one variant per
+    point of the cross product of its values (``--prune 0.2,0.4 --prune-method l1,channel``:
+    four); each technique's control once per distinct setting it depends on; with ``combine``,
+    one chained variant per point of the cross product of every enabled technique's values.
+    Values are checked against their settings' bounds before anything runs."""
+    enabled = [t.name for t in registry.techniques() if t.name in set(enabled)]
+    for name in set(enabled) - set(registry.names()):
+        registry.get(name)
+    for (name, field), value in choices.items():
+        technique = registry.get(name)
+        if name not in enabled and len(_values(value)) > 1:
+            raise ValueError(f"{technique.flag(field)} sweeps {technique.name}, which is off; "
+                             f"add {technique.switch_flag}")
+    if combine and len(enabled) < 2:
+        flags = ", ".join(t.switch_flag for t in registry.techniques())
+        raise ValueError(f"combine needs at least two enabled techniques ({flags})")
+
+    per_technique: dict[str, list[tuple[object, dict]]] = {}
+    varying: dict[str, set[str]] = {}
+    for name in enabled:
+        technique = registry.get(name)
+        axes: list[tuple[str, tuple]] = []
+        # Label fields vary slowest, so a sweep reads method by method, ratio by ratio.
+        ordered = sorted(technique.fields(), key=lambda f: (
+            technique.label_fields.index(f[0]) if f[0] in technique.label_fields
+            else len(technique.label_fields)))
+        for field, _, default in ordered:
+            values = _values(choices.get((name, field), default))
+            _check_axis(technique, field, values)
+            axes.append((field, values))
+        varying[name] = {f for f, vs in axes if len(vs) > 1}
+        points = []
+        for combo in itertools.product(*(vs for _, vs in axes)):
+            values = dict(zip((f for f, _ in axes), combo))
+            settings = technique.make(values)
+            points.append((settings, {f"{name}.{f}": values[f] for f in varying[name]}))
+        per_technique[name] = points
+
+    count = 1 + sum(len(p) for p in per_technique.values())
+    count += sum(len(_controls(registry.get(n), per_technique[n])) for n in enabled)
+    if combine:
+        count += _product_size(per_technique.values())
+    if count > max_variants:
+        swept = ", ".join(f"{registry.get(n).flag(f)} ({len(_values(choices[(n, f)]))} values)"
+                          for n in enabled for f in sorted(varying[n]) if (n, f) in choices)
+        raise ValueError(f"this sweep has {count} variants, above the cap of {max_variants}: "
+                         f"give fewer values{' to ' + swept if swept else ''}"
+                         f"{', drop --combine' if combine else ''}, or raise --max-variants")
+
+    variants = [BASELINE]
+    for name in enabled:
+        technique = registry.get(name)
+        for settings, axes in per_technique[name]:
+            variants.append(VariantSpec(technique.label(settings, varying[name]), (name,),
+                                        {name: settings}, axes=axes))
+        for settings in _controls(technique, per_technique[name]):
+            control = technique.control
+            suffix = "-".join(technique.field(f).format(getattr(settings, f))
+                              for f in control.uses if f in varying[name]
+                              and getattr(settings, f) is not None)
+            variants.append(VariantSpec(control.name + (f"-{suffix}" if suffix else ""),
+                                        (control.name,), {name: settings}))
+    if combine:
+        for combo in itertools.product(*(per_technique[n] for n in enabled)):
+            settings = {n: s for n, (s, _) in zip(enabled, combo)}
+            axes = {k: v for _, a in combo for k, v in a.items()}
+            label = "+".join(registry.get(n).label(s, varying[n]) for n, s in settings.items())
+            variants.append(VariantSpec(label, tuple(enabled), settings, axes=axes))
+    return tuple(variants)
+
+
+def _controls(technique: registry.Technique, points: list) -> list:
+    """One control per distinct value of the settings it depends on."""
+    if technique.control is None:
+        return []
+    seen, out = set(), []
+    for settings, _ in points:
+        key = tuple(getattr(settings, f) for f in technique.control.uses)
+        if key not in seen:
+            seen.add(key)
+            out.append(settings)
+    return out
+
+
+def _product_size(groups) -> int:
+    size = 1
+    for g in groups:
+        size *= len(g)
+    return size
+
+
+def toggle_choices(toggles: Mapping[str, object]) -> tuple[dict, set[str]]:
+    """Toggles named like the CLI's flags (``prune=0.5``, ``prune_method="l1"``,
+    ``distill=True``, ``amp=True`` or ``"bf16"``, ``int8="static"``) as (choices, enabled).
+    A technique's switch turns it on: its value (a ratio, a mode) or True; None and False
+    leave it off."""
+    by_flag = {}
+    for t in registry.techniques():
+        for field, _, _ in t.fields():
+            by_flag[t.flag(field).lstrip("-").replace("-", "_")] = (t, field)
+        if t.switch is None:
+            by_flag[t.name] = (t, None)
+    choices, enabled = {}, set()
+    for key, value in toggles.items():
+        if key not in by_flag:
+            raise ValueError(f"unknown setting {key!r}; known: {', '.join(sorted(by_flag))}")
+        technique, field = by_flag[key]
+        is_switch = field is None or field == technique.switch
+        if is_switch:
+            if field is None:  # a bare switch such as distill
+                if not isinstance(value, bool):
+                    raise ValueError(f"{key} must be true or false, got {value!r}")
+                if value:
+                    enabled.add(technique.name)
+                continue
+            if value is None or value is False:
+                continue
+            enabled.add(technique.name)
+            if value is True:
+                if not technique.field(field).nullable:
+                    raise ValueError(f"{key} must be {technique.field(field).accepted()}; "
+                                     f"got True")
+                continue  # on, with the field's default
+        elif value is None and not technique.field(field).nullable:
+            continue  # not given
+        choices[(technique.name, field)] = value
+    return choices, enabled
+
+
+# -- the sweep -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class SweepSpec:
@@ -101,7 +384,12 @@ class SweepSpec:
     warmup: int = 3
     threads: int | None = None  # None: all cores but one, so the OS and server do not contend
     lr: float = 1e-3
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
+    # None: the split's statistics; with a checkpoint that is only a guess, said loudly.
+    normalize: str | None = None
+    seeds: int = 1              # every trained variant is rebuilt with this many seeds
+    timing: str = "interleaved"
+    timing_rounds: int = DEFAULT_TIMING_ROUNDS
+    fp32: str = "ieee"          # on a GPU: IEEE fp32, or TF32 for matmuls and convolutions
 
     def __post_init__(self):
         object.__setattr__(self, "variants", tuple(self.variants))
@@ -109,16 +397,22 @@ class SweepSpec:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"sweep.{name} must be a non-empty string, got {value!r}")
-        _check_choice("sweep", "device", self.device, DEVICES)
-        _check_number("sweep", "batch_size", self.batch_size, 1, 65536, integer=True)
-        _check_number("sweep", "epochs", self.epochs, 1, 10_000, integer=True)
-        _check_number("sweep", "seed", self.seed, 0, 2**32 - 1, integer=True)
-        _check_number("sweep", "min_runs", self.min_runs, 1, 100_000, integer=True)
-        _check_number("sweep", "min_time_s", self.min_time_s, 0.0, 600.0)
-        _check_number("sweep", "warmup", self.warmup, 0, 10_000, integer=True)
-        _check_number("sweep", "lr", self.lr, 0.0, 10.0, low_open=True)
+        check_choice("sweep", "device", self.device, DEVICES)
+        check_number("sweep", "batch_size", self.batch_size, 1, 65536, integer=True)
+        check_number("sweep", "epochs", self.epochs, 1, 10_000, integer=True)
+        check_number("sweep", "seed", self.seed, 0, 2**32 - 1, integer=True)
+        check_number("sweep", "min_runs", self.min_runs, 1, 100_000, integer=True)
+        check_number("sweep", "min_time_s", self.min_time_s, 0.0, 600.0)
+        check_number("sweep", "warmup", self.warmup, 0, 10_000, integer=True)
+        check_number("sweep", "lr", self.lr, 0.0, 10.0, low_open=True)
         if self.threads is not None:
-            _check_number("sweep", "threads", self.threads, 1, 1024, integer=True)
+            check_number("sweep", "threads", self.threads, 1, 1024, integer=True)
+        if self.normalize is not None:
+            parse_normalize(self.normalize)
+        check_number("sweep", "seeds", self.seeds, 1, MAX_SEEDS, integer=True)
+        check_choice("sweep", "timing", self.timing, TIMING_MODES)
+        check_number("sweep", "timing_rounds", self.timing_rounds, 1, 100, integer=True)
+        check_choice("sweep", "fp32", self.fp32, FP32_MODES)
         for name in ("checkpoint", "data_root"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()
@@ -148,58 +442,31 @@ class SweepSpec:
             raise ValueError("sweep.variants: the first variant must be the baseline (no techniques)")
 
     @classmethod
-    def from_toggles(cls, *, prune: float | None = None, prune_method: str = "l1",
-                     finetune_epochs: int = 2, distill: bool = False, temperature: float = 4.0,
-                     alpha: float = 0.7, student: str | None = None, amp: bool | str = False,
-                     int8: str | None = None, combine: bool = False,
-                     calibration_batches: int = 8, **sweep) -> "SweepSpec":
-        """The dashboard's and CLI's toggles as variants: the baseline, one variant per enabled
-        technique (distillation brings its scratch-trained control), and, with ``combine``, one
-        variant chaining every enabled technique: prune -> distill -> INT8, AMP at run time."""
-        # Switches are booleans, not truthy values: the string "no" must not turn one on.
-        for name, value in (("distill", distill), ("combine", combine)):
-            if not isinstance(value, bool):
-                raise ValueError(f"{name} must be true or false, got {value!r}")
-        if not (amp is None or isinstance(amp, (bool, str))):
-            raise ValueError(f"amp must be true, false or one of {', '.join(AMP_DTYPES)}; "
-                             f"got {amp!r}")
-        if not (int8 is None or int8 is False or isinstance(int8, str)):
-            raise ValueError(f"int8 must be off (None) or one of {', '.join(INT8_MODES)}; "
-                             f"got {int8!r}")
-        p = PruneSettings(prune, prune_method, finetune_epochs) if prune is not None else None
-        d = DistillSettings(temperature, alpha, student) if distill else None
-        a = AmpSettings(None if amp is True else amp) if amp is not None and amp is not False \
-            else None
-        q = Int8Settings(int8, calibration_batches) if int8 is not None and int8 is not False \
-            else None
-        variants = [BASELINE]
-        if p:
-            variants.append(VariantSpec(p.label, ("prune",), prune=p))
-        if d:
-            variants.append(VariantSpec(d.label, ("distill",), distill=d))
-            variants.append(VariantSpec(CONTROL_TECHNIQUE, (CONTROL_TECHNIQUE,), distill=d))
-        if q:
-            variants.append(VariantSpec(q.label, ("int8",), int8=q))
-        if a:
-            variants.append(VariantSpec(a.label, ("amp",), amp=a))
-        enabled = [x for x in (p, d, q, a) if x]
-        if combine:
-            if len(enabled) < 2:
-                raise ValueError("combine needs at least two enabled techniques "
-                                 "(--prune, --distill, --amp, --int8)")
-            techniques = tuple(t for t, x in zip(TECHNIQUES, (p, d, q, a)) if x)
-            variants.append(VariantSpec("+".join(x.label for x in enabled), techniques,
-                                        prune=p, distill=d, amp=a, int8=q))
-        return cls(variants=tuple(variants), **sweep)
+    def from_choices(cls, choices: Mapping[tuple[str, str], object], enabled, *,
+                     combine: bool = False, max_variants: int = DEFAULT_MAX_VARIANTS,
+                     **sweep) -> "SweepSpec":
+        """A sweep from per-setting values (one, or several for an axis): see plan_variants."""
+        if not isinstance(combine, bool):
+            raise ValueError(f"combine must be true or false, got {combine!r}")
+        return cls(variants=plan_variants(choices, enabled, combine=combine,
+                                          max_variants=max_variants), **sweep)
 
-    def with_(self, **changes) -> "SweepSpec":
-        return replace(self, **changes)
+    @classmethod
+    def from_toggles(cls, *, combine: bool = False, max_variants: int = DEFAULT_MAX_VARIANTS,
+                     **toggles) -> "SweepSpec":
+        """The dashboard's and CLI's toggles as variants. Technique settings are named like
+        their CLI flags (``prune=0.5, prune_method="channel", distill=True, temperature=4,
+        amp=True, int8="static"``); the rest are SweepSpec fields."""
+        sweep_fields = {f.name for f in fields(cls)}
+        sweep = {k: v for k, v in toggles.items() if k in sweep_fields}
+        choices, enabled = toggle_choices(
+            {k: v for k, v in toggles.items() if k not in sweep_fields})
+        return cls.from_choices(choices, enabled, combine=combine, max_variants=max_variants,
+                                **sweep)
 
     def to_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "variants"}
-        out["variants"] = [
-            {"name": v.name, "techniques": list(v.techniques), "settings": v.settings()}
-            for v in self.variants]
+        out["variants"] = [v.to_dict() for v in self.variants]
         if out["input_shape"] is not None:
             out["input_shape"] = list(out["input_shape"])
         return out
@@ -207,21 +474,8 @@ class SweepSpec:
     @classmethod
     def from_dict(cls, data: dict) -> "SweepSpec":
         data = dict(data)
-        variants = []
-        for v in data.pop("variants"):
-            settings = v.get("settings", {})
-            techniques = tuple(v["techniques"])
-            kwargs = {}
-            if "prune" in settings:
-                kwargs["prune"] = PruneSettings(**settings["prune"])
-            if "distill" in settings:
-                kwargs["distill"] = DistillSettings(**settings["distill"])
-            if "amp" in settings:
-                kwargs["amp"] = AmpSettings(**settings["amp"])
-            if "int8" in settings:
-                kwargs["int8"] = Int8Settings(**settings["int8"])
-            variants.append(VariantSpec(v["name"], techniques, **kwargs))
+        variants = tuple(VariantSpec.from_dict(v) for v in data.pop("variants"))
         if data.get("input_shape") is not None:
             data["input_shape"] = tuple(data["input_shape"])
         known = {f.name for f in fields(cls)}
-        return cls(variants=tuple(variants), **{k: v for k, v in data.items() if k in known})
+        return cls(variants=variants, **{k: v for k, v in data.items() if k in known})

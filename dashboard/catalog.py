@@ -26,10 +26,11 @@ def datasets() -> list[str]:
     return list(DATASETS)
 
 
-def technique_choices() -> dict:
-    from benchmarks.specs import AMP_DTYPES, DEVICES, INT8_MODES, PRUNE_METHODS, PRUNE_RATIO_RANGE
-    return {"prune_methods": PRUNE_METHODS, "prune_range": PRUNE_RATIO_RANGE,
-            "amp_dtypes": AMP_DTYPES, "int8_modes": INT8_MODES, "devices": DEVICES}
+def sweep_choices() -> dict:
+    """The sweep-level menus (the techniques' come from the registry: technique_form)."""
+    from benchmarks.specs import DEVICES, MAX_SEEDS, NORMALIZE_MODES
+    return {"devices": DEVICES, "normalize": NORMALIZE_MODES,
+            "max_repeats": min(5, MAX_SEEDS)}
 
 
 def model_files(folder: Path) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from benchmarks.errors import first_line as one_line  # torch-free; pages use it too
+from optimizers.errors import first_line as one_line  # torch-free; pages use it too
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,13 +46,13 @@ def _valid_key(value) -> bool:
 
 
 def store_path() -> Path:
-    from benchmarks.store import default_store_path
+    from benchmarks.service.store import default_store_path
     return default_store_path()
 
 
 @st.cache_resource(show_spinner=False)
 def _queue(path: str):
-    from benchmarks.jobs import JobQueue
+    from benchmarks.service.jobs import JobQueue
     return JobQueue(store_path=path)
 
 
@@ -68,8 +68,64 @@ def store():
     return queue().store
 
 
-def ensure_worker(device: str = "cpu") -> None:
-    queue().ensure_worker(device)
+def queue_device(requested: str) -> str:
+    """Which device's queue a job goes to: the GPU's when the user asked for cuda, or asked
+    for auto and the worker sees a GPU; the CPU's otherwise (the one rule every page uses)."""
+    if requested == "cuda":
+        return "cuda"
+    if requested == "auto":
+        card = worker_card("cpu") or {}
+        if any(str(d).startswith("cuda") for d in card.get("devices") or []):
+            return "cuda"
+    return "cpu"
+
+
+def worker_card(device: str = "cpu") -> dict | None:
+    try:
+        return queue().worker_card(device)
+    except Exception:
+        return None
+
+
+def submit(kind: str, payload: dict, device: str) -> str:
+    """Queue a job for this session on the device's worker (started if need be)."""
+    q = queue()
+    target = queue_device(device)
+    q.ensure_worker(target)
+    return q.submit(kind, payload, session=session_key(), device=target)
+
+
+def current_job_id(state_key: str, kind: str) -> str | None:
+    """This session's latest job of ``kind``: the one it submitted, or after a refresh the
+    newest found through the session key in the URL."""
+    job_id = st.session_state.get(state_key)
+    if job_id:
+        return job_id
+    try:
+        jobs = queue().jobs(session=session_key(), limit=20)
+    except Exception:
+        return None
+    job = next((j for j in jobs if j.kind == kind), None)
+    if job is not None:
+        st.session_state[state_key] = job.job_id
+        return job.job_id
+    return None
+
+
+@st.cache_data(ttl=15, show_spinner=False)
+def _history(path: str, model: str, dataset: str) -> list[dict]:
+    from benchmarks.estimate import HISTORY_RUNS
+    return queue().store.runs(limit=HISTORY_RUNS, kind="sweep", model=model, dataset=dataset)
+
+
+def describe_estimate(spec) -> str:
+    """"N variants; about T" for a planned sweep, from this worker's earlier runs."""
+    from benchmarks.estimate import estimate_sweep
+    try:
+        runs = _history(str(store_path()), spec.model, spec.dataset)
+    except Exception:
+        runs = []
+    return estimate_sweep(spec, runs).describe()
 
 
 # The worker's start-up (importing torch) takes a core for seconds; started at once it made
@@ -143,10 +199,22 @@ def upload_dir() -> Path:
     return folder.path
 
 
-def clear_uploads() -> None:
-    folder = st.session_state.get(UPLOAD_DIR)
-    if isinstance(folder, UploadFolder):
-        folder.clear()
+def save_upload(file, accepted: list[str]) -> str:
+    """Write an uploaded checkpoint into this session's private folder; its path goes to the
+    worker."""
+    import re
+    suffix = Path(file.name).suffix.lower()
+    if suffix.lstrip(".") not in accepted:
+        raise ValueError(f"checkpoint {file.name}: accepted formats are "
+                         f"{', '.join('.' + a for a in accepted)}")
+    data = file.getvalue()
+    if not data:
+        raise ValueError(f"checkpoint {file.name} is empty")
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(file.name).stem)[:64] or "checkpoint"
+    path = upload_dir() / f"{stem}-{file.file_id[:8]}{suffix}"
+    if not path.exists():
+        path.write_bytes(data)
+    return str(path)
 
 
 def models_dir() -> Path:

@@ -7,17 +7,19 @@ import json
 import streamlit as st
 
 from . import charts
-from .state import POLL_S, SEEN_VARIANTS, one_line, queue, store
+from .state import POLL_S, SEEN_VARIANTS, one_line, queue, store, worker_card  # noqa: F401
 
 ACTIVE = ("queued", "running")
 
 # Columns of the comparison table, in reading order: each figure beside its change.
 TABLE_COLUMNS = [
-    "variant", "techniques", "device", "accuracy", "accuracy_vs_base", "p50_ms",
-    "p50_ms_vs_base", "p90_ms", "p99_ms", "noisy", "throughput", "throughput_vs_base",
+    "variant", "techniques", "device", "accuracy", "accuracy_ci_low", "accuracy_ci_high",
+    "accuracy_vs_base", "p_value_vs_base", "within_noise", "accuracy_seed_mean",
+    "accuracy_seed_std", "gain_vs_control_pts", "p50_ms", "p50_ms_vs_base", "baseline_ref",
+    "p90_ms", "p99_ms", "noisy", "launch_bound", "timing", "throughput", "throughput_vs_base",
     "peak_memory_mb", "peak_memory_mb_vs_base", "memory_method", "size_mb", "size_mb_vs_base",
     "size_gzip_mb", "size_gzip_mb_vs_base", "params", "nonzero_params",
-    "nonzero_params_vs_base", "flops", "flops_vs_base", "error"]
+    "nonzero_params_vs_base", "flops", "flops_effective", "flops_vs_base", "error"]
 
 
 # -- device card -----------------------------------------------------------------------------
@@ -31,13 +33,6 @@ def device_card(card: dict | None, where=None) -> None:
                    f"devices: {', '.join(card.get('devices') or ['cpu'])}  \n"
                    f"torch {card.get('torch', '?')} · {card.get('threads', '?')} threads  \n"
                    f"CPU: {card.get('cpu') or '?'}")
-
-
-def worker_card(device: str = "cpu") -> dict | None:
-    try:
-        return queue().worker_card(device)
-    except Exception:
-        return None
 
 
 # -- a job's progress ------------------------------------------------------------------------
@@ -125,65 +120,184 @@ def track_job(job_id: str):
 # -- a run's report --------------------------------------------------------------------------
 
 def run_rows(run: dict) -> tuple[list, list[dict]]:
-    from benchmarks.results import VariantResult, comparison_rows
-    results = [VariantResult.from_dict(v) for v in run.get("variants", [])]
-    return results, comparison_rows(results)
+    """A stored run's variants and comparison rows, through the one run report."""
+    from benchmarks.report import RunReport
+    report = RunReport.from_stored(run)
+    return report.variants, report.rows()
 
 
 def pareto(rows: list[dict]) -> list[str]:
     from benchmarks.results import pareto_front
-    pts = [(r["variant"], r["accuracy"], r["p50_ms"]) for r in charts.ok_rows(rows)
-           if charts._num(r.get("accuracy")) is not None
-           and charts._num(r.get("p50_ms")) is not None]
-    return pareto_front(pts)
+    return pareto_front([(r["variant"], r["accuracy"], r["p50_ms"])
+                         for r in charts.pareto_points(rows)])
 
 
 def table_frame(rows: list[dict]):
+    """The rows as a table: the variant, where it sits on each swept setting, then every
+    figure beside its change, the rest after."""
     import pandas as pd  # imported on first use: the first page draws without it
     df = pd.DataFrame(rows)
-    cols = [c for c in TABLE_COLUMNS if c in df.columns]
-    return df[cols + [c for c in df.columns if c not in cols]]
+    axes = [c for c in df.columns if c.startswith("axis:")]
+    cols = ["variant", *axes] + [c for c in TABLE_COLUMNS[1:] if c in df.columns]
+    return df[[c for c in cols if c in df.columns] +
+              [c for c in df.columns if c not in cols]]
 
 
 def report_json(run: dict) -> str:
     """The CLI's JSON contract: {"schema": 1, "environment": ..., "variants": [...]}."""
-    return json.dumps({"schema": 1, "environment": run.get("environment", {}),
-                       "variants": run.get("variants", [])}, indent=2, default=str)
+    from benchmarks.report import RunReport
+    return json.dumps(RunReport.from_stored(run).document(), indent=2, default=str)
 
 
-_TABLE_CONFIG = {
-    "accuracy": st.column_config.NumberColumn("accuracy", format="%.4f"),
-    "accuracy_vs_base": st.column_config.NumberColumn("Δ acc (pts)", format="%+.2f"),
-    "p50_ms": st.column_config.NumberColumn("p50 ms", format="%.3f"),
-    "p90_ms": st.column_config.NumberColumn("p90 ms", format="%.3f"),
-    "p99_ms": st.column_config.NumberColumn("p99 ms", format="%.3f"),
-    "noisy": st.column_config.CheckboxColumn("noisy latency"),
-    **{f"{k}_vs_base": st.column_config.NumberColumn(f"{k} vs base", format="%.2fx")
-       for k in ("p50_ms", "throughput", "peak_memory_mb", "size_mb", "size_gzip_mb",
-                 "nonzero_params", "flops")},
+PAIRED_CONFIG = {
+    "accuracy_a": st.column_config.NumberColumn("accuracy (first)", format="%.4f"),
+    "accuracy_b": st.column_config.NumberColumn("accuracy (second)", format="%.4f"),
+    "accuracy_change_pts": st.column_config.NumberColumn("Δ accuracy (pts)", format="%+.2f"),
+    "p_value": st.column_config.NumberColumn("p (paired)", format="%.3f"),
+    "within_noise": st.column_config.CheckboxColumn("within noise"),
+    "p50_ms_a": st.column_config.NumberColumn("p50 ms (first)", format="%.3f"),
+    "p50_ms_b": st.column_config.NumberColumn("p50 ms (second)", format="%.3f"),
+    "p50_ratio": st.column_config.NumberColumn("p50 second/first", format="%.2fx"),
 }
 
 
+def paired_note(row: dict) -> str:
+    """One sentence on a compared variant: is its accuracy change real?"""
+    delta, p = row.get("accuracy_vs_base"), row.get("p_value_vs_base")
+    if delta is None:
+        return "No accuracy to compare."
+    if p is None:
+        return (f"Δ accuracy {delta:+.2f} points; no paired test: the two were not scored on "
+                f"the same test examples.")
+    verdict = "within noise" if p >= 0.05 else "a real difference"
+    return (f"Δ accuracy {delta:+.2f} points, p = {p:.3g} (exact McNemar test on the same "
+            f"test examples): {verdict}.")
+
+
+def _ratio(label: str):
+    return st.column_config.NumberColumn(label, format="%.2fx")
+
+
+# Headers in words, numbers at a sensible precision (34,441 samples/s, not 34440.7098).
+_TABLE_CONFIG = {
+    "variant": st.column_config.TextColumn("Variant", pinned=True),
+    "techniques": "Techniques", "device": "Ran on",
+    "accuracy": st.column_config.NumberColumn("Accuracy", format="percent"),
+    "accuracy_ci_low": st.column_config.NumberColumn("95% CI from", format="percent"),
+    "accuracy_ci_high": st.column_config.NumberColumn("95% CI to", format="percent"),
+    "accuracy_vs_base": st.column_config.NumberColumn("Δ accuracy (points)", format="%+.2f"),
+    "p_value_vs_base": st.column_config.NumberColumn("p (paired, vs baseline)",
+                                                     format="%.3f"),
+    "within_noise": st.column_config.CheckboxColumn("Within noise"),
+    "accuracy_seed_mean": st.column_config.NumberColumn("Accuracy, mean over seeds",
+                                                        format="percent"),
+    "accuracy_seed_std": st.column_config.NumberColumn("Std over seeds", format="percent"),
+    "gain_vs_control_pts": st.column_config.NumberColumn("Gain over scratch twin (points)",
+                                                         format="%+.2f"),
+    "p50_ms": st.column_config.NumberColumn("Latency p50 (ms)", format="%.3f"),
+    "p50_ms_vs_base": _ratio("Latency vs baseline"),
+    "baseline_ref": "Latency compared with",
+    "p90_ms": st.column_config.NumberColumn("p90 (ms)", format="%.3f"),
+    "p99_ms": st.column_config.NumberColumn("p99 (ms)", format="%.3f"),
+    "noisy": st.column_config.CheckboxColumn("Noisy latency"),
+    "launch_bound": st.column_config.CheckboxColumn("Launch-bound"),
+    "timing": "Timed",
+    "throughput": st.column_config.NumberColumn("Samples/s", format="localized"),
+    "throughput_vs_base": _ratio("Samples/s vs baseline"),
+    "peak_memory_mb": st.column_config.NumberColumn("Peak memory (MB)", format="%.2f"),
+    "peak_memory_mb_vs_base": _ratio("Memory vs baseline"),
+    "memory_method": "Memory measured by",
+    "size_mb": st.column_config.NumberColumn("Size (MB)", format="%.3f"),
+    "size_mb_vs_base": _ratio("Size vs baseline"),
+    "size_gzip_mb": st.column_config.NumberColumn("Gzipped (MB)", format="%.3f"),
+    "size_gzip_mb_vs_base": _ratio("Gzipped vs baseline"),
+    "params": st.column_config.NumberColumn("Parameters", format="localized"),
+    "nonzero_params": st.column_config.NumberColumn("Non-zero parameters", format="localized"),
+    "nonzero_params_vs_base": _ratio("Non-zero vs baseline"),
+    "flops": st.column_config.NumberColumn("FLOPs per sample (dense)", format="localized"),
+    "flops_effective": st.column_config.NumberColumn("FLOPs on non-zero weights",
+                                                     format="localized"),
+    "flops_vs_base": _ratio("Dense FLOPs vs baseline"),
+    "error": "Error",
+}
+
+
+def frontier_table(rows: list[dict], front: list[str]):
+    """The Pareto frontier's variants, their figures formatted for reading."""
+    import pandas as pd
+    by_name = {r["variant"]: r for r in rows}
+
+    def fmt(value, pattern):
+        return "-" if value is None else pattern.format(value)
+    return pd.DataFrame([{
+        "Variant": name,
+        "Accuracy": fmt(by_name[name].get("accuracy"), "{:.2%}"),
+        "Δ points": fmt(by_name[name].get("accuracy_vs_base"), "{:+.2f}")
+        + (" (noise)" if by_name[name].get("within_noise") else ""),
+        "p50 ms": fmt(by_name[name].get("p50_ms"), "{:.3f}"),
+        "vs baseline": fmt(by_name[name].get("p50_ms_vs_base"), "{:.2f}x"),
+        "Size MB": fmt(by_name[name].get("size_mb"), "{:.3f}")} for name in front])
+
+
+def inputs_line(run: dict) -> str:
+    """How the run's inputs and timings were taken, in one line."""
+    env, spec = run.get("environment") or {}, run.get("spec") or {}
+    norm = (env.get("data") or {}).get("normalization") or {}
+    parts = [f"inputs normalised: {norm.get('mode', '?')}"]
+    if norm.get("mean"):
+        parts[-1] += f" (mean {norm['mean']}, std {norm['std']})"
+    if (spec.get("seeds") or 1) > 1:
+        parts.append(f"{spec['seeds']} seeds per trained variant")
+    if spec.get("timing", "interleaved") == "interleaved":
+        parts.append(f"timed interleaved, {spec.get('timing_rounds', 5)} rounds")
+    else:
+        parts.append("timed sequentially")
+    if (env.get("precision") or {}).get("fp32"):
+        parts.append(f"fp32: {env['precision']['fp32']}")
+    return " · ".join(parts)
+
+
 def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = True) -> None:
-    """Charts, Pareto, comparison table, sparsity, environment, downloads of one run."""
-    results, rows = run_rows(run)
+    """Warnings, the four charts, trade-off curves, Pareto with its frontier, the comparison
+    table, sparsity, environment and downloads of one run."""
+    from benchmarks.report import RunReport
+    report = RunReport.from_stored(run)
+    results, rows = report.variants, report.rows()
     if not rows:
         st.info("No variant has finished yet.")
         return
+    for warning in report.warnings:
+        st.warning(warning)
+    st.caption(inputs_line(run))
     good = charts.ok_rows(rows)
+    front: list[str] = []
     if good:
         figs = [("acc", charts.accuracy_chart(rows)), ("lat", charts.latency_chart(rows)),
                 ("mem", charts.memory_chart(rows)), ("size", charts.size_chart(rows))]
-        for col, (name, fig) in zip(st.columns(4), figs):
-            with col:
-                st.plotly_chart(fig, config=charts.PLOTLY_CONFIG, key=f"{key}-{name}")
+        for pair in (figs[:2], figs[2:]):  # a 2x2 grid: long names stay legible
+            for col, (name, fig) in zip(st.columns(2), pair):
+                with col:
+                    st.plotly_chart(fig, config=charts.PLOTLY_CONFIG, key=f"{key}-{name}")
         noisy = [r["variant"] for r in good if r.get("noisy")]
         if noisy:
             st.warning(f"Noisy latency (IQR above 10% of the median; amber bars marked "
                        f"'noisy!'): {', '.join(noisy)}. Other work on the machine disturbed "
                        f"the timing; rerun before trusting small differences.")
-        st.plotly_chart(charts.pareto_chart(rows, pareto(rows)), config=charts.PLOTLY_CONFIG,
-                        key=f"{key}-pareto")
+        for axis in charts.swept_axes(rows):
+            st.plotly_chart(charts.curve_chart(rows, axis), config=charts.PLOTLY_CONFIG,
+                            key=f"{key}-curve-{axis}")
+        front = pareto(rows)
+        if not front:
+            st.info("Latency is timed once every variant is built: the Pareto view follows.")
+    if good and front:
+        left, right = st.columns([3, 2])
+        with left:
+            st.plotly_chart(charts.pareto_chart(rows, front), config=charts.PLOTLY_CONFIG,
+                            key=f"{key}-pareto")
+        with right:
+            st.markdown("**The Pareto frontier**: no other variant is both more accurate "
+                        "and faster.")
+            st.table(frontier_table(rows, front))
         st.caption("Save any chart as PNG with the camera button of its toolbar (top right "
                    "of the chart; the browser renders it).")
     failed = [r for r in rows if r.get("error")]
@@ -193,6 +307,9 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
     st.subheader("Comparison with the baseline")
     df = table_frame(rows)
     st.dataframe(df, hide_index=True, column_config=_TABLE_CONFIG, key=f"{key}-table")
+    st.caption("Within noise: the accuracy change is not significant (exact McNemar test on "
+               "the same test examples, p >= 0.05). Latency ratios are taken against the "
+               "baseline timed on the same device, in the same interleaved rounds.")
     if not details:
         return
     pruned = [r for r in results if r.layer_sparsity and "prune" in r.techniques]
@@ -204,7 +321,7 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
         st.json(run.get("environment", {}), expanded=True)
     if downloads:
         c1, c2, _ = st.columns([1, 1, 4])
-        c1.download_button("Download CSV", df.to_csv(index=False), file_name=f"{key}.csv",
+        c1.download_button("Download CSV", report.csv_text(), file_name=f"{key}.csv",
                            mime="text/csv", key=f"{key}-csv", on_click="ignore")
         c2.download_button("Download JSON", report_json(run), file_name=f"{key}.json",
                            mime="application/json", key=f"{key}-json", on_click="ignore")

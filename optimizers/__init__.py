@@ -15,11 +15,11 @@ _LAZY = {
     "quantization": ".quantization", "chain": ".chain", "training": ".training",
     "base": ".base",
     "Context": ".base", "Outcome": ".base",
-    "CHAIN_ORDER": ".chain", "apply_chain": ".chain", "apply_one": ".chain",
-    "scratch": ".chain", "validate_steps": ".chain",
+    "apply_chain": ".chain", "apply_one": ".chain", "validate_steps": ".chain",
+    "scratch": ".distillation",
     "kd_loss": ".distillation", "recover": ".distillation", "train_scratch": ".distillation",
     "sparsity_report": ".pruning", "int8_weight_modules": ".quantization",
-    "autocast_context": ".amp",
+    "autocast": ".precision", "registry": ".registry",
 }
 
 __all__ = ["AMP_DTYPES", "INT8_MODES", "PRUNE_METHODS", "AmpSettings", "DistillSettings",

@@ -9,24 +9,78 @@ A technique is one call, as easy from a notebook as from the engine::
 ``Context`` carries what a technique may need beyond the model: data to fine-tune or
 calibrate on, the device, an example input, the teacher. Nothing here knows about the
 benchmark engine, so the optimizers stay usable on their own.
+
+Reproducible by construction: every training step draws its data order from its own key
+(``TrainData.epochs(key)``), never from a counter shared with other steps, so a model's
+weights do not depend on what was trained before it or on which steps were cache hits.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import json
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
-Batch = tuple[torch.Tensor, torch.Tensor]
+# (inputs, labels) or (inputs, labels, sample indices): fit passes every part to the loss.
+Batch = tuple[torch.Tensor, ...]
+
+
+def key_seed(*parts) -> int:
+    """A 63-bit seed from any JSON-able parts: the same parts, the same seed, every process."""
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
+
+
+@dataclass
+class TrainData:
+    """The training split in memory, handed out in shuffled batches with their indices."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    batch_size: int = 32
+    seed: int = 0
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def epochs(self, key: tuple = ()) -> Callable[[], Iterator[Batch]]:
+        """A factory of epochs for one training step: each call yields the next epoch's
+        (x, y, index) batches, in an order that depends only on ``seed``, ``key`` and how
+        many epochs this factory has made."""
+        base = key_seed(self.seed, *key)
+        counter = itertools.count()
+
+        def epoch() -> Iterator[Batch]:
+            g = torch.Generator().manual_seed((base + next(counter)) % 2**63)
+            order = torch.randperm(len(self), generator=g)
+            for i in range(0, len(self), self.batch_size):
+                idx = order[i:i + self.batch_size]
+                yield self.x[idx], self.y[idx], idx
+        return epoch
+
+    def ordered(self, batch_size: int = 256) -> Iterator[Batch]:
+        for i in range(0, len(self), batch_size):
+            idx = torch.arange(i, min(i + batch_size, len(self)))
+            yield self.x[idx], self.y[idx], idx
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step already applied in a chain: what later steps may look at."""
+    technique: str
+    settings: object
+    config: dict
 
 
 @dataclass
 class Context:
-    # Yields (inputs, labels) batches of the training split, freshly shuffled per call.
-    train_batches: Callable[[], Iterable[Batch]]
+    train: TrainData             # the training split: fine-tuning, students, calibration
     example_input: torch.Tensor  # one batch of the measured shape, on the CPU
     num_classes: int
     in_channels: int
@@ -47,18 +101,57 @@ class Context:
     on_progress: Callable[[str, float], None] | None = None
     # Labels for cache keys: the identity of the base model being transformed.
     base_key: tuple = ()
+    # In a chain: the steps applied before this one, and where their outcome runs (None:
+    # ``device``). A technique reads them to adapt (distillation after pruning recovers).
+    prior: tuple[Step, ...] = ()
+    model_device: torch.device | None = None
+    # Mixed precision for the fine-tunes of a chain that ends in AMP: "fp16" on CUDA trains
+    # under autocast with a GradScaler, so the weights are tuned for the precision they run in.
+    train_amp: str | None = None
+    # Work shared by every variant of a sweep (the teacher's logits, calibration batches):
+    # computed once, here, when the caller passes a dict.
+    shared: dict | None = None
+
+    def after(self, technique: str) -> Step | None:
+        """The prior step of ``technique`` in this chain, if there was one."""
+        return next((s for s in self.prior if s.technique == technique), None)
 
     def progress(self, phase: str, fraction: float) -> None:
         if self.on_progress is not None:
             self.on_progress(phase, fraction)
 
     def train_cached(self, key_parts: tuple, build: Callable[[], nn.Module],
-                     train: Callable[[nn.Module], None]) -> nn.Module:
+                     train: Callable[[nn.Module, Callable[[], Iterable[Batch]]], None]
+                     ) -> nn.Module:
+        """The model ``build()`` makes, trained by ``train(model, epochs)`` or loaded from the
+        cache. ``epochs`` is the step's own data (``TrainData.epochs(key)``): the weights
+        depend on the key alone."""
+        if self.train_amp is not None:  # trained in another precision: other weights
+            key_parts = tuple(key_parts) + ("train_amp", self.train_amp)
+        key = tuple(self.base_key) + tuple(key_parts)
+
+        def train_on_own_data(model: nn.Module) -> None:
+            train(model, self.train.epochs(key))
         if self.cached is not None:
-            return self.cached(tuple(self.base_key) + tuple(key_parts), build, train)
+            return self.cached(key, build, train_on_own_data)
         model = build()
-        train(model)
+        train_on_own_data(model)
         return model
+
+    def memo(self, key: tuple, compute: Callable[[], object]):
+        """``compute()`` once per sweep for ``key`` when the caller shares a dict."""
+        if self.shared is None:
+            return compute()
+        if key not in self.shared:
+            self.shared[key] = compute()
+        return self.shared[key]
+
+    def calibration(self, batches: int) -> list[torch.Tensor]:
+        """The same ``batches`` training batches for every INT8 variant, on the CPU."""
+        def draw():
+            epoch = self.train.epochs(("calibration",))()
+            return [x.cpu() for x, *_ in itertools.islice(epoch, batches)]
+        return self.memo(("calibration", batches), draw)
 
 
 @dataclass
@@ -76,11 +169,10 @@ class Outcome:
     layer_sparsity: dict[str, float] | None = None
 
     def autocast(self, device_type: str) -> AbstractContextManager:
-        if self.autocast_dtype is None:
-            return nullcontext()
-        return torch.autocast(device_type=device_type, dtype=self.autocast_dtype)
+        from .precision import autocast
+        return autocast(device_type, self.autocast_dtype)
 
 
 def iterate(batches: Iterable[Batch], device: torch.device) -> Iterator[Batch]:
-    for x, y in batches:
-        yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    for batch in batches:
+        yield tuple(t.to(device, non_blocking=True) for t in batch)

@@ -43,11 +43,26 @@ def _frozen_teacher(teacher: nn.Module, device: torch.device) -> nn.Module:
     return frozen
 
 
-def _kd_loss_fn(teacher: nn.Module, settings: DistillSettings):
-    def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            teacher_logits = teacher(x)
-        return kd_loss(model(x), teacher_logits, y, settings.temperature, settings.alpha)
+def teacher_logits(teacher: nn.Module, ctx: Context) -> torch.Tensor:
+    """The teacher's logits on every training example (CPU, float32), computed once per
+    sweep and shared by every distillation variant (``Context.memo``)."""
+    def compute() -> torch.Tensor:
+        frozen = _frozen_teacher(teacher, ctx.device)
+        out = torch.empty(len(ctx.train), ctx.num_classes)
+        with torch.inference_mode():
+            for x, _, idx in ctx.train.ordered():
+                out[idx] = frozen(x.to(ctx.device)).float().cpu()
+        return out
+    # The teacher object is the sweep's baseline (or a chain's unpruned input): its identity
+    # names its weights for the life of the sweep.
+    return ctx.memo(("teacher_logits", id(teacher)), compute)
+
+
+def _kd_loss_fn(logits: torch.Tensor, settings: DistillSettings):
+    def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+             idx: torch.Tensor) -> torch.Tensor:
+        target = logits[idx.cpu()].to(x.device, non_blocking=True)
+        return kd_loss(model(x), target, y, settings.temperature, settings.alpha)
     return loss
 
 
@@ -79,16 +94,21 @@ def _config(settings: DistillSettings, name: str, epochs: int) -> dict:
 
 
 def apply(model: nn.Module, settings: DistillSettings, ctx: Context) -> Outcome:
-    """Train ``settings.student`` (or the default student) against ``model`` as teacher."""
+    """Train ``settings.student`` (or the default student) against ``model`` as teacher.
+
+    In a chain after pruning, ``model`` is the pruned model: it is recovered from its
+    unpruned teacher (``ctx.teacher``) instead of a separate student being trained."""
+    pruned = ctx.after("prune")
+    if pruned is not None:
+        return _recover_pruned(model, settings, ctx, pruned.settings)
     name = student_name(settings, ctx)
     epochs = _epochs(settings, ctx)
     build = _build_student(name, ctx)
     build()  # fail early (unknown name -> ValueError) before the teacher is copied
 
-    def train(student: nn.Module) -> None:
-        teacher = _frozen_teacher(model, ctx.device)
-        fit(student, ctx.train_batches, epochs, device=ctx.device, lr=ctx.lr, seed=ctx.seed,
-            loss_fn=_kd_loss_fn(teacher, settings),
+    def train(student: nn.Module, data) -> None:
+        fit(student, data, epochs, device=ctx.device, lr=ctx.lr, seed=ctx.seed,
+            loss_fn=_kd_loss_fn(teacher_logits(model, ctx), settings), amp=ctx.train_amp,
             on_progress=lambda f: ctx.progress("distill", f))
 
     key = ("distill", name, settings.temperature, settings.alpha, epochs, ctx.lr, ctx.seed)
@@ -96,14 +116,27 @@ def apply(model: nn.Module, settings: DistillSettings, ctx: Context) -> Outcome:
     return Outcome(model=student, config={"distill": _config(settings, name, epochs)})
 
 
+def _recover_pruned(model: nn.Module, settings: DistillSettings, ctx: Context,
+                    prune_settings) -> Outcome:
+    from . import pruning  # local: pruning does not need distillation
+    teacher = ctx.teacher if ctx.teacher is not None else model
+    epochs = settings.epochs or max(prune_settings.finetune_epochs, 1)
+    out = recover(model, teacher, settings, ctx, epochs,
+                  keep_zeros=prune_settings.method != "channel")
+    report = pruning.sparsity_report(out.model)
+    out.layer_sparsity = report["layers"]
+    out.config["distill"]["effective_sparsity_after"] = round(report["effective_sparsity"], 6)
+    return out
+
+
 def train_scratch(settings: DistillSettings, ctx: Context) -> Outcome:
     """The control: the same student, budget and seed, trained on labels only."""
     name = student_name(settings, ctx)
     epochs = _epochs(settings, ctx)
 
-    def train(student: nn.Module) -> None:
-        fit(student, ctx.train_batches, epochs, device=ctx.device, lr=ctx.lr, seed=ctx.seed,
-            on_progress=lambda f: ctx.progress("student-scratch", f))
+    def train(student: nn.Module, data) -> None:
+        fit(student, data, epochs, device=ctx.device, lr=ctx.lr, seed=ctx.seed,
+            amp=ctx.train_amp, on_progress=lambda f: ctx.progress("student-scratch", f))
 
     key = ("student-scratch", name, epochs, ctx.lr, ctx.seed)
     student = copy.deepcopy(ctx.train_cached(key, _build_student(name, ctx), train)).eval()
@@ -124,15 +157,11 @@ def recover(model: nn.Module, teacher: nn.Module, settings: DistillSettings, ctx
     def build() -> nn.Module:
         return copy.deepcopy(model)
 
-    def train(m: nn.Module) -> None:
-        frozen = _frozen_teacher(teacher, ctx.device)
-        kwargs = dict(loss_fn=_kd_loss_fn(frozen, settings),
-                      on_progress=lambda f: ctx.progress("distill (recover)", f))
-        if keep_zeros:
-            pruning.fit_sparse(m, ctx, epochs, **kwargs)
-        else:
-            fit(m, ctx.train_batches, epochs, device=ctx.device,
-                lr=ctx.lr * FINETUNE_LR_SCALE, seed=ctx.seed, **kwargs)
+    def train(m: nn.Module, data) -> None:
+        tune = pruning.fit_sparse if keep_zeros else fit
+        tune(m, data, epochs, device=ctx.device, lr=ctx.lr * FINETUNE_LR_SCALE, seed=ctx.seed,
+             loss_fn=_kd_loss_fn(teacher_logits(teacher, ctx), settings), amp=ctx.train_amp,
+             on_progress=lambda f: ctx.progress("distill (recover)", f))
 
     key = tuple(key_parts) + ("distill-recover", settings.temperature, settings.alpha, epochs,
                               ctx.lr * FINETUNE_LR_SCALE, ctx.seed)
@@ -140,3 +169,6 @@ def recover(model: nn.Module, teacher: nn.Module, settings: DistillSettings, ctx
     config = {"mode": "recover", "teacher": "unpruned model", "temperature": settings.temperature,
               "alpha": settings.alpha, "epochs": epochs}
     return Outcome(model=recovered, config={"distill": config})
+
+
+scratch = train_scratch  # the registry's control of distillation, by its short name

@@ -19,6 +19,8 @@ from torch import nn
 from torch.nn.utils import prune
 
 from .base import Context, Outcome
+from .counting import count_params
+from .errors import described
 from .settings import PruneSettings
 from .training import FINETUNE_LR_SCALE, fit
 
@@ -45,10 +47,6 @@ def sparsity_report(model: nn.Module) -> dict:
         total += w.numel()
     return {"prunable_weights": total, "zero_weights": zeros,
             "effective_sparsity": zeros / total if total else 0.0, "layers": layers}
-
-
-def count_params(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
 
 
 def _classifier(model: nn.Module, num_classes: int) -> nn.Linear | None:
@@ -91,12 +89,11 @@ def freeze_zeros(model: nn.Module) -> nn.Module:
     return model
 
 
-def fit_sparse(model: nn.Module, ctx: Context, epochs: int, **fit_kwargs) -> nn.Module:
+def fit_sparse(model: nn.Module, batches, epochs: int, **fit_kwargs) -> nn.Module:
     """``training.fit`` with the zeros held at zero; the model comes back with plain weights."""
     freeze_zeros(model)
     try:
-        fit(model, ctx.train_batches, epochs, device=ctx.device, lr=ctx.lr, seed=ctx.seed,
-            **fit_kwargs)
+        fit(model, batches, epochs, **fit_kwargs)
     finally:
         make_permanent(model)
     return model
@@ -121,9 +118,8 @@ def _channel_prune(model: nn.Module, settings: PruneSettings, ctx: Context) -> n
         with torch.no_grad():
             model(example)
     except Exception as exc:  # Torch-Pruning raises many types; one line for the sweep
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RuntimeError(
-            f"channel pruning cannot handle this model ({type(exc).__name__}: {first})") from exc
+            f"channel pruning cannot handle this model ({described(exc)})") from exc
     return model
 
 
@@ -142,17 +138,16 @@ def cache_key(settings: PruneSettings, ctx: Context) -> tuple:
 
 
 def apply(model: nn.Module, settings: PruneSettings, ctx: Context) -> Outcome:
-    params_before = count_params(model)
+    params_before = count_params(model)[0]
     ctx.progress("prune", 0.0)
 
-    def train(m: nn.Module) -> None:
-        on_progress = lambda f: ctx.progress("prune fine-tune", f)  # noqa: E731
-        if settings.method == "channel":
-            fit(m, ctx.train_batches, settings.finetune_epochs, device=ctx.device,
-                lr=ctx.lr * FINETUNE_LR_SCALE,
-                seed=ctx.seed, on_progress=on_progress)
-        else:
-            fit_sparse(m, ctx, settings.finetune_epochs, on_progress=on_progress)
+    def train(m: nn.Module, epochs) -> None:
+        # Every method fine-tunes at a tenth of the training rate (FINETUNE_LR_SCALE); l1 and
+        # global hold their zeros at zero while they do.
+        tune = fit if settings.method == "channel" else fit_sparse
+        tune(m, epochs, settings.finetune_epochs, device=ctx.device,
+             lr=ctx.lr * FINETUNE_LR_SCALE, seed=ctx.seed, amp=ctx.train_amp,
+             on_progress=lambda f: ctx.progress("prune fine-tune", f))
 
     if settings.finetune_epochs > 0:
         pruned = ctx.train_cached(cache_key(settings, ctx),
@@ -169,7 +164,7 @@ def apply(model: nn.Module, settings: PruneSettings, ctx: Context) -> Outcome:
               "finetune_epochs": settings.finetune_epochs,
               "nominal_sparsity": settings.ratio if settings.method != "channel" else 0.0,
               "effective_sparsity": round(report["effective_sparsity"], 6),
-              "params_before": params_before, "params_after": count_params(pruned)}
+              "params_before": params_before, "params_after": count_params(pruned)[0]}
     if settings.method == "channel":
         config["channel_ratio"] = settings.ratio
         config["param_fraction"] = round(config["params_after"] / max(params_before, 1), 6)

@@ -6,28 +6,28 @@ CPU (``Outcome.device``) and its config says so, even in a GPU sweep.
 Static PTQ has two flows. The FX flow (``prepare_fx``/``convert_fx``) yields modules that call
 the INT8 kernels directly in eager mode; torchao's pt2e flow (``X86InductorQuantizer``) yields
 a graph of quantize/dequantize ops around float ops that only becomes INT8 code once
-``torch.compile`` fuses it, which costs tens of seconds per model on a small CPU (see
-docs/notes-optimizers.md). FX is therefore the primary path; pt2e is the fallback for models FX
-cannot trace symbolically (Python control flow on tensor values/shapes), since torch.export
-specialises shapes to the example input instead.
+``torch.compile`` fuses it, which costs tens of seconds per model on a small CPU and failed
+here (docs/optimizers.md). FX is therefore the primary path; pt2e, uncompiled, is the fallback
+for models FX cannot trace symbolically (Python control flow on tensor values or shapes),
+since torch.export specialises shapes to the example input instead.
 
 Quantized-engine choice: ``torch.backends.quantized.engine`` decides which library prepacks
 the weights (at convert time) and runs them, so it is set explicitly before converting and
-must stay set while the model runs. We set "fbgemm" when available: on this CPU it ran the FX
-ResNet-18 faster than "x86" (which picks oneDNN or fbgemm by heuristics); the qconfig stays
-the "x86" one (per-channel weights, reduce_range activations), valid for both.
+must stay set while the model runs. "x86" is preferred (it ran the FX ResNet-18 and seed_cnn
+faster than "fbgemm" on the CPUs measured, docs/optimizers.md), "fbgemm" where it is absent;
+the qconfig is the "x86" one (per-channel weights, reduce_range activations), valid for both.
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
 from .base import Context, Outcome
+from .counting import count_flops
+from .errors import described
 from .settings import Int8Settings
 from .training import FINETUNE_LR_SCALE, fit
 
@@ -45,26 +45,6 @@ def select_engine() -> str:
             return engine
     raise RuntimeError("INT8 needs an x86 quantized engine (fbgemm/x86); this PyTorch build "
                        f"has only {', '.join(supported) or 'none'}")
-
-
-def float_flops_per_sample(model: nn.Module, example: torch.Tensor) -> int | None:
-    """FLOPs of the float graph per sample: the counter cannot see quantized ops."""
-    try:
-        counter = FlopCounterMode(display=False)
-        with torch.no_grad(), counter:
-            model(example)
-        return int(counter.get_total_flops() // max(example.shape[0], 1))
-    except Exception:  # a counter failure must not sink the variant; the hint is optional
-        return None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
-
-
-def _calibration(ctx: Context, n: int) -> list[torch.Tensor]:
-    return [x.to(CPU) for x, _ in itertools.islice(ctx.train_batches(), n)]
 
 
 def int8_weight_modules(model: nn.Module) -> dict[str, torch.dtype]:
@@ -110,9 +90,12 @@ def static_fx(model: nn.Module, calibration: list[torch.Tensor]) -> nn.Module:
     return convert_fx(prepared)
 
 
-def static_pt2e(model: nn.Module, calibration: list[torch.Tensor],
-                compile_model: bool = True) -> nn.Module:
-    """torchao pt2e PTQ; ``compile_model`` runs torch.compile so INT8 kernels are used."""
+def static_pt2e(model: nn.Module, calibration: list[torch.Tensor]) -> nn.Module:
+    """torchao pt2e PTQ, uncompiled: a reference graph (INT8 weights, float compute between
+    quantize/dequantize ops). With torch 2.14 and torchao 0.18 on the CPUs measured, Inductor's
+    freezing pass failed on onednn.qconv_prepack and, without freezing, the compiled graph ran
+    3-20x slower than fp32 after 17-100 s of compiling (docs/optimizers.md)."""
+    from torchao.quantization.pt2e import allow_exported_model_train_eval
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
 
@@ -125,34 +108,22 @@ def static_pt2e(model: nn.Module, calibration: list[torch.Tensor],
             prepared(x)
     converted = convert_pt2e(prepared)
     # The engine calls .eval() on every model; exported graphs refuse it unless allowed.
-    from torchao.quantization.pt2e import allow_exported_model_train_eval
     allow_exported_model_train_eval(converted)
-    if not compile_model:
-        return converted
-    # Freezing lets Inductor fold the quantized weights into prepacked INT8 kernels; without
-    # it the compiled graph still dequantizes to fp32. Passed as a compile option (not a
-    # temporary config patch) so a recompile under another grad mode keeps it.
-    compiled = torch.compile(converted, options={"freezing": True})
-    with torch.no_grad():
-        compiled(calibration[0])  # compile now, not inside the engine's timed warm-up
-    return compiled
+    return converted
 
 
 def _static(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Module, dict]:
-    calibration = _calibration(ctx, settings.calibration_batches)
+    calibration = ctx.calibration(settings.calibration_batches)
     if not calibration:
         raise RuntimeError("static INT8 needs calibration batches and the training data is empty")
     try:
         return static_fx(copy.deepcopy(model), calibration), {"path": "fx"}
     except Exception as fx_exc:
-        fx_reason = _one_line(fx_exc)
+        fx_reason = described(fx_exc)
     try:
-        # Uncompiled: with torch 2.14 + torchao 0.18 on this CPU, Inductor's freezing pass
-        # fails (onednn.qconv_prepack unsupported) and without freezing the compiled graph
-        # ran 3-20x slower than fp32 after 17-100 s of compiling (docs/notes-optimizers.md).
-        quantized = static_pt2e(copy.deepcopy(model), calibration, compile_model=False)
+        quantized = static_pt2e(copy.deepcopy(model), calibration)
     except Exception as exc:
-        raise RuntimeError(f"static INT8 failed: FX ({fx_reason}); pt2e ({_one_line(exc)})") \
+        raise RuntimeError(f"static INT8 failed: FX ({fx_reason}); pt2e ({described(exc)})") \
             from exc
     return quantized, {"path": "pt2e", "compiled": False, "fx_error": fx_reason,
                        "note": "pt2e reference graph: INT8 weights, float compute between "
@@ -181,15 +152,16 @@ def _qat_build(model: nn.Module, example: torch.Tensor):
 def _qat(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Module, dict]:
     from torch.ao.quantization.quantize_fx import convert_fx
 
-    example = ctx.example_input.to(CPU)
+    # The observers' set-up pass sees a training batch: test images never shape the model.
+    example = ctx.calibration(1)[0]
     build = _qat_build(model, example)
     try:
         build()  # untraceable graphs fail here, as one line, before any training
     except Exception as exc:
-        raise RuntimeError(f"QAT needs an FX-traceable model: {_one_line(exc)}") from exc
+        raise RuntimeError(f"QAT needs an FX-traceable model: {described(exc)}") from exc
 
-    def train(prepared: nn.Module) -> None:
-        fit(prepared, ctx.train_batches, settings.qat_epochs, device=ctx.device,
+    def train(prepared: nn.Module, data) -> None:
+        fit(prepared, data, settings.qat_epochs, device=ctx.device,
             lr=ctx.lr * FINETUNE_LR_SCALE,
             seed=ctx.seed, on_progress=lambda f: ctx.progress("int8 qat", f))
 
@@ -203,7 +175,8 @@ def _qat(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Mod
 def apply(model: nn.Module, settings: Int8Settings, ctx: Context) -> Outcome:
     engine = select_engine()
     working = copy.deepcopy(model).to(CPU).eval()
-    flops = float_flops_per_sample(working, ctx.example_input.to(CPU))
+    # The counter cannot see quantized kernels: the float graph's count stands for them.
+    flops = count_flops(working, ctx.example_input.to(CPU))
     ctx.progress("int8", 0.0)
     if settings.mode == "dynamic":
         quantized, extra = _dynamic(working)

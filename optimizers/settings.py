@@ -1,22 +1,31 @@
-"""Settings of each technique: self-validating dataclasses, usable without the engine.
+"""Settings of each technique: self-validating dataclasses whose fields carry their own metadata.
 
-Allowed values sit in UPPER_CASE constants beside the dataclasses; ``__post_init__`` rejects a
-bad value with a message that names the field, the accepted values and what was given.
+Every field is declared with ``setting(default, help, ...)``: its help text, bounds or
+choices, whether it may be swept, its CLI flag and how its value reads in a variant's name.
+That one declaration feeds the validation here, the CLI's flags and help, ``benchmarks list``,
+the dashboard's widgets and their ranges, and the spec's ``to_dict``/``from_dict`` (in the
+spirit of transformers' ``HfArgumentParser`` and optimum-benchmark's configs). Torch-free, so
+the dashboard imports it without loading torch.
+
+Allowed values sit in UPPER_CASE constants beside the dataclasses; a bad value is rejected
+with a message that names the field, the accepted values and what was given.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field, fields
 
 PRUNE_METHODS = ("l1", "global", "channel")
 PRUNE_RATIO_RANGE = (0.0, 0.95)
+TEMPERATURE_RANGE = (0.0, 100.0)  # open at 0: T divides the logits
 AMP_DTYPES = ("fp16", "bf16")
 INT8_MODES = ("dynamic", "static", "qat")
+EPOCHS_RANGE = (0, 1000)
 
 
-def _check_number(owner: str, name: str, value, low=None, high=None, *, integer=False,
-                  low_open=False):
+def check_number(owner: str, name: str, value, low=None, high=None, *, integer=False,
+                 low_open=False) -> None:
     """One shared range check so every message reads the same way."""
     kind = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
@@ -26,83 +35,189 @@ def _check_number(owner: str, name: str, value, low=None, high=None, *, integer=
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and value > high
     if too_low or too_high:
-        lo = "" if low is None else (f"> {low}" if low_open else f">= {low}")
-        hi = "" if high is None else f"<= {high}"
-        rng = " and ".join(p for p in (lo, hi) if p)
-        raise ValueError(f"{owner}.{name} must be {rng}, got {value!r}")
+        raise ValueError(f"{owner}.{name} must be {describe_range(low, high, low_open)}, "
+                         f"got {value!r}")
 
 
-def _check_choice(owner: str, name: str, value, choices):
-    if value not in choices:
+def describe_range(low, high, low_open=False) -> str:
+    lo = "" if low is None else (f"> {low}" if low_open else f">= {low}")
+    hi = "" if high is None else f"<= {high}"
+    return " and ".join(p for p in (lo, hi) if p)
+
+
+def check_choice(owner: str, name: str, value, choices) -> None:
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool) or \
+            value not in choices:
         raise ValueError(
             f"{owner}.{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
 
 
 @dataclass(frozen=True)
+class Setting:
+    """What a settings field accepts and how every front-end shows it."""
+
+    help: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    integer: bool = False
+    choices: tuple | None = None
+    text: bool = False           # a free name (a model name), checked where it is resolved
+    nullable: bool = False       # None is accepted: it means what ``none_means`` says
+    none_means: str | None = None
+    sweep: bool = False          # may take a list or a range of values in one sweep
+    flag: str | None = None      # the CLI flag; default --{technique}-{field}
+    label: str | None = None     # how a value reads in a variant's name, e.g. "T{}"
+    step: float | None = None    # the widget's step
+    advanced: bool = False       # shown under "more settings" rather than up front
+
+    @property
+    def kind(self) -> str:
+        if self.choices is not None:
+            return "choice"
+        if self.text:
+            return "text"
+        return "int" if self.integer else "float"
+
+    def check(self, owner: str, name: str, value) -> None:
+        if value is None:
+            if self.nullable:
+                return
+            raise ValueError(f"{owner}.{name} must be given, got None")
+        if self.choices is not None:
+            check_choice(owner, name, value, self.choices)
+        elif self.text:
+            if not isinstance(value, str) or not value.strip() or "\x00" in value:
+                raise ValueError(f"{owner}.{name} must be a non-empty name, got {value!r}")
+        else:
+            check_number(owner, name, value, self.low, self.high, integer=self.integer,
+                         low_open=self.low_open)
+
+    def accepted(self) -> str:
+        """The accepted values in words, for help texts and messages."""
+        if self.choices is not None:
+            text = "|".join(map(str, self.choices))
+        elif self.text:
+            text = "a name"
+        else:
+            text = ("an integer " if self.integer else "a number ") + \
+                describe_range(self.low, self.high, self.low_open)
+        return text + (f"; unset: {self.none_means}" if self.nullable and self.none_means
+                       else "")
+
+    def format(self, value) -> str:
+        """A value as it reads in a name: 0.5 -> '0.5', 4.0 -> '4'."""
+        text = f"{value:g}" if isinstance(value, float) else str(value)
+        return (self.label or "{}").format(text)
+
+
+def setting(default, help: str, **meta):
+    """A dataclass field carrying its ``Setting`` metadata."""
+    return field(default=default, metadata={"setting": Setting(help, **meta)})
+
+
+def setting_fields(settings_type) -> list[tuple[str, Setting, object]]:
+    """(name, Setting, default) of every declared field, in declaration order."""
+    out = []
+    for f in fields(settings_type):
+        meta = f.metadata.get("setting")
+        if meta is not None:
+            out.append((f.name, meta, None if f.default is MISSING else f.default))
+    return out
+
+
+def check_settings(obj, owner: str) -> None:
+    for name, meta, _ in setting_fields(type(obj)):
+        meta.check(owner, name, getattr(obj, name))
+
+
+@dataclass(frozen=True)
 class PruneSettings:
-    ratio: float = 0.5
-    method: str = "l1"
+    ratio: float = setting(
+        0.5, "fraction of weights removed (l1/global) or of channels removed (channel)",
+        low=PRUNE_RATIO_RANGE[0], high=PRUNE_RATIO_RANGE[1], sweep=True, flag="--prune",
+        step=0.05)
+    method: str = setting(
+        "l1", "l1: per layer (the article's); global: ranked across layers; channel: "
+        "structured, the layers shrink (Torch-Pruning)", choices=PRUNE_METHODS, sweep=True)
     # A short fine-tune recovers most of the accuracy pruning costs; its budget is recorded.
-    finetune_epochs: int = 2
+    finetune_epochs: int = setting(
+        2, "epochs of fine-tuning after pruning (0: none)", low=EPOCHS_RANGE[0],
+        high=EPOCHS_RANGE[1], integer=True, sweep=True, flag="--finetune-epochs",
+        label="ft{}", step=1, advanced=True)
 
     def __post_init__(self):
-        _check_number("prune", "ratio", self.ratio, *PRUNE_RATIO_RANGE)
-        _check_choice("prune", "method", self.method, PRUNE_METHODS)
-        _check_number("prune", "finetune_epochs", self.finetune_epochs, 0, 1000, integer=True)
+        check_settings(self, "prune")
 
     @property
     def label(self) -> str:
-        return f"prune-{self.method}-{self.ratio:g}"
+        from .registry import label_of
+        return label_of("prune", self)
 
 
 @dataclass(frozen=True)
 class DistillSettings:
-    temperature: float = 4.0
-    alpha: float = 0.7
-    student: str | None = None  # None: the registry's narrower model of the teacher's family
-    epochs: int | None = None   # None: the sweep's training budget
+    temperature: float = setting(
+        4.0, "softmax temperature T of the teacher's and student's logits",
+        low=TEMPERATURE_RANGE[0], high=TEMPERATURE_RANGE[1], low_open=True, sweep=True,
+        flag="--temperature", label="T{}", step=0.5)
+    alpha: float = setting(
+        0.7, "weight of the teacher's soft targets (1 - alpha: the labels)", low=0.0, high=1.0,
+        sweep=True, flag="--alpha", label="a{}", step=0.05)
+    student: str | None = setting(
+        None, "the student model", text=True, nullable=True,
+        none_means="the registry's narrower model of the teacher's family", sweep=True,
+        flag="--student", label="{}")
+    epochs: int | None = setting(
+        None, "epochs of student training", low=1, high=EPOCHS_RANGE[1], integer=True,
+        nullable=True, none_means="the sweep's training budget (--epochs)",
+        label="e{}", step=1, advanced=True)
 
     def __post_init__(self):
-        _check_number("distill", "temperature", self.temperature, 0.0, 100.0, low_open=True)
-        _check_number("distill", "alpha", self.alpha, 0.0, 1.0)
-        if self.student is not None and (not isinstance(self.student, str) or not self.student):
-            raise ValueError(f"distill.student must be a model name, got {self.student!r}")
-        if self.epochs is not None:
-            _check_number("distill", "epochs", self.epochs, 1, 1000, integer=True)
+        check_settings(self, "distill")
 
     @property
     def label(self) -> str:
-        return f"distill-T{self.temperature:g}"
+        from .registry import label_of
+        return label_of("distill", self)
 
 
 @dataclass(frozen=True)
 class AmpSettings:
-    dtype: str | None = None  # None: fp16 on CUDA, bf16 on the CPU (fp16 CPU kernels are scarce)
+    dtype: str | None = setting(
+        None, "autocast dtype", choices=AMP_DTYPES, nullable=True,
+        none_means="fp16 on CUDA, bf16 on the CPU", sweep=True, flag="--amp")
 
     def __post_init__(self):
-        if self.dtype is not None:
-            _check_choice("amp", "dtype", self.dtype, AMP_DTYPES)
+        check_settings(self, "amp")
 
+    # fp16 CPU kernels are scarce and bf16 keeps fp32's exponent range: bf16 on the CPU.
     def resolved(self, device_type: str) -> str:
         return self.dtype or ("fp16" if device_type == "cuda" else "bf16")
 
     @property
     def label(self) -> str:
-        return f"amp-{self.dtype}" if self.dtype else "amp"
+        from .registry import label_of
+        return label_of("amp", self)
 
 
 @dataclass(frozen=True)
 class Int8Settings:
-    mode: str = "static"
-    calibration_batches: int = 8  # of the sweep's batch size, drawn from the training split
-    qat_epochs: int = 1
+    mode: str = setting(
+        "static", "dynamic: weights only; static: calibrated activations too; qat: "
+        "quantization-aware fine-tuning", choices=INT8_MODES, sweep=True, flag="--int8")
+    calibration_batches: int = setting(
+        8, "batches of the training split that calibrate static INT8", low=1, high=10_000,
+        integer=True, sweep=True, flag="--calibration-batches", label="cal{}", step=1,
+        advanced=True)
+    qat_epochs: int = setting(
+        1, "epochs of quantization-aware fine-tuning", low=1, high=EPOCHS_RANGE[1],
+        integer=True, flag="--qat-epochs", label="qe{}", step=1, advanced=True)
 
     def __post_init__(self):
-        _check_choice("int8", "mode", self.mode, INT8_MODES)
-        _check_number("int8", "calibration_batches", self.calibration_batches, 1, 10_000,
-                      integer=True)
-        _check_number("int8", "qat_epochs", self.qat_epochs, 1, 1000, integer=True)
+        check_settings(self, "int8")
 
     @property
     def label(self) -> str:
-        return f"int8-{self.mode}"
+        from .registry import label_of
+        return label_of("int8", self)

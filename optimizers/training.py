@@ -8,25 +8,25 @@ scaling). Weights stay in fp32 throughout.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from contextlib import nullcontext
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .base import Batch, iterate
+from .precision import AMP_TORCH_DTYPES, autocast  # noqa: F401  (re-exported)
 
-AMP_TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # Fine-tuning an already trained model (after pruning, for QAT, KD recovery) uses a tenth of
 # the training learning rate: at the full rate a fresh Adam knocked the pruned seed_cnn from
 # 97.5% to 96.1% on digits in one epoch; at a tenth it recovered to 97.2-97.8%.
 FINETUNE_LR_SCALE = 0.1
 
-# (model, inputs, labels) -> loss. The default is plain cross-entropy.
-LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+# (model, inputs, labels, *rest of the batch such as sample indices) -> loss. The default is
+# plain cross-entropy.
+LossFn = Callable[..., torch.Tensor]
 
 
-def cross_entropy_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def cross_entropy_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *_) -> torch.Tensor:
     return F.cross_entropy(model(x), y)
 
 
@@ -46,20 +46,17 @@ def fit(model: nn.Module, batches: Callable[[], Iterable[Batch]], epochs: int, *
     model.to(device).train()
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=lr)
-    dtype = AMP_TORCH_DTYPES[amp] if amp else None
     # GradScaler only matters for fp16; disabled it is a transparent pass-through.
     scaler = torch.amp.GradScaler(device.type, enabled=(amp == "fp16"))
     for epoch in range(epochs):
         data = list(batches())
-        for step, (x, y) in enumerate(iterate(data, device)):
+        for step, batch in enumerate(iterate(data, device)):
             if should_stop is not None and should_stop():
                 model.eval()
                 return model
             optimizer.zero_grad(set_to_none=True)
-            ctx = (torch.autocast(device_type=device.type, dtype=dtype) if dtype
-                   else nullcontext())
-            with ctx:
-                loss = loss_fn(model, x, y)
+            with autocast(device.type, amp):
+                loss = loss_fn(model, *batch)
             scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
@@ -70,17 +67,22 @@ def fit(model: nn.Module, batches: Callable[[], Iterable[Batch]], epochs: int, *
 
 
 @torch.inference_mode()
+def correctness(model: nn.Module, batches: Iterable[Batch], device: torch.device | str = "cpu",
+                autocast_dtype: torch.dtype | None = None) -> list[bool]:
+    """Whether each example's top-1 prediction is right, in the batches' order: paired tests
+    compare two models example by example."""
+    device = torch.device(device)
+    model.eval()
+    out: list[bool] = []
+    for x, y, *_ in iterate(batches, device):
+        with autocast(device.type, autocast_dtype):
+            logits = model(x)
+        out.extend((logits.argmax(dim=1) == y).tolist())
+    return out
+
+
 def evaluate(model: nn.Module, batches: Iterable[Batch], device: torch.device | str = "cpu",
              autocast_dtype: torch.dtype | None = None) -> float | None:
     """Top-1 accuracy in [0, 1], or None when there is nothing labelled to score."""
-    device = torch.device(device)
-    model.eval()
-    correct = total = 0
-    ctx = (torch.autocast(device_type=device.type, dtype=autocast_dtype) if autocast_dtype
-           else nullcontext())
-    for x, y in iterate(batches, device):
-        with ctx:
-            logits = model(x)
-        correct += (logits.argmax(dim=1) == y).sum().item()
-        total += y.numel()
-    return correct / total if total else None
+    right = correctness(model, batches, device, autocast_dtype)
+    return sum(right) / len(right) if right else None

@@ -31,37 +31,22 @@ with st.form("dist_form"):
     submitted = st.form_submit_button("Run distributed benchmark", type="primary")
 
 if submitted:
-    if not workers or not compressions:
-        st.error("Pick at least one worker count and one compression.")
+    from benchmarks.distributed.config import DistributedConfig
+    try:  # the same self-validating config the launcher runs, checked before submitting
+        config = DistributedConfig(model=model, dataset=dataset, workers=tuple(sorted(workers)),
+                                   compressions=tuple(compressions), amp=bool(amp),
+                                   steps=int(steps), batch_size=int(batch_size), device=device)
+    except ValueError as exc:
+        st.error(str(exc))
     else:
-        card = widgets.worker_card("cpu") or {}
-        has_cuda = any(str(d).startswith("cuda") for d in card.get("devices") or [])
-        queue_device = "cuda" if device == "cuda" or (device == "auto" and has_cuda) else "cpu"
-        payload = {"model": model, "dataset": dataset, "workers": sorted(workers),
-                   "compressions": list(compressions), "amp": bool(amp), "steps": int(steps),
-                   "batch_size": int(batch_size), "device": device, "seed": 0}
         try:
-            q = state.queue()
-            q.ensure_worker(queue_device)
-            st.session_state[state.DIST_JOB_ID] = q.submit(
-                "distributed", payload, session=state.session_key(), device=queue_device)
+            st.session_state[state.DIST_JOB_ID] = state.submit(
+                "distributed", config.to_dict(), device)
         except Exception as exc:
             st.error(f"The job could not be submitted: {state.one_line(exc)}")
 
 
-def _current_job_id() -> str | None:
-    job_id = st.session_state.get(state.DIST_JOB_ID)
-    if job_id:
-        return job_id
-    try:
-        jobs = state.queue().jobs(session=state.session_key(), limit=20)
-    except Exception:
-        return None
-    job = next((j for j in jobs if j.kind == "distributed"), None)
-    return job.job_id if job else None
-
-
-job_id = _current_job_id()
+job_id = state.current_job_id(state.DIST_JOB_ID, "distributed")
 run = None
 if job_id:
     job = widgets.track_job(job_id)

@@ -36,8 +36,17 @@ if mode == "two runs":
                             max_selections=2, format_func=lambda i: widgets.run_label(by_id[i]),
                             key="history_runs")
     if len(picked) == 2:
+        loaded_runs = [full(rid) for rid in picked]
+        if all(r.get("kind", "sweep") == "sweep" for r in loaded_runs):
+            from benchmarks.report import RunReport, compare_runs
+            shared = compare_runs(*(RunReport.from_stored(r) for r in loaded_runs))
+            if shared:
+                st.markdown("**The variants both runs have** (change from the first to the "
+                            "second; p: exact McNemar test on the same test examples)")
+                st.dataframe(pd.DataFrame(shared), hide_index=True, key="history-shared",
+                             column_config=widgets.PAIRED_CONFIG)
         for col, rid in zip(st.columns(2), picked):
-            run = full(rid)
+            run = loaded_runs[picked.index(rid)]
             with col:
                 st.markdown(f"**{widgets.run_label(run)}**")
                 if run.get("kind", "sweep") == "sweep":
@@ -64,14 +73,16 @@ else:
     picked = st.multiselect("Pick two variants (the first is the reference)", options,
                             max_selections=2, format_func=_label, key="history_variants")
     if len(picked) == 2:
-        from benchmarks.results import VariantResult, comparison_rows
+        from benchmarks.report import RunReport
+        from benchmarks.results import VariantResult
         results = [VariantResult.from_dict(loaded[rid]["variants"][i]) for rid, i in picked]
-        # The reference plays the baseline so every change reads against it.
-        results[0].techniques = []
-        rows = comparison_rows(results)
-        for row, (rid, _) in zip(rows, picked):
-            row["variant"] = f"{row['variant']} ({rid})"
+        for result, (rid, _) in zip(results, picked):
+            result.name = f"{result.name} ({rid})"
+        # The first pick is the reference: every change, and the paired test on the same
+        # test examples where both runs scored the same test split, read against it.
+        rows = RunReport(variants=results, baseline=results[0].name).rows()
         st.dataframe(widgets.table_frame(rows), hide_index=True, key="history-variant-cmp")
+        st.caption(widgets.paired_note(rows[1]))
     else:
         st.caption("Pick two variants: the table shows every figure and its change.")
 

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from helpers import ROOT, run_cli
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -33,27 +31,6 @@ def digits():
     return load_dataset("digits")
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict | None = None):
-    """The CLI in a fresh process, as a user runs it."""
-    import subprocess
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, env=full_env)
-
-
-def process_holding_a_run(store_path: Path):
-    """A separate process that opens ``store_path``, starts a run, stores its baseline and then
-    sleeps: the stand-in for a sweep that will be killed. Returns (process, run_id)."""
-    import subprocess
-    code = (f"import sys,time; sys.path.insert(0, {str(ROOT)!r});"
-            "from benchmarks.store import ResultsStore;"
-            f"s=ResultsStore({str(store_path)!r});"
-            "r=s.start_run(model='m',dataset='d',device='cpu',spec={},environment={});"
-            "s.add_variant(r, {'name':'baseline'}); print(r, flush=True); time.sleep(120)")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    return proc, proc.stdout.readline().strip()
-
-
 @pytest.fixture
 def cli():
     return run_cli
@@ -71,7 +48,7 @@ def _no_worker_outlives_the_session():
             cmdline = (stat.parent / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == os.getpid() and b"benchmarks.jobs" in cmdline:
+        if ppid == os.getpid() and b"benchmarks.service.jobs" in cmdline:
             try:
                 os.kill(int(stat.parent.name), signal.SIGTERM)
             except ProcessLookupError:

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from optimizers.base import Context
+from optimizers.base import Context, TrainData
 from optimizers.training import evaluate, fit
 
 BATCH = 32
@@ -70,15 +70,8 @@ def load_digits_split():
 
 def make_context(train, epochs: int = 1, **overrides) -> Context:
     x, y = train
-    calls = {"n": 0}
-
-    def train_batches():
-        # Freshly shuffled per call, reproducibly: the n-th call always yields the same order.
-        calls["n"] += 1
-        perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(calls["n"]))
-        return [(x[perm[i:i + BATCH]], y[perm[i:i + BATCH]]) for i in range(0, len(y), BATCH)]
-
-    fields = dict(train_batches=train_batches, example_input=x[:BATCH].clone(), num_classes=10,
+    fields = dict(train=TrainData(x, y, BATCH, seed=0), example_input=x[:BATCH].clone(),
+                  num_classes=10,
                   in_channels=1, epochs=epochs, seed=0, build_model=_build,
                   default_student="seed_cnn_small")
     fields.update(overrides)
@@ -94,7 +87,7 @@ def digits_split():
 def trained_cnn(digits_split):
     torch.manual_seed(0)
     model = seed_cnn()
-    fit(model, make_context(digits_split[0]).train_batches, 1, seed=0)
+    fit(model, make_context(digits_split[0]).train.epochs(("trained_cnn",)), 1, seed=0)
     return model.eval()
 
 

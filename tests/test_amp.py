@@ -3,7 +3,8 @@ import torch
 
 from optim_support import accuracy, assert_untouched, se_net, snapshot
 from optim_support import ctx, digits_split, trained_cnn  # noqa: F401
-from optimizers import AmpSettings, amp, autocast_context
+from optimizers import AmpSettings, amp
+from optimizers.precision import autocast as autocast_context
 
 
 def test_amp_cpu_defaults_to_bf16_and_keeps_fp32_weights(ctx, trained_cnn, digits_split):

@@ -29,7 +29,7 @@ def store(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("COMPRESSION_BENCH_STORE", str(path))
         yield path
-        from benchmarks.jobs import JobQueue
+        from benchmarks.service.jobs import JobQueue
         JobQueue(path).stop_worker("cpu")
 
 
@@ -73,7 +73,7 @@ def test_every_page_draws(store):
     assert at.selectbox(key="exp_model").value == "seed_cnn"
     assert at.selectbox(key="exp_dataset").value == "digits"
     assert at.toggle(key="exp_prune").value and at.toggle(key="exp_distill").value
-    assert at.slider(key="exp_ratio").value == 0.5
+    assert at.slider(key="exp_prune_ratio").value == 0.5
     assert at.selectbox(key="exp_int8_mode").value == "static"
     for page in PAGES:
         at.switch_page(page).run()
@@ -89,7 +89,7 @@ def test_invalid_toggles_show_error_and_submit_nothing(store):
     at.button(key="exp_run").click().run()
     assert_clean(at)
     assert any("combine needs at least two" in e for e in errors(at))
-    from benchmarks.jobs import JobQueue
+    from benchmarks.service.jobs import JobQueue
     assert JobQueue(store).jobs(session=at.session_state["cb_session"]) == []
 
 
@@ -123,7 +123,7 @@ def test_small_sweep_end_to_end(store):
     assert len(at.get("download_button")) == 2
 
     # History lists it; deleting removes it from the store.
-    from benchmarks.store import ResultsStore
+    from benchmarks.service.store import ResultsStore
     run_id = ResultsStore(store).runs()[0]["run_id"]
     at.switch_page("pages/history.py").run()
     assert_clean(at)
@@ -187,7 +187,7 @@ def _synthetic_variants(n: int):
 
 
 def test_results_page_draws_20_variants(store):
-    from benchmarks.store import ResultsStore
+    from benchmarks.service.store import ResultsStore
     rs = ResultsStore(store)
     run_id = rs.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
                           environment={"torch": "x", "cpu": "test", "threads": 1})
@@ -208,7 +208,7 @@ def test_results_page_draws_20_variants(store):
 
 
 def test_distributed_page_charts_a_stored_run(store):
-    from benchmarks.store import ResultsStore
+    from benchmarks.service.store import ResultsStore
     rs = ResultsStore(store)
     run_id = rs.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
                           environment={}, kind="distributed")
@@ -228,7 +228,7 @@ def test_distributed_page_charts_a_stored_run(store):
 
 
 def test_every_compression_offered_has_a_ddp_hook_and_wire_dtype():
-    from benchmarks.distributed_worker import HOOKS, WIRE_DTYPES
+    from benchmarks.distributed.worker import HOOKS, WIRE_DTYPES
     from dashboard.catalog import COMPRESSIONS as shown
     assert shown and set(shown) == set(HOOKS) == set(WIRE_DTYPES)
 
@@ -242,7 +242,7 @@ at = AppTest.from_file({APP!r}, default_timeout=60).run()
 for page in {PAGES!r}:
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
-from benchmarks.jobs import JobQueue
+from benchmarks.service.jobs import JobQueue
 JobQueue().stop_worker("cpu")
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """
@@ -261,7 +261,7 @@ def test_cancel_stops_a_running_job(store):
     assert_clean(at)
     at.button(key=f"cancel-{at.session_state['cb_job_id']}").click().run()
     wait_for_job(at)
-    from benchmarks.jobs import JobQueue
+    from benchmarks.service.jobs import JobQueue
     job = JobQueue(store).get(at.session_state["cb_job_id"])
     assert job.status == "cancelled", (job.status, job.error)
     assert any("Cancelled" in w.value for w in at.warning)
@@ -283,7 +283,7 @@ def test_upload_folder_is_deleted_with_the_session():
 def test_history_shows_a_killed_cli_run_as_interrupted(store):
     import signal
 
-    from conftest import process_holding_a_run
+    from helpers import process_holding_a_run
     proc, run_id = process_holding_a_run(store)
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.perf_ui import CHROMIUM, CHROMIUM_ARGS, running_server
+from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
 
 SWEEP_TIMEOUT_MS = 420_000  # two default sweeps one after the other on a loaded 2-core machine
 SCREENSHOT = Path("/tmp/compression-bench-results.png")

@@ -15,7 +15,7 @@ def test_full_chain_on_seed_cnn(ctx, trained_cnn):
     assert_untouched(trained_cnn, snap)
     assert list(out.config) == ["prune", "distill", "int8", "amp"]
     assert out.config["distill"]["mode"] == "recover"
-    assert out.config["prune"]["effective_sparsity_after_recover"] == pytest.approx(0.5, abs=1e-3)
+    assert out.config["distill"]["effective_sparsity_after"] == pytest.approx(0.5, abs=1e-3)
     assert out.config["int8"]["path"] == "fx"
     # INT8 kernels ignore autocast; the chain records that instead of pretending.
     assert "skipped" in out.config["amp"] and out.autocast_dtype is None

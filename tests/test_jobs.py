@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from benchmarks.jobs import JobQueue
+from benchmarks.service.jobs import JobQueue
 from benchmarks.specs import SweepSpec
 
 FAST = dict(min_time_s=0.05, min_runs=10, warmup=1, epochs=2)

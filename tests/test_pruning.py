@@ -5,7 +5,7 @@ from torch import nn
 from optim_support import assert_untouched, gzip_size, se_net, seed_cnn, snapshot
 from optim_support import ctx, digits_split, trained_cnn  # noqa: F401
 from optimizers import PruneSettings, pruning, sparsity_report
-from optimizers.base import Context
+from optimizers.base import Context, TrainData
 
 
 def _no_masks(model):
@@ -116,7 +116,8 @@ def test_second_run_trains_nothing(digits_split, trained_cnn):
 
 def test_torchvision_models_channel_prune():
     torchvision = pytest.importorskip("torchvision")
-    ctx = Context(train_batches=lambda: [], example_input=torch.randn(2, 3, 32, 32),
+    ctx = Context(train=TrainData(torch.empty(0, 3, 32, 32), torch.empty(0)),
+                  example_input=torch.randn(2, 3, 32, 32),
                   num_classes=10, in_channels=3)
     for model in (torchvision.models.mobilenet_v3_small(num_classes=10),
                   torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=1,

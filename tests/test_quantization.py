@@ -25,7 +25,7 @@ def test_static_int8_on_seed_cnn(ctx, trained_cnn, digits_split):
     assert accuracy(out.model, digits_split[1]) >= accuracy(trained_cnn, digits_split[1]) - 0.01
     # FLOPs of the float graph per sample: 2 * MACs of the two convs and the classifier.
     macs = 64 * 9 * 36 + 128 * 64 * 9 * 16 + 2048 * 10
-    assert out.flops_hint == 2 * macs
+    assert out.flops_hint.dense == out.flops_hint.effective == 2 * macs
 
 
 def test_dynamic_int8_quantizes_linear_only(ctx, trained_cnn):

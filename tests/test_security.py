@@ -42,7 +42,7 @@ def _listening(port: int) -> list[str]:
 
 
 def test_the_running_server_listens_on_loopback_only_and_refuses_forged_uploads(tmp_path):
-    from benchmarks.perf_ui import running_server
+    from tools.browser import running_server
     with running_server(tmp_path / "results.db") as (_, url):
         port = int(url.rsplit(":", 1)[1])
         addresses = _listening(port)

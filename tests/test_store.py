@@ -4,10 +4,10 @@ import sqlite3
 
 import pytest
 
-from conftest import process_holding_a_run
+from helpers import process_holding_a_run
 
 from benchmarks.results import VariantResult
-from benchmarks.store import ResultsStore
+from benchmarks.service.store import ResultsStore
 
 
 def _result(name, i=0):

@@ -1,96 +1,24 @@
 """The dashboard's speed targets, measured in a real browser (Debian's chromium via Playwright).
-
-Also home of the helpers that start a real Streamlit server for the browser tests. Nothing
-here imports Streamlit: the server is a separate process, as a user runs it.
+The server is a separate process, as a user runs it (``tools.browser``).
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-# Headless flags for a machine with no network but loopback: without the background-networking
-# flags Chromium keeps trying to reach Google's hosts.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("the server did not become healthy")
-
-
-def start_server(store: Path, env: dict | None = None) -> tuple[subprocess.Popen, str]:
-    """`streamlit run app.py` on a free port, in its own process group (so the server and the
-    worker it starts are stopped together)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.headless", "true"], cwd=ROOT,
-        env={**os.environ, "COMPRESSION_BENCH_STORE": str(store), **(env or {})},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    return proc, f"http://localhost:{port}"
-
-
-def stop_server(proc: subprocess.Popen, store: Path | None) -> None:
-    """Stop the server's process group, and first the queue's worker over ``store`` (an app
-    with no store, such as the one-button floor, has none)."""
-    if store is not None:
-        try:
-            from .jobs import JobQueue
-            JobQueue(store).stop_worker("cpu", timeout=5)
-        except Exception:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
-
-
-@contextmanager
-def running_server(store: Path, env: dict | None = None):
-    proc, url = start_server(store, env)
-    try:
-        wait_healthy(url, proc)
-        yield proc, url
-    finally:
-        stop_server(proc, store)
+from .browser import (CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, running_server, stop_server,
+                      wait_healthy)
 
 
 def _store_twenty_variants(store: Path) -> None:
-    from .results import VariantResult
-    from .store import ResultsStore
+    from benchmarks.results import VariantResult
+    from benchmarks.service.store import ResultsStore
     s = ResultsStore(store)
     run_id = s.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
                          environment={"torch": "-", "note": "synthetic figures for perf"})
@@ -207,7 +135,7 @@ def measure_dashboard(repeats: int = 3) -> dict:
                     expect(other.get_by_role("button", name="Run benchmark")).to_be_visible(
                         timeout=30_000)
                     loads_idle.append(time.monotonic() - t_load)
-                from .jobs import JobQueue
+                from benchmarks.service.jobs import JobQueue
                 queue = JobQueue(store)
                 for attempt in ("cold", "warm"):
                     jobs_before = len(queue.jobs())

@@ -4,7 +4,7 @@ This machine is shared and noisy, so every target is a ratio of two things measu
 same run, or a median of repeats; nothing here is a timed unit test. Writes
 ``docs/PERFORMANCE.md`` and the raw figures to ``results/perf.json``.
 
-    python -m benchmarks.perf [--only SECTION ...] [--repeats N]
+    python -m tools.perf [--only SECTION ...] [--repeats N]
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ def fidelity(repeats: int) -> dict:
     import torchvision
     from torch.utils import benchmark
 
-    from .environment import default_threads
-    from .measure import measure_latency, pinned_threads
-    from .results import LatencyStats
+    from benchmarks.environment import default_threads
+    from benchmarks.measure import measure_latency, pinned_threads
+    from benchmarks.results import LatencyStats
 
     threads = default_threads()
     torch.manual_seed(0)
@@ -170,12 +170,12 @@ def resnet(repeats: int = 5) -> dict:
     import torch
 
     from optimizers.quantization import static_fx
-    from .cache import WeightsCache
-    from .environment import default_threads
-    from .measure import measure_latency, pinned_threads
-    from .results import LatencyStats
-    from .runner import prepare_sweep
-    from .specs import BASELINE, Int8Settings, PruneSettings, SweepSpec, VariantSpec
+    from benchmarks.cache import WeightsCache
+    from benchmarks.environment import default_threads
+    from benchmarks.measure import measure_latency, pinned_threads
+    from benchmarks.results import LatencyStats
+    from benchmarks.runner import prepare_sweep
+    from benchmarks.specs import BASELINE, Int8Settings, PruneSettings, SweepSpec, VariantSpec
 
     spec = SweepSpec(model="resnet18", dataset="synthetic", input_shape=(3, 64, 64),
                      batch_size=32, variants=(
@@ -245,7 +245,7 @@ def resnet(repeats: int = 5) -> dict:
 # -- issue 5: distributed --------------------------------------------------------------------
 
 def distributed() -> dict:
-    from .distributed import DistributedConfig, run_distributed
+    from benchmarks.distributed.launcher import DistributedConfig, run_distributed
     config = DistributedConfig(workers=(1, 2), compressions=("none", "fp16"))
     t0 = time.perf_counter()
     runs = run_distributed(config, warn=lambda text: None)
@@ -305,7 +305,7 @@ NOTES = """## Notes on the figures
 
 def render(results: dict, env: dict) -> str:
     lines = ["# Performance", "",
-             "Written by `make perf` (`python -m benchmarks.perf`); raw figures in "
+             "Written by `make perf` (`python -m tools.perf`); raw figures in "
              "`results/perf.json`. Each target is a ratio of two things measured side by side "
              "in one run, or a median of repeats: the machine is shared and noisy.", "",
              f"Measured {env['created_at']} on {env['cpu']} ({env['cpu_count']} cores, "
@@ -341,12 +341,12 @@ def render(results: dict, env: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.perf")
+    parser = argparse.ArgumentParser(prog="python -m tools.perf")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
-    from .environment import default_threads, environment_card, quiet_library_noise
+    from benchmarks.environment import default_threads, environment_card, quiet_library_noise
     quiet_library_noise()
     env = environment_card(threads=default_threads())
     results = {}

@@ -34,7 +34,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, Subset, TensorDataset
 
-from .specs import COMPRESSIONS  # noqa: E402  (torch-free, so the dashboard can list it)
+from ..specs import COMPRESSIONS
+from .config import FAULT_STEP
 WIRE_DTYPES = {"none": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 HOOKS = {"none": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook,
          "bf16": default_hooks.bf16_compress_hook}
@@ -45,10 +46,6 @@ WARMUP_STEPS = 3
 # grows with them); kept here so accuracy stays comparable between worker counts.
 BASE_LR = 0.01
 EVAL_BATCH = 512
-# Where the test hooks strike: after step 1, whose forward holds DDP's bucket-rebuild
-# collective, so the healthy ranks get as far as the gradient all-reduce and the launcher
-# can tell the stalled rank from the ones waiting for it.
-FAULT_STEP = 2
 # Slots per rank in the shared progress array the launcher watches for hangs.
 PROGRESS_SLOTS = 2  # [0] steps completed, [1] all-reduces handed over
 
@@ -158,8 +155,8 @@ def _tick(progress, rank: int, slot: int = 0):
 
 
 def _build(job: WorkerJob, rank: int, device: torch.device):
-    from .datasets import load_dataset
-    from .models import build_model
+    from ..datasets import load_dataset
+    from ..models import build_model
 
     bundle = load_dataset(job.dataset, data_root=job.data_root, download=False,
                           input_shape=job.input_shape, seed=job.seed)

@@ -22,12 +22,11 @@ import subprocess
 import sys
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import first_line
-from .models import models_dir
+from optimizers.errors import first_line
+from ..models import models_dir
 from .store import ResultsStore, now_iso
 
 JOB_KINDS = ("sweep", "distributed")
@@ -107,7 +106,7 @@ class JobQueue:
     def __init__(self, store_path: str | os.PathLike | None = None):
         self.store = ResultsStore(store_path)  # creates the file and the results tables
         self.path = self.store.path
-        with self.store._connect() as db:
+        with self.store.connect() as db:
             db.executescript(SCHEMA)
         self._spawned: list[subprocess.Popen] = []
 
@@ -140,7 +139,7 @@ class JobQueue:
                    position=position)
 
     def get(self, job_id: str) -> Job | None:
-        with self.store._connect() as db:
+        with self.store.connect() as db:
             row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             return None if row is None else self._job(db, row)
 
@@ -151,7 +150,7 @@ class JobQueue:
             args.append(session)
         sql += " ORDER BY seq DESC LIMIT ?"
         args.append(int(limit))
-        with self.store._connect() as db:
+        with self.store.connect() as db:
             return [self._job(db, r) for r in db.execute(sql, args).fetchall()]
 
     def cancel(self, job_id: str) -> bool:
@@ -180,10 +179,10 @@ class JobQueue:
         if self.worker_alive(device):
             return
         log = self.path.with_name(f"{self.path.name}.worker-{device.replace(':', '-')}.log")
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]
         with open(log, "ab") as out:
             self._spawned.append(subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.jobs", "worker", "--store", str(self.path),
+                [sys.executable, "-m", "benchmarks.service.jobs", "worker", "--store", str(self.path),
                  "--device", device, "--parent", str(os.getpid())],
                 cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONPATH": str(root)}))
@@ -202,7 +201,7 @@ class JobQueue:
 
     def worker_card(self, device: str = "cpu") -> dict | None:
         """The live worker's environment card (torch version, devices...), or None."""
-        with self.store._connect() as db:
+        with self.store.connect() as db:
             row = db.execute("SELECT card FROM workers WHERE device=?", (device,)).fetchone()
         return json.loads(row["card"]) if row else None
 
@@ -216,7 +215,7 @@ class JobQueue:
                 pids.add(int(text))
         except OSError:
             pass
-        with self.store._connect() as db:
+        with self.store.connect() as db:
             row = db.execute("SELECT pid FROM workers WHERE device=?", (device,)).fetchone()
         if row is not None:
             pids.add(row["pid"])
@@ -257,7 +256,7 @@ class Worker:
         return self.parent is None or os.getppid() == self.parent
 
     def register(self) -> None:
-        from .environment import default_threads, environment_card, resolve_device
+        from ..environment import default_threads, environment_card, resolve_device
         import torch
         devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
         dev = resolve_device("cuda" if self.device.startswith("cuda") else "cpu")
@@ -304,7 +303,7 @@ class Worker:
         now = time.monotonic()
         if not self._cancel and now - self._last_cancel_check >= POLL_S:
             self._last_cancel_check = now
-            with self.store._connect() as db:
+            with self.store.connect() as db:
                 row = db.execute("SELECT cancel_requested FROM jobs WHERE job_id=?",
                                  (job_id,)).fetchone()
             self._cancel = bool(row and row["cancel_requested"]) or not self.parent_alive()
@@ -326,83 +325,75 @@ class Worker:
         except Exception as exc:  # a failing job never takes the queue down
             self.finish(job.job_id, "failed", f"{type(exc).__name__}: {first_line(exc, 400)}")
 
-    @contextmanager
-    def _run_follows_job(self, job_id: str, run_id: str):
-        """The stored run shares the job's fate: interrupted when the worker is stopped,
-        failed with the reason when the job raises (run_job records the job's error)."""
-        try:
-            yield
-        except (SystemExit, KeyboardInterrupt):
-            self.store.finish_run(run_id, "interrupted", "the worker was stopped")
-            self.finish(job_id, "interrupted", "the worker was stopped; run it again")
-            raise
-        except BaseException as exc:
-            self.store.finish_run(run_id, "failed", first_line(exc, 400))
-            raise
+    def _record(self, job: Job, recorder, run) -> None:
+        """Run ``run(recorder)`` with the stored run sharing the job's fate: interrupted when
+        the worker is stopped or the server goes away, failed with the reason when it raises
+        (run_job records the job's error), cancelled when the user asked."""
+        self._update(job.job_id, run_id=recorder.run_id)
+        with recorder:
+            try:
+                run(recorder)
+            except (SystemExit, KeyboardInterrupt):
+                recorder.finish("interrupted", "the worker was stopped")
+                self.finish(job.job_id, "interrupted", "the worker was stopped; run it again")
+                raise
+            if self._cancel:
+                if not self.parent_alive():  # the server went away mid-job: not the user's
+                    recorder.finish("interrupted", "the server stopped")
+                    self.finish(job.job_id, "interrupted",
+                                "the server stopped while this job ran; run it again")
+                else:
+                    recorder.finish("interrupted", "cancelled by the user")
+                    self.finish(job.job_id, "cancelled", None)
+                return
+            status = recorder.finish()
+        failed = list(recorder.failed.values())
+        self.finish(job.job_id, status, f"{len(failed)} failed: {', '.join(failed)}"
+                    if failed else None)
 
     def run_sweep_job(self, job: Job) -> None:
-        from .runner import prepare_sweep
-        from .specs import SweepSpec
+        from ..runner import prepare_sweep
+        from ..specs import SweepSpec
         spec = SweepSpec.from_dict(job.payload)
         self.progress(job.job_id, variant="", index=-1, total=len(spec.variants),
                       phase="preparing", fraction=0.0, message="loading data and model")
         # Jobs come from the dashboard: model files only from the operator's folder.
         sweep = prepare_sweep(spec, allowed_models_dir=models_dir())
-        run_id = self.store.start_run(model=spec.model, dataset=spec.dataset,
-                                      device=str(sweep.device), spec=spec.to_dict(),
-                                      environment=sweep.environment)
-        self._update(job.job_id, run_id=run_id)
 
         def on_progress(event):
             self.progress(job.job_id, variant=event.variant, index=event.index,
                           total=event.total, phase=event.phase, fraction=event.fraction,
                           message=event.describe())
 
-        results = []
-        with self._run_follows_job(job.job_id, run_id):
-            for result in sweep.run(on_progress, lambda: self.should_stop(job.job_id)):
-                self.store.add_variant(run_id, result)
-                results.append(result)
-        if sweep.cancelled:
-            if not self.parent_alive():  # the server went away mid-job: not the user's doing
-                self.store.finish_run(run_id, "interrupted", "the server stopped")
-                self.finish(job.job_id, "interrupted",
-                            "the server stopped while this job ran; run it again")
-                return
-            self.store.finish_run(run_id, "interrupted", "cancelled by the user")
-            self.finish(job.job_id, "cancelled", None)
-            return
-        failed = [r.name for r in results if not r.ok]
-        self.store.finish_run(run_id, "failed" if failed else "complete")
-        self.finish(job.job_id, "failed" if failed else "complete",
-                    f"{len(failed)} of {len(results)} variants failed: {', '.join(failed)}"
-                    if failed else None)
+        def run(recorder):
+            stop = lambda: self.should_stop(job.job_id)  # noqa: E731
+            for index, result in enumerate(sweep.run(
+                    on_progress, stop, on_partial=lambda i, r: recorder.add(r, i))):
+                recorder.add(result, index)
+
+        recorder = self.store.record(model=spec.model, dataset=spec.dataset,
+                                     device=str(sweep.device), spec=spec.to_dict(),
+                                     environment=sweep.environment)
+        self._record(job, recorder, run)
 
     def run_distributed_job(self, job: Job) -> None:
-        from . import distributed
-        from .environment import environment_card
-        config = distributed.DistributedConfig(**{
-            k: tuple(v) if isinstance(v, list) else v for k, v in job.payload.items()})
-        run_id = self.store.start_run(model=config.model, dataset=config.dataset,
-                                      device=distributed.resolve_device(config.device),
-                                      spec=job.payload, environment=environment_card(),
-                                      kind="distributed")
-        self._update(job.job_id, run_id=run_id)
-        failed = []
+        from ..distributed.config import DistributedConfig
+        from ..distributed.launcher import distributed_environment, run_distributed
+        config = DistributedConfig.from_dict(job.payload)
+        environment = distributed_environment(config)
 
-        def on_progress(done, total, run):
-            self.store.add_variant(run_id, run)
-            if run.get("error"):
-                failed.append(run.get("name"))
-            self.progress(job.job_id, variant=run.get("name", ""), index=done - 1, total=total,
-                          phase="done", fraction=done / max(total, 1),
-                          message=f"{done}/{total} runs")
+        def run(recorder):
+            def on_progress(done, total, result):
+                recorder.add(result)
+                self.progress(job.job_id, variant=result.get("name", ""), index=done - 1,
+                              total=total, phase="done", fraction=done / max(total, 1),
+                              message=f"{done}/{total} runs")
+            run_distributed(config, on_progress=on_progress, warn=lambda m: None)
 
-        with self._run_follows_job(job.job_id, run_id):
-            distributed.run_distributed(config, on_progress=on_progress, warn=lambda m: None)
-        self.store.finish_run(run_id, "failed" if failed else "complete")
-        self.finish(job.job_id, "failed" if failed else "complete",
-                    f"runs failed: {', '.join(failed)}" if failed else None)
+        recorder = self.store.record(model=config.model, dataset=config.dataset,
+                                     device=environment["device"], spec=config.to_dict(),
+                                     environment=environment, kind="distributed")
+        self._record(job, recorder, run)
 
     def loop(self) -> None:
         while self.parent_alive():
@@ -416,12 +407,12 @@ class Worker:
 def worker_main(argv: list[str]) -> int:
     import argparse
     import signal
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.jobs worker")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.service.jobs worker")
     parser.add_argument("--store", required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--parent", type=int)
     args = parser.parse_args(argv)
-    from .environment import quiet_library_noise
+    from ..environment import quiet_library_noise
     quiet_library_noise()
     lock = _try_lock(_lock_path(Path(args.store), args.device))
     if lock is None:
@@ -443,6 +434,6 @@ def worker_main(argv: list[str]) -> int:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         sys.exit(worker_main(sys.argv[2:]))
-    print("usage: python -m benchmarks.jobs worker --store FILE [--device cpu] [--parent PID]",
+    print("usage: python -m benchmarks.service.jobs worker --store FILE [--device cpu] [--parent PID]",
           file=sys.stderr)
     sys.exit(2)

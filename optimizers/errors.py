@@ -1,6 +1,6 @@
 """One line for an error: what the CLI prints, the dashboard shows and a variant records.
 
-Import-light (no torch), so the dashboard shares it.
+Import-light (no torch): the optimizers, the engine and the dashboard all use it.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Several processes may write at once (two CLI sweeps, the dashboard's worker): ev
 one short ``BEGIN IMMEDIATE`` transaction and waits on a busy timeout rather than failing.
 A run whose process died is noticed by the next process that opens the store (its pid is
 gone, or belongs to another process now) and marked ``interrupted``.
+
+``RunRecorder`` is the one run lifecycle (start, record each variant, finish or fail) that the
+CLI, the queue's worker and the distributed benchmark share. ``connect``/``transaction`` are
+the public handles other tables in the same file (the job queue's) use.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .results import VariantResult
+from ..results import VariantResult
 
 RUN_STATUSES = ("running", "complete", "failed", "interrupted")
 BUSY_TIMEOUT_S = 60.0
@@ -111,7 +115,7 @@ class ResultsStore:
         except OSError as exc:
             raise ValueError(f"store {self.path}: cannot create its folder ({exc.strerror})")
         try:
-            with self._connect() as db:
+            with self.connect() as db:
                 db.executescript(SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise ValueError(f"store {self.path} is not a usable SQLite database ({exc})")
@@ -120,7 +124,8 @@ class ResultsStore:
     # -- plumbing ------------------------------------------------------------------------
 
     @contextmanager
-    def _connect(self):
+    def connect(self):
+        """A read connection (autocommit); writes go through ``transaction``."""
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
@@ -135,7 +140,7 @@ class ResultsStore:
 
     @contextmanager
     def transaction(self):
-        with self._connect() as db:
+        with self.connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
@@ -159,14 +164,27 @@ class ResultsStore:
                  socket.gethostname(), pid, process_start_token(pid)))
         return run_id
 
-    def add_variant(self, run_id: str, result: VariantResult | dict) -> None:
+    def add_variant(self, run_id: str, result: VariantResult | dict,
+                    position: int | None = None) -> int:
+        """Store a variant at ``position`` (replacing what was there: a variant measured in
+        two passes is stored after each), or after the last one. Returns its position."""
         data = result.to_dict() if isinstance(result, VariantResult) else result
         with self.transaction() as db:
-            (count,) = db.execute("SELECT COUNT(*) FROM variants WHERE run_id=?",
-                                  (run_id,)).fetchone()
-            db.execute("INSERT INTO variants (run_id, position, name, result, created_at) "
-                       "VALUES (?,?,?,?,?)",
-                       (run_id, count, data["name"], json.dumps(data, default=str), now_iso()))
+            if position is None:
+                (position,) = db.execute("SELECT COUNT(*) FROM variants WHERE run_id=?",
+                                         (run_id,)).fetchone()
+            db.execute("INSERT OR REPLACE INTO variants (run_id, position, name, result, "
+                       "created_at) VALUES (?,?,?,?,?)",
+                       (run_id, position, data["name"], json.dumps(data, default=str),
+                        now_iso()))
+        return position
+
+    def record(self, *, model: str, dataset: str, device: str | None, spec: dict,
+               environment: dict, kind: str = "sweep") -> "RunRecorder":
+        """Start a run and return its recorder (a context manager)."""
+        return RunRecorder(self, self.start_run(model=model, dataset=dataset, device=device,
+                                                spec=spec, environment=environment,
+                                                kind=kind))
 
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
         if status not in RUN_STATUSES:
@@ -175,15 +193,10 @@ class ResultsStore:
             db.execute("UPDATE runs SET status=?, error=?, finished_at=? WHERE run_id=?",
                        (status, error, now_iso(), run_id))
 
-    def set_environment(self, run_id: str, environment: dict) -> None:
-        with self.transaction() as db:
-            db.execute("UPDATE runs SET environment=? WHERE run_id=?",
-                       (json.dumps(environment, default=str), run_id))
-
     def mark_dead_runs(self) -> int:
         """Mark runs of this host whose process is gone as interrupted. Returns how many."""
         host = socket.gethostname()
-        with self._connect() as db:
+        with self.connect() as db:
             rows = db.execute("SELECT run_id, pid, pid_start FROM runs "
                               "WHERE status='running' AND host=?", (host,)).fetchall()
         dead = [r["run_id"] for r in rows if not process_alive(r["pid"], r["pid_start"])]
@@ -221,23 +234,26 @@ class ResultsStore:
         }
 
     def runs(self, limit: int | None = None, kind: str | None = None,
-             with_variants: bool = True) -> list[dict]:
-        """Past runs, newest first, each with its variants (or only their count)."""
-        sql = "SELECT * FROM runs"
-        args: list = []
-        if kind is not None:
-            sql += " WHERE kind=?"
-            args.append(kind)
+             with_variants: bool = True, model: str | None = None,
+             dataset: str | None = None) -> list[dict]:
+        """Past runs, newest first, each with its variants (or only their count); optionally
+        only those of one kind, model or data set."""
+        where, args = [], []
+        for column, value in (("kind", kind), ("model", model), ("dataset", dataset)):
+            if value is not None:
+                where.append(f"{column}=?")
+                args.append(value)
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY created_at DESC, rowid DESC"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(int(limit))
-        with self._connect() as db:
+        with self.connect() as db:
             return [self._run_dict(db, r, with_variants)
                     for r in db.execute(sql, args).fetchall()]
 
     def run(self, run_id: str) -> dict | None:
-        with self._connect() as db:
+        with self.connect() as db:
             row = db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
             return None if row is None else self._run_dict(db, row)
 
@@ -246,5 +262,55 @@ class ResultsStore:
         return [] if run is None else [VariantResult.from_dict(v) for v in run["variants"]]
 
     def integrity_ok(self) -> bool:
-        with self._connect() as db:
+        with self.connect() as db:
             return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+class RunRecorder:
+    """One run's lifecycle in the store: each variant is written the moment it is measured,
+    and the run ends ``complete`` (every variant ok), ``failed`` (some variant failed, or the
+    run raised: its reason is kept) or ``interrupted`` (stopped: Ctrl-C, SIGTERM, a cancel).
+
+        with store.record(model=..., ...) as run:
+            for result in sweep.run():
+                run.add(result)
+    """
+
+    def __init__(self, store: ResultsStore, run_id: str):
+        self.store, self.run_id = store, run_id
+        self.failed: dict[int, str] = {}
+        self.finished = False
+
+    def add(self, result: VariantResult | dict, position: int | None = None) -> int:
+        data = result.to_dict() if isinstance(result, VariantResult) else result
+        position = self.store.add_variant(self.run_id, data, position)
+        if data.get("error"):
+            self.failed[position] = data.get("name") or str(position)
+        else:
+            self.failed.pop(position, None)
+        return position
+
+    def finish(self, status: str | None = None, error: str | None = None) -> str:
+        """End the run: ``status`` as given, else complete or failed by the variants."""
+        if status is None:
+            status = "failed" if self.failed else "complete"
+            if self.failed and error is None:
+                error = f"{len(self.failed)} variant(s) failed: " + \
+                    ", ".join(self.failed.values())
+        self.store.finish_run(self.run_id, status, error)
+        self.finished = True
+        return status
+
+    def __enter__(self) -> "RunRecorder":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if self.finished:
+            return
+        if kind is None:
+            self.finish()
+        elif issubclass(kind, (KeyboardInterrupt, SystemExit)):
+            self.finish("interrupted", "stopped before the run finished")
+        else:
+            from optimizers.errors import described
+            self.finish("failed", described(exc))

@@ -18,12 +18,13 @@ import os
 import queue
 import sys
 import time
-from dataclasses import asdict, dataclass
 
-from .errors import first_line
-from .distributed_worker import COMPRESSIONS, FAULT_STEP, PROGRESS_SLOTS, WorkerJob, run_worker
+from optimizers.errors import first_line
+from ..specs import COMPRESSIONS
+from ..environment import resolve_device
+from .config import DEVICES, DistributedConfig  # noqa: F401  (re-exported)
+from .worker import PROGRESS_SLOTS, WorkerJob, run_worker
 
-DEVICES = ("auto", "cpu", "cuda")
 # Beyond one worker per core timings are oversubscribed (warned); beyond this many per core
 # the run would measure the scheduler, not the training: refused.
 MAX_WORKERS_PER_CORE = 4
@@ -35,81 +36,11 @@ TERMINATE_GRACE_S = 3.0
 HOST = "127.0.0.1"
 
 
-@dataclass(frozen=True)
-class DistributedConfig:
-    model: str = "seed_cnn"
-    dataset: str = "digits"
-    workers: tuple[int, ...] = (1, 2)
-    compressions: tuple[str, ...] = ("none", "fp16")
-    amp: bool = False
-    steps: int = 50
-    batch_size: int = 32            # per worker (weak scaling, as Horovod's examples do)
-    device: str = "auto"
-    seed: int = 0
-    timeout_s: float = 120.0        # seconds without progress before a run counts as hung
-    port: int | None = None         # rendezvous port; None (or a busy one): a free one
-    data_root: str | None = None
-    input_shape: tuple[int, int, int] | None = None
-    crash_rank: int | None = None   # test hooks: make one rank raise / hang (at step 2)
-    hang_rank: int | None = None
-
-    def __post_init__(self):
-        def bad(name, accepted, got):
-            raise ValueError(f"{name} must be {accepted}; got {got!r}")
-
-        for name in ("model", "dataset"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                bad(name, "a non-empty name", getattr(self, name))
-        workers = tuple(self.workers) if isinstance(self.workers, (list, tuple)) else ()
-        if (not workers or any(not isinstance(w, int) or isinstance(w, bool) or w < 1
-                               for w in workers) or len(set(workers)) != len(workers)):
-            bad("workers", "distinct integers >= 1", self.workers)
-        object.__setattr__(self, "workers", tuple(sorted(workers)))
-        comps = tuple(self.compressions) if isinstance(self.compressions, (list, tuple)) else ()
-        if not comps or any(c not in COMPRESSIONS for c in comps) or len(set(comps)) != len(comps):
-            bad("compressions", f"distinct values among {', '.join(COMPRESSIONS)}",
-                self.compressions)
-        object.__setattr__(self, "compressions", comps)
-        if not isinstance(self.amp, bool):
-            bad("amp", "true or false", self.amp)
-        for name in ("steps", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                bad(name, "an integer >= 1", value)
-        if self.device not in DEVICES:
-            bad("device", f"one of {', '.join(DEVICES)}", self.device)
-        if not isinstance(self.seed, int) or self.seed < 0:
-            bad("seed", "an integer >= 0", self.seed)
-        if not isinstance(self.timeout_s, (int, float)) or not self.timeout_s > 0:
-            bad("timeout_s", "a number of seconds > 0", self.timeout_s)
-        if self.port is not None and (not isinstance(self.port, int) or not 0 < self.port < 65536):
-            bad("port", "an integer in 1..65535 or None", self.port)
-        for name in ("crash_rank", "hang_rank"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                bad(name, "None or a rank >= 0", value)
-            if value is not None and self.steps <= FAULT_STEP:
-                bad("steps", f"> {FAULT_STEP} when {name} is set (the fault strikes at step "
-                    f"{FAULT_STEP})", self.steps)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 class WorkerFailure(RuntimeError):
     """A run's workers crashed, hung or disagreed; the message names the worker."""
 
 
 # -- capacity --------------------------------------------------------------------------------
-
-def resolve_device(device: str) -> str:
-    import torch
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device cuda requested but no CUDA GPU is visible; use auto or cpu")
-    return device
-
 
 def available_cores() -> int:
     try:
@@ -141,8 +72,8 @@ def check_capacity(workers: tuple[int, ...], device: str) -> list[str]:
 
 def _preflight(config: DistributedConfig) -> None:
     """Bad model or dataset names fail here, in one line, before any worker starts."""
-    from .datasets import load_dataset
-    from .models import build_model
+    from ..datasets import load_dataset
+    from ..models import build_model
     bundle = load_dataset(config.dataset, data_root=config.data_root, download=False,
                           input_shape=config.input_shape, seed=config.seed)
     build_model(config.model, bundle.num_classes, bundle.in_channels, bundle.input_size)
@@ -325,7 +256,7 @@ def run_distributed(config: DistributedConfig, on_progress=None, warn=None) -> l
     to compute scaling efficiency from. on_progress(done, total, run) after each run;
     warn(text) for what the caller should show (default: stderr)."""
     warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr))
-    device = resolve_device(config.device)
+    device = resolve_device(config.device).type
     for text in check_capacity(config.workers, device):
         warn(text)
     _preflight(config)
@@ -453,7 +384,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def distributed_environment(config: DistributedConfig) -> dict:
+    """The environment card of a distributed run: the device its ranks train on (a GPU's
+    card on CUDA), the cores and the start method."""
+    import torch
+
+    from ..environment import environment_card
+    device = resolve_device(config.device)
+    environment = environment_card(torch.device("cuda:0") if device.type == "cuda" else device)
+    environment.update(device=device.type, cores=available_cores(),
+                       start_method=_context().get_start_method())
+    return environment
+
+
 def main(argv: list[str]) -> int:
+    from ..report import RunReport
     try:
         args = build_parser().parse_args(argv)
         config = DistributedConfig(
@@ -462,72 +407,40 @@ def main(argv: list[str]) -> int:
             batch_size=args.batch_size, device=args.device, seed=args.seed,
             timeout_s=args.timeout, port=args.port, data_root=args.data_root,
             crash_rank=args.crash_rank, hang_rank=args.hang_rank)
-        device = resolve_device(config.device)
+        device = resolve_device(config.device).type
         check_capacity(config.workers, device)  # refuse before the store records anything
         _preflight(config)
-        store, run_id = None, None
+        store = None
         if not args.no_store:
-            from .store import ResultsStore
+            from ..service.store import ResultsStore
             store = ResultsStore(args.store)
     except (UsageError, ValueError) as exc:
         print(f"error: {first_line(exc)}", file=sys.stderr)
         return 2
-    from .environment import environment_card
-    import torch
-    environment = environment_card(torch.device("cuda:0" if device == "cuda" else "cpu"))
-    environment.update(cores=available_cores(), start_method=_context().get_start_method())
-    if store is not None:
-        run_id = store.start_run(model=config.model, dataset=config.dataset, device=device,
-                                 spec=config.to_dict(), environment=environment,
-                                 kind="distributed")
+    environment = distributed_environment(config)
+    recorder = None if store is None else store.record(
+        model=config.model, dataset=config.dataset, device=device, spec=config.to_dict(),
+        environment=environment, kind="distributed")
 
     def report(done, total, run):
-        if store is not None:
-            store.add_variant(run_id, dict(run))
+        if recorder is not None:
+            recorder.add(dict(run))
         status = "ok" if run["error"] is None else f"FAILED: {run['error']}"
         tput = f"{run['throughput']:.0f} samples/s" if run["throughput"] else "-"
         print(f"[{done}/{total}] {run['name']}: {tput}, {run['wall_s']:.1f} s, {status}",
               file=sys.stderr)
 
-    try:
+    if recorder is not None:
+        with recorder:
+            runs = run_distributed(config, on_progress=report)
+    else:
         runs = run_distributed(config, on_progress=report)
-    except BaseException as exc:
-        if store is not None:
-            store.finish_run(run_id, "failed", error=first_line(exc) or type(exc).__name__)
-        raise
-    failed = [r for r in runs if r["error"] is not None]
-    if store is not None:
-        store.finish_run(run_id, "failed" if failed else "complete",
-                         error=f"{len(failed)} of {len(runs)} runs failed" if failed else None)
-    document = {"schema": 1, "environment": environment, "runs": runs}
+    document = RunReport(kind="distributed", environment=environment, variants=runs)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(document, fh, indent=2)
-    print(format_runs(runs))
-    return 1 if failed else 0
-
-
-RUN_COLUMNS = [("name", "run", "{}"), ("throughput", "samples/s", "{:.0f}"),
-               ("scaling_efficiency", "efficiency", "{:.2f}"),
-               ("bytes_per_step", "bytes/step", "{}"), ("comm_ms_per_step", "comm ms", "{:.2f}"),
-               ("step_ms", "step ms", "{:.2f}"), ("loss", "loss", "{:.4f}"),
-               ("accuracy", "acc %", "pct"), ("wall_s", "wall s", "{:.1f}")]
-
-
-def format_runs(runs: list[dict]) -> str:
-    """The runs as a table for stdout (the JSON file keeps every field)."""
-    def cell(value, fmt):
-        if value is None:
-            return "-"
-        return f"{value * 100:.2f}" if fmt == "pct" else fmt.format(value)
-    body = [[cell(r.get(k), f) for k, _, f in RUN_COLUMNS] for r in runs]
-    heads = [h for _, h, _ in RUN_COLUMNS]
-    widths = [max(len(h), *(len(row[i]) for row in body)) if body else len(h)
-              for i, h in enumerate(heads)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in body]
-    lines += [f"! {r['name']}: {r['error']}" for r in runs if r.get("error")]
-    return "\n".join(lines)
+            json.dump(document.document(), fh, indent=2)
+    print(document.table())
+    return 1 if any(r["error"] is not None for r in runs) else 0
 
 
 if __name__ == "__main__":

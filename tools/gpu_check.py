@@ -1,6 +1,6 @@
 """``make perf-gpu``: the checks only a GPU can show, as one short script for a lent machine.
 
-    python -m benchmarks.gpu_check [--device cuda] [--output DIR] [--quick]
+    python -m tools.gpu_check [--device cuda] [--output DIR] [--quick]
 
 It measures, side by side in one run and as medians of interleaved rounds:
 
@@ -40,8 +40,8 @@ QUICK_SHAPES = {"cuda": (32, (3, 64, 64)), "cpu": (4, (3, 32, 32))}
 
 
 def _p50(model, x, device, autocast=None, min_time_s: float = 0.5) -> float:
-    from .measure import measure_latency
-    from .results import LatencyStats
+    from benchmarks.measure import measure_latency
+    from benchmarks.results import LatencyStats
     tracker = measure_latency(model, x, device, autocast=autocast, min_time_s=min_time_s)
     return LatencyStats.from_samples(tracker.samples_ms, x.shape[0]).p50
 
@@ -52,8 +52,8 @@ def kernels(device_name: str, rounds: int, quick: bool) -> dict:
     import torchvision
     from torch.utils import benchmark
 
-    from .environment import default_threads
-    from .measure import measure_peak_memory, pinned_threads
+    from benchmarks.environment import default_threads
+    from benchmarks.measure import measure_peak_memory, pinned_threads
 
     device = torch.device(device_name)
     amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
@@ -167,7 +167,7 @@ def render(results: dict, env: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_check")
+    parser = argparse.ArgumentParser(prog="python -m tools.gpu_check")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--output", type=Path, default=ROOT / "results")
     parser.add_argument("--rounds", type=int, default=5)
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         print(f"gpu_check: --rounds must be at least 1, got {args.rounds}", file=sys.stderr)
         return 2
-    from .environment import environment_card, quiet_library_noise
+    from benchmarks.environment import environment_card, quiet_library_noise
     quiet_library_noise()
     env = environment_card(torch.device(args.device))
     sections = {"kernels": lambda: kernels(args.device, args.rounds, args.quick),

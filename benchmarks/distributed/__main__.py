@@ -1,0 +1,7 @@
+"""``python -m benchmarks.distributed`` = ``python -m benchmarks distributed``."""
+
+import sys
+
+from .launcher import main
+
+sys.exit(main(sys.argv[1:]))
