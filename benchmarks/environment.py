@@ -93,10 +93,33 @@ def precision_key(device: torch.device, fp32: str = "ieee") -> str:
     return device.type if device.type == "cpu" else f"{device.type}-{fp32}"
 
 
+def worker_cores(device: str, cores: list[int] | None = None,
+                 gpus: int | None = None) -> list[int]:
+    """The cores a queue worker for ``device`` may use, disjoint from the other kind's: the
+    CPU worker's timed threads and a CUDA worker's kernel launches (and its INT8 variants'
+    CPU timings) must not disturb each other. A CUDA worker mostly waits on the GPU: it gets
+    the first quarter of the cores (at least one); the CPU worker the rest. On a machine with
+    no GPU the CPU worker keeps every core; with one core there is nothing to split."""
+    cores = sorted(cores if cores is not None else (os.sched_getaffinity(0)
+                                                    if hasattr(os, "sched_getaffinity")
+                                                    else range(os.cpu_count() or 1)))
+    if gpus is None:
+        gpus = torch.cuda.device_count()
+    if len(cores) < 2 or (gpus == 0 and not device.startswith("cuda")):
+        return list(cores)
+    split = max(1, len(cores) // 4)
+    return cores[:split] if device.startswith("cuda") else cores[split:]
+
+
 def default_threads() -> int:
-    """All cores but one: the OS, the server and the progress bar get the spare core, which
-    keeps CPU timings steady (spreads of 20-70% were seen using every core of two)."""
-    return max(1, (os.cpu_count() or 1) - 1)
+    """All the process's cores but one: the OS, the server and the progress bar get the spare
+    core, which keeps CPU timings steady (spreads of 20-70% were seen using every core of
+    two). A queue worker's cores are its share (``worker_cores``)."""
+    try:
+        available = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        available = os.cpu_count() or 1
+    return max(1, available - 1)
 
 
 def environment_card(device: torch.device | None = None, threads: int | None = None) -> dict:

@@ -90,6 +90,7 @@ class Built:
     model: nn.Module | None = None
     device: torch.device | None = None
     autocast_dtype: torch.dtype | None = None
+    example: torch.Tensor | None = None  # the timed batch, in the variant's memory format
     samples: list[float] = field(default_factory=list)
     host: list[float] = field(default_factory=list)
     visits: int = 0
@@ -374,6 +375,8 @@ class PreparedSweep:
                 model = model.to(device)
             model.eval()
             b.device, b.autocast_dtype = device, outcome.autocast_dtype
+            b.example = self.example if outcome.memory_format is None else \
+                self.example.contiguous(memory_format=outcome.memory_format)
             result.layer_sparsity = outcome.layer_sparsity
 
             enter("accuracy")
@@ -391,7 +394,7 @@ class PreparedSweep:
             enter("memory")
             t0 = time.perf_counter()
             result.peak_memory_bytes, result.memory_method = measure.measure_peak_memory(
-                model, self.example, device, autocast=b.autocast())
+                model, b.example, device, autocast=b.autocast())
             result.phase_s["memory"] = time.perf_counter() - t0
 
             enter("size")
@@ -499,7 +502,7 @@ class PreparedSweep:
     # -- timing --------------------------------------------------------------------------
 
     def _visit(self, b: Built, runs: int, seconds: float, warmup: int) -> None:
-        tracker = measure.measure_latency(b.model, self.example, b.device,
+        tracker = measure.measure_latency(b.model, b.example, b.device,
                                           autocast=b.autocast(), min_runs=runs,
                                           min_time_s=seconds, warmup=warmup)
         b.samples.extend(tracker.samples_ms)
@@ -544,7 +547,7 @@ class PreparedSweep:
         if self.device.type != "cpu" and base is not None and any(
                 b.device.type == "cpu" for b in entries):
             cpu_ref = Built(base.index, base.result, copy.deepcopy(base.model).cpu().eval(),
-                            torch.device("cpu"), base.autocast_dtype)
+                            torch.device("cpu"), base.autocast_dtype, example=self.example)
             entries.append(cpu_ref)
         rounds = spec.timing_rounds
         runs = max(2, math.ceil(spec.min_runs / rounds))

@@ -18,7 +18,14 @@ from .precision import AMP_TORCH_DTYPES, autocast
 
 
 def apply(model: nn.Module, settings: AmpSettings, ctx: Context) -> Outcome:
-    """A copy of ``model`` (fp32 weights) plus the autocast dtype to run it under.
+    """A copy of ``model`` plus the autocast dtype to run it under.
+
+    On the CPU the weights stay fp32 and autocast picks per-op dtypes. On CUDA the model is
+    prepared the way a deployer would: weights cast once to the AMP dtype (under
+    ``inference_mode`` autocast would otherwise re-cast every fp32 weight on every call) and,
+    for convolutional models, channels-last memory, which tensor cores want; autocast stays on
+    for the ops that need fp32. What was done is recorded; where the model refuses it, plain
+    autocast is used and the reason recorded.
 
     In a chain whose earlier step decided where the model runs (INT8: the CPU), autocast is
     kept only where it changes the output: INT8 kernels ignore it, and that is recorded
@@ -32,18 +39,50 @@ def apply(model: nn.Module, settings: AmpSettings, ctx: Context) -> Outcome:
             return Outcome(model=model, config={"amp": {"dtype": dtype_name,
                                                         "skipped": skipped}})
     copied = copy.deepcopy(model).eval()
+    config = {"dtype": dtype_name, "device_type": device_type, "weights": "fp32",
+              "memory_format": "contiguous", "requested": settings.dtype}
+    memory_format = None
+    if device_type == "cuda":
+        prepared, fmt, why = _deployed(copied, dtype_name, device, ctx)
+        if prepared is not None:
+            copied, memory_format = prepared, fmt
+            config.update(weights=f"{dtype_name} (cast once)",
+                          memory_format="channels_last" if fmt is not None else "contiguous")
+        else:
+            config["weights_note"] = f"kept fp32: {why}"
     # One-sample smoke run: an op without a kernel for this dtype fails here, as one line,
     # rather than in the middle of the timed loop.
     try:
-        with torch.inference_mode(), autocast(device_type, dtype_name):
-            copy.deepcopy(copied).to(device)(ctx.example_input[:1].to(device))
+        _forward(copy.deepcopy(copied).to(device), dtype_name, device, ctx, memory_format)
     except Exception as exc:
         raise RuntimeError(f"autocast {dtype_name} on {device_type} fails for this model: "
                            f"{first_line(exc)}") from exc
-    config = {"dtype": dtype_name, "device_type": device_type, "weights": "fp32",
-              "requested": settings.dtype}
     return Outcome(model=copied, config={"amp": config},
-                   autocast_dtype=AMP_TORCH_DTYPES[dtype_name])
+                   autocast_dtype=AMP_TORCH_DTYPES[dtype_name], memory_format=memory_format)
+
+
+def _forward(model: nn.Module, dtype_name: str, device: torch.device, ctx: Context,
+             memory_format=None) -> torch.Tensor:
+    x = ctx.example_input[:1].to(device)
+    if memory_format is not None:
+        x = x.contiguous(memory_format=memory_format)
+    with torch.inference_mode(), autocast(device.type, dtype_name):
+        return model(x)
+
+
+def _deployed(model: nn.Module, dtype_name: str, device: torch.device, ctx: Context):
+    """(the model with weights cast once and channels-last for CNNs, its memory format or
+    None, why not): the prepared model when it runs, else (None, None, the reason)."""
+    prepared = copy.deepcopy(model).to(device=device, dtype=AMP_TORCH_DTYPES[dtype_name])
+    fmt = torch.channels_last if any(isinstance(m, nn.Conv2d) for m in prepared.modules()) \
+        else None
+    if fmt is not None:
+        prepared = prepared.to(memory_format=fmt)
+    try:
+        _forward(prepared, dtype_name, device, ctx, fmt)
+    except Exception as exc:
+        return None, None, first_line(exc)
+    return prepared, fmt, None
 
 
 def _no_effect(model: nn.Module, dtype_name: str, device: torch.device,

@@ -167,6 +167,8 @@ class Outcome:
     flops_hint: int | None = None
     # Per-layer sparsity for pruned variants: {layer name: fraction of zero weights}.
     layer_sparsity: dict[str, float] | None = None
+    # The memory format its inputs should come in (channels-last for AMP on CUDA), or None.
+    memory_format: torch.memory_format | None = None
 
     def autocast(self, device_type: str) -> AbstractContextManager:
         from .precision import autocast

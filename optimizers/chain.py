@@ -59,7 +59,8 @@ def apply_chain(model: nn.Module, steps: list[tuple[str, object]], ctx: Context)
             autocast_dtype=out.autocast_dtype or current.autocast_dtype,
             flops_hint=out.flops_hint if out.flops_hint is not None else current.flops_hint,
             layer_sparsity=out.layer_sparsity if out.layer_sparsity is not None
-            else current.layer_sparsity)
+            else current.layer_sparsity,
+            memory_format=out.memory_format or current.memory_format)
         step_ctx = dataclasses.replace(
             step_ctx, base_key=tuple(step_ctx.base_key) + _step_key(technique, out.config),
             prior=step_ctx.prior + (Step(technique, settings, out.config),),

@@ -109,8 +109,15 @@ def _child(rank, world_size, port, backend, job, results, progress, timeout_s):
         # stalled; otherwise a waiting rank's gloo timeout would be reported as the cause.
         timeout = datetime.timedelta(seconds=2 * timeout_s + 10)
         store = dist.TCPStore(HOST, port, None, False, timeout)
+        kwargs = {}
+        if backend == "nccl":
+            import torch
+            # The rank's GPU first, then a group bound to it (NCCL's communicator is created
+            # on that device, not guessed at the first collective).
+            torch.cuda.set_device(rank)
+            kwargs["device_id"] = torch.device("cuda", rank)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                                timeout=timeout)
+                                timeout=timeout, **kwargs)
         try:
             result = run_worker(job, rank, world_size, rank, progress)
         finally:

@@ -90,17 +90,28 @@ class CommMeter:
         self.bytes = 0
         self.intervals: list[tuple[float, float]] = []
         self.events: list[tuple] = []
+        if self.cuda:  # the step's time origin: every bucket's events are read against it
+            self.origin = torch.cuda.Event(enable_timing=True)
+            self.origin.record()
 
     def step_comm_ms(self) -> float:
+        """Communication time of the step: the union of its buckets' intervals (buckets
+        overlap: each is handed over while later ones are still being computed)."""
         if self.cuda:
             torch.cuda.synchronize()
-            return sum(start.elapsed_time(end) for start, end in self.events)
-        total, end = 0.0, -math.inf
-        for t0, t1 in sorted(self.intervals):  # union of overlapping bucket intervals
-            if t1 > end:
-                total += t1 - max(t0, end)
-                end = t1
-        return total * 1e3
+            return union_ms([(self.origin.elapsed_time(a), self.origin.elapsed_time(b))
+                             for a, b in self.events])
+        return union_ms([(t0 * 1e3, t1 * 1e3) for t0, t1 in self.intervals])
+
+
+def union_ms(intervals: list[tuple[float, float]]) -> float:
+    """Total length of the union of [start, end] intervals (milliseconds in, out)."""
+    total, end = 0.0, -math.inf
+    for t0, t1 in sorted(intervals):
+        if t1 > end:
+            total += t1 - max(t0, end)
+            end = t1
+    return total
 
 
 def timed_hook(meter: CommMeter, bucket):
@@ -173,7 +184,7 @@ def run_worker(job: WorkerJob, rank: int, world_size: int, local_rank: int,
     """The body of one rank; rank 0 returns the run's figures, the others None."""
     torch.set_num_threads(job.threads)
     if job.device == "cuda":
-        torch.cuda.set_device(local_rank)
+        torch.cuda.set_device(local_rank)  # before any CUDA work (init_process_group did it too)
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
@@ -322,7 +333,13 @@ def torchrun_main(argv: list[str]) -> int:
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    dist.init_process_group("nccl" if device == "cuda" else "gloo")  # env:// from torchrun
+    if device == "cuda":
+        # The rank's GPU first, then a group bound to it (device_id): NCCL then creates its
+        # communicator eagerly on the right device instead of guessing at the first call.
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    else:
+        dist.init_process_group("gloo")  # env:// from torchrun
     try:
         job = WorkerJob(model=args.model, dataset=args.dataset, compression=args.compression,
                         amp=args.amp, steps=args.steps, batch_size=args.batch_size,
