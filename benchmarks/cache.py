@@ -58,6 +58,24 @@ class WeightsCache:
     def path(self, parts: tuple) -> Path:
         return self.directory / f"{self.key(parts)}.safetensors"
 
+    def has(self, parts: tuple) -> bool:
+        return self.enabled and self.path(parts).exists()
+
+    def put(self, key: str, state: dict) -> None:
+        """Add weights trained elsewhere (another GPU, a Ray node) under their key."""
+        if not self.enabled:
+            return
+        from safetensors.torch import save_file
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+        os.close(fd)
+        try:
+            save_file(state, tmp)
+            os.replace(tmp, self.directory / f"{key}.safetensors")
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
     def __call__(self, parts: tuple, build: Callable[[], nn.Module],
                  train: Callable[[nn.Module], None]) -> nn.Module:
         """Cached weights for ``parts`` loaded into ``build()``, else ``train`` them and save."""

@@ -127,6 +127,7 @@ def expand_range(flag: str, text: str, integer: bool = False) -> tuple:
 def build_parser() -> argparse.ArgumentParser:
     from optimizers import registry
 
+    from .executors import EXECUTORS
     from .specs import (DATASETS, DEFAULT_MAX_VARIANTS, DEVICES, FP32_MODES, MAX_SEEDS,
                         TIMING_MODES)
 
@@ -188,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "round-robin rounds (host drift hits all alike); sequential: each "
                           "right after its build")
     run.add_argument("--timing-rounds", type=_positive_int("--timing-rounds"), default=5)
+    run.add_argument("--executor", default="local", choices=EXECUTORS,
+                     help="local: every build here, in turn; ray: builds as tasks on a Ray "
+                          "cluster, timed together on one of its nodes")
+    run.add_argument("--ray-address", metavar="HOST:PORT",
+                     help="the Ray cluster's head (default: $RAY_ADDRESS)")
     run.add_argument("--json", dest="json_file", metavar="FILE")
     run.add_argument("--csv", dest="csv_file", metavar="FILE")
     run.add_argument("--store", metavar="FILE", help="the SQLite results store")
@@ -266,6 +272,9 @@ def cmd_run(args) -> int:
     # Validate everything before the store is touched: bad input writes nothing.
     cache = WeightsCache(enabled=not args.no_cache)
     sweep = prepare_sweep(spec, cache=cache)
+    if args.executor == "ray":
+        from .executors.ray_executor import RaySweep
+        sweep = RaySweep(sweep, args.ray_address)
     store = ResultsStore(args.store)
     if not args.quiet:
         print(estimate_sweep(spec, store, sweep.baseline_cached()).describe(), file=sys.stderr)
@@ -277,7 +286,8 @@ def cmd_run(args) -> int:
                       spec=spec.to_dict(), environment=sweep.environment) as recorder:
         try:
             for index, result in enumerate(sweep.run(
-                    progress, on_partial=lambda i, r: recorder.add(r, i))):
+                    progress, on_partial=lambda i, r: recorder.add(r, i),
+                    on_environment=recorder.set_environment)):
                 recorder.add(result, index)
                 results.append(result)
         finally:

@@ -103,6 +103,10 @@ class VariantResult:
     warnings: list[str] = field(default_factory=list)
     # The weights cache during this variant's build: {"hits": n, "misses": m} (a miss trained).
     cache: dict = field(default_factory=dict)
+    # Where its weights were trained (one entry per seed, when an executor trained them
+    # elsewhere) and where it was measured and timed.
+    built_on: list[str] = field(default_factory=list)
+    timed_on: str | None = None
     _latency_cache: tuple = field(default=(), repr=False, compare=False)
 
     @property
@@ -183,6 +187,8 @@ class VariantResult:
             "timing": dict(self.timing),
             "launch_bound": self.launch_bound,
             "warnings": list(self.warnings),
+            "built_on": list(self.built_on),
+            "timed_on": self.timed_on,
         }
         # Raw figures, so nothing is stored twice or lost.
         out["raw"] = {k: v for k, v in asdict(self).items() if k in (

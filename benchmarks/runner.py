@@ -133,8 +133,12 @@ class PreparedSweep:
     """A validated sweep, ready to run: data loaded, baseline structure built and checked."""
 
     def __init__(self, spec: SweepSpec, *, cache: WeightsCache | None = None,
-                 allowed_models_dir: str | Path | None = None):
+                 allowed_models_dir: str | Path | None = None, executor=None):
         self.spec = spec
+        # Where trainable builds run (None: here, in turn); see benchmarks/executors.
+        self.executor = executor
+        self.failed_builds: dict[int, str] = {}    # variant index -> why its build failed
+        self.built_on: dict[int, list[str]] = {}   # variant index -> where it was trained
         self.device = resolve_device(spec.device)
         self.threads = spec.threads or default_threads()
         for v in spec.variants:
@@ -171,6 +175,10 @@ class PreparedSweep:
             load_into(model, self.checkpoint_state, Path(spec.checkpoint).name)
         self._untrained = model
         self.cache = cache if cache is not None else WeightsCache()
+        if executor is not None:
+            from .executors.weights import MemoryCache
+            # Weights trained elsewhere land here, over the sweep's own cache.
+            self.cache = MemoryCache(fallback=self.cache)
         self.model_key = ["user", Path(spec.model).name, user_model_digest(spec.model)] \
             if is_user_model(spec.model) else [spec.model]
         self.environment = environment_card(self.device, self.threads)
@@ -245,7 +253,7 @@ class PreparedSweep:
         a checkpoint or synthetic data)."""
         if self.spec.checkpoint or not self.data.labelled:
             return None
-        return self.cache.enabled and self.cache.path(self.base_key(self.spec.seed)).exists()
+        return self.cache.has(self.base_key(self.spec.seed))
 
     # -- variants ------------------------------------------------------------------------
 
@@ -285,8 +293,12 @@ class PreparedSweep:
 
     def run(self, on_progress: ProgressFn | None = None,
             should_stop: Callable[[], bool] | None = None,
-            on_partial: PartialFn | None = None) -> Iterator[VariantResult]:
-        """Every variant's result, in the spec's order, once it is fully measured."""
+            on_partial: PartialFn | None = None,
+            on_environment: Callable[[dict], None] | None = None
+            ) -> Iterator[VariantResult]:
+        """Every variant's result, in the spec's order, once it is fully measured. (The
+        environment is known before the run here; ``on_environment`` is for executors whose
+        timing node is only known once they run.)"""
         stop = should_stop or (lambda: False)
         built: list[Built] = []
         # Training too runs on the pinned threads: on two cores, two threads contending with
@@ -294,6 +306,8 @@ class PreparedSweep:
         with measure.pinned_threads(self.threads):
             try:
                 self.load_baseline(on_progress, stop)
+                if self.executor is not None:
+                    self.executor.prefetch(self, on_progress, stop)
                 shared: dict = {}
                 budget = RESIDENT_SHARE * available_memory_bytes(self.device)
                 resident = 0
@@ -339,7 +353,14 @@ class PreparedSweep:
                                started_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
         if not variant.techniques:
             result.warnings.extend(self.warnings)
+        result.built_on = list(self.built_on.get(index, []))
         b = Built(index, result)
+        if index in self.failed_builds:
+            result.error = f"build failed: {self.failed_builds[index]}"
+            if on_progress:
+                on_progress(ProgressEvent(variant.name, index, len(self.spec.variants), "done",
+                                          1.0))
+            return b
         phase = "build"
         t_variant = time.perf_counter()
 
@@ -523,13 +544,15 @@ class PreparedSweep:
         if on_progress:
             on_progress(ProgressEvent(b.result.name, b.index, len(self.spec.variants),
                                       "latency"))
+        started = time.time()
         try:
             self._visit(b, self.spec.min_runs, self.spec.min_time_s, self.spec.warmup)
         except Exception as exc:
             b.result.error = f"latency failed: {described(exc)}"
         reason = ("the variants do not fit in memory together" if for_memory
                   else "sequential timing was asked for")
-        self._finish_timing(b, {"method": "sequential", "rounds": 1, "reason": reason})
+        self._finish_timing(b, {"method": "sequential", "rounds": 1, "reason": reason,
+                                "window": [round(started, 3), round(time.time(), 3)]})
         _release_memory()
 
     def _time_interleaved(self, built: list[Built], on_progress: ProgressFn | None,
@@ -550,6 +573,7 @@ class PreparedSweep:
                             torch.device("cpu"), base.autocast_dtype, example=self.example)
             entries.append(cpu_ref)
         rounds = spec.timing_rounds
+        started = time.time()
         runs = max(2, math.ceil(spec.min_runs / rounds))
         seconds = spec.min_time_s / rounds
         total = len(spec.variants)
@@ -570,7 +594,8 @@ class PreparedSweep:
                 except Exception as exc:
                     b.result.error = f"latency failed: {described(exc)}"
         timing = {"method": "interleaved", "rounds": rounds,
-                  "variants_together": len(entries) - (cpu_ref is not None)}
+                  "variants_together": len(entries) - (cpu_ref is not None),
+                  "window": [round(started, 3), round(time.time(), 3)]}
         if cpu_ref is not None:
             base.result.cpu_latency_samples_ms = list(cpu_ref.samples)
             timing["cpu_baseline"] = "timed in the same rounds, for the CPU variants' ratios"

@@ -173,6 +173,13 @@ class VariantSpec:
             return {control.name: control.config(dict(self.settings)[control.of])}
         return {t: {k: _plain(v) for k, v in asdict(s).items()} for t, s in self.steps}
 
+    @property
+    def trains(self) -> bool:
+        """Whether building it trains weights (the baseline's are trained apart)."""
+        if self.control is not None:
+            return True
+        return any(registry.get(t).trains(s) for t, s in self.steps)
+
     def axes_dict(self) -> dict:
         return dict(self.axes)
 

@@ -57,6 +57,9 @@ class Technique:
     switch: str | None = None      # the field whose flag turns it on; None: a bare --NAME flag
     label_fields: tuple[str, ...] = ()  # always in its variants' names
     control: Control | None = None
+    # Whether applying it with these settings trains weights (what an executor sends to
+    # another process or node to build): (settings) -> bool.
+    trains: Callable[[object], bool] = lambda settings: True
 
     def apply_fn(self) -> Callable:
         return _resolve(self.apply)
@@ -171,7 +174,8 @@ def check_order(steps: list[str] | tuple[str, ...]) -> None:
 register(Technique(
     "prune", PruneSettings, 10, "optimizers.pruning:apply",
     "pruning: l1 (per layer), global (across layers), channel (structured)",
-    switch="ratio", label_fields=("method", "ratio")))
+    switch="ratio", label_fields=("method", "ratio"),
+    trains=lambda s: s.finetune_epochs > 0))
 register(Technique(
     "distill", DistillSettings, 20, "optimizers.distillation:apply",
     "knowledge distillation of a smaller student (after pruning: recovers the pruned model)",
@@ -182,8 +186,8 @@ register(Technique(
 register(Technique(
     "int8", Int8Settings, 30, "optimizers.quantization:apply",
     "INT8 quantization (PyTorch's x86 kernels, on the CPU)", switch="mode",
-    label_fields=("mode",)))
+    label_fields=("mode",), trains=lambda s: s.mode == "qat"))
 register(Technique(
     "amp", AmpSettings, 40, "optimizers.amp:apply",
     "automatic mixed precision at inference (torch.amp autocast)", switch="dtype",
-    label_fields=("dtype",)))
+    label_fields=("dtype",), trains=lambda s: False))

@@ -193,6 +193,13 @@ class ResultsStore:
             db.execute("UPDATE runs SET status=?, error=?, finished_at=? WHERE run_id=?",
                        (status, error, now_iso(), run_id))
 
+    def set_environment(self, run_id: str, environment: dict) -> None:
+        """A run's environment card, when it is known only once the run has started (the
+        node a cluster measured it on)."""
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET environment=? WHERE run_id=?",
+                       (json.dumps(environment, default=str), run_id))
+
     def mark_dead_runs(self) -> int:
         """Mark runs of this host whose process is gone as interrupted. Returns how many."""
         host = socket.gethostname()
@@ -289,6 +296,9 @@ class RunRecorder:
         else:
             self.failed.pop(position, None)
         return position
+
+    def set_environment(self, environment: dict) -> None:
+        self.store.set_environment(self.run_id, environment)
 
     def finish(self, status: str | None = None, error: str | None = None) -> str:
         """End the run: ``status`` as given, else complete or failed by the variants."""

@@ -1,0 +1,226 @@
+"""Sweeps on a Ray cluster: every build that trains is a Ray task, the sweep is measured and
+timed by one task on one node, together, in interleaved rounds.
+
+- Every task asks for one GPU on a GPU cluster, or for one ``bench_slot`` (a custom resource,
+  one per node, declared at ``ray start``) on CPU nodes: the scheduler, not a lock of ours,
+  guarantees that two builds or timings never share a device (Ray's resources; STYLE 16).
+- The baseline is trained once, by a task; its weights reach the variants' tasks through Ray's
+  object store (an ObjectRef argument), never a shared disk. The trained weights travel the
+  same way to the measuring task.
+- A task whose worker dies is retried once; then only its variant fails, with one line naming
+  the node. Cancel reaches running tasks (``ray.cancel``). If the driver dies, the job and run
+  are marked interrupted as for a local sweep.
+- The project's code travels with the job (``runtime_env`` ``py_modules``); torch and the
+  project's dependencies must be installed on every node, and data sets other than digits and
+  synthetic must sit at the same path on every node.
+
+Ray is imported here only: the CLI and the dashboard's worker load this module when the Ray
+executor is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from optimizers.errors import described
+
+from ..results import VariantResult
+from .tasks import TrainTask, Trained, measure, plan, ship, train
+
+SLOT = "bench_slot"
+NAMESPACE = "compression-bench"
+POLL_S = 0.5
+PACKAGES = ("benchmarks", "optimizers")
+
+
+def address_or_default(address: str | None) -> str:
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        raise ValueError("--executor ray needs --ray-address HOST:PORT (or RAY_ADDRESS): the "
+                         "head of a running cluster; this tool never starts one")
+    return address
+
+
+def _reachable(address: str) -> None:
+    """A quick TCP probe of the head, so a wrong address is one line in seconds (Ray itself
+    would retry for minutes)."""
+    import socket
+    host, _, port = address.rpartition(":")
+    if address.startswith("ray://") or not port.isdigit():
+        return  # a client address, or one Ray resolves itself
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            return
+    except OSError as exc:
+        raise ValueError(f"no Ray cluster answers at {address} ({exc.strerror or exc}); start "
+                         f"one with `ray start --head` (see the README's cluster section)"
+                         ) from None
+
+
+def connect(address: str | None) -> dict:
+    """Join the cluster at ``address`` as a driver; returns its resources. Refuses, in one
+    line, an address with no cluster or a cluster whose nodes declare no bench slot."""
+    address = address_or_default(address)
+    _reachable(address)
+    # Ray's core logs to stderr from C++; the CLI keeps stderr for progress and one-line
+    # errors. A cluster that stops answering is given up on in seconds, not minutes.
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
+    os.environ.setdefault("RAY_gcs_rpc_server_connect_timeout_s", "10")
+    import ray
+    if not ray.is_initialized():
+        root = Path(__file__).resolve().parents[2]
+        try:
+            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
+                     logging_level="ERROR", configure_logging=False,
+                     runtime_env={"py_modules": [str(root / p) for p in PACKAGES]})
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ValueError(f"no Ray cluster answers at {address} ({described(exc)}); start "
+                             f"one with `ray start --head` (see the README's cluster "
+                             f"section)") from None
+    resources = ray.cluster_resources()
+    if not resources.get(SLOT) and not resources.get("GPU"):
+        raise ValueError(f"the Ray cluster at {address} has no GPUs and no {SLOT}: start each "
+                         f"node with --resources '{{\"{SLOT}\": 1}}'")
+    return resources
+
+
+def cluster_card() -> dict:
+    """The cluster as the dashboard's sidebar shows it: nodes, their GPUs or bench slots, and
+    what is free now."""
+    import ray
+    free = ray.available_resources()
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    return {"nodes": [{"id": n["NodeID"][:12], "address": n.get("NodeManagerAddress"),
+                       "cpus": n["Resources"].get("CPU", 0),
+                       "gpus": n["Resources"].get("GPU", 0),
+                       "slots": n["Resources"].get(SLOT, 0)} for n in nodes],
+            "gpus": ray.cluster_resources().get("GPU", 0), "gpus_free": free.get("GPU", 0),
+            "slots": ray.cluster_resources().get(SLOT, 0), "slots_free": free.get(SLOT, 0)}
+
+
+def _resources(device_type: str) -> dict:
+    return {"num_gpus": 1} if device_type == "cuda" else {"resources": {SLOT: 1}}
+
+
+class RaySweep:
+    """A prepared sweep (validated here, on the driver) run on the cluster. It offers what
+    the CLI and the queue's worker use of ``PreparedSweep``: ``run``, ``environment``,
+    ``device``, ``warnings``, ``cancelled``, ``baseline_cached``."""
+
+    def __init__(self, prepared, address: str | None = None):
+        self.prepared = prepared
+        self.spec = prepared.spec
+        self.device = prepared.device
+        self.warnings = prepared.warnings
+        self.environment = dict(prepared.environment)
+        self.cancelled = False
+        self.resources = connect(address)
+        self.environment["cluster"] = cluster_card()
+
+    def baseline_cached(self) -> bool | None:
+        return None  # the cluster trains it: the local cache says nothing of that
+
+    def run(self, on_progress=None, should_stop=None, on_partial=None, on_environment=None):
+        import ray
+
+        from ..runner import ProgressEvent
+        stop = should_stop or (lambda: False)
+        spec = self.spec
+        total = len(spec.variants)
+        res = _resources(self.device.type)
+        spec_dict, files = ship(spec)
+        remote_train = ray.remote(train).options(max_retries=1, retry_exceptions=False, **res)
+
+        def report(task: TrainTask, phase: str):
+            if on_progress:
+                name = spec.variants[task.index].name if task.index else "baseline"
+                on_progress(ProgressEvent(name, task.index if task.index else -1, total,
+                                          phase))
+
+        tasks = plan(spec, self.prepared.data.labelled, with_baseline=True)
+        refs: dict = {}
+        for task in tasks:
+            if task.index == 0:
+                refs[task] = remote_train.remote(spec_dict, task, None, files)
+        for task in tasks:
+            if task.index > 0:
+                base = refs.get(TrainTask(0, task.seed))
+                refs[task] = remote_train.remote(spec_dict, task, base, files)
+                report(task, f"build on the cluster (seed {task.seed})")
+        of = {ref: task for task, ref in refs.items()}
+        trained: dict[TrainTask, Trained] = {}
+        pending = list(refs.values())
+        while pending:
+            if stop():
+                return self._cancel(pending)
+            ready, pending = ray.wait(pending, num_returns=1, timeout=POLL_S)
+            for ref in ready:
+                task = of[ref]
+                try:
+                    trained[task] = ray.get(ref)
+                except ray.exceptions.RayError as exc:  # its worker died twice, or cancelled
+                    trained[task] = Trained(task, error=f"{described(exc)} (retried once)")
+                done = trained[task]
+                report(task, f"built on {done.where}" if not done.error
+                       else f"build failed: {done.error}")
+        failed = {t.index: t_.error for t, t_ in trained.items()
+                  if t_.error and t.seed == spec.seed and t.index > 0}
+        base_failed = trained.get(TrainTask(0, spec.seed))
+        if base_failed is not None and base_failed.error:
+            failed.update({i: f"its baseline failed: {base_failed.error}"
+                           for i in range(1, total)})
+        built_on: dict[int, list[str]] = {}
+        for task in sorted(trained, key=lambda t: (t.index, t.seed)):
+            built_on.setdefault(task.index, []).append(trained[task].where)
+        good = [refs[t] for t, t_ in trained.items() if not t_.error]
+        remote_measure = ray.remote(measure).options(num_returns="streaming", max_retries=0,
+                                                      **res)
+        if on_progress:
+            on_progress(ProgressEvent("all variants", 0, total, "measuring on the cluster"))
+        stream = remote_measure.remote(spec_dict, files, failed, built_on, *good)
+        results: dict[int, VariantResult] = {}
+        while True:
+            if stop():
+                ray.cancel(stream)
+                self.cancelled = True
+                break
+            ready, _ = ray.wait([stream], timeout=POLL_S)
+            if not ready:
+                continue
+            try:
+                item = ray.get(next(stream))
+            except StopIteration:
+                break
+            except ray.exceptions.RayError as exc:
+                raise RuntimeError(f"measuring on the cluster failed: {described(exc)}") from None
+            kind, index, data = item
+            if kind == "environment":  # the timing node's card is the run's
+                self.environment = {**index, "cluster": self.environment.get("cluster")}
+                if on_environment:
+                    on_environment(self.environment)
+                continue
+            result = VariantResult.from_dict(data)
+            if kind == "partial":
+                if on_partial:
+                    on_partial(index, result)
+                if on_progress:
+                    on_progress(ProgressEvent(result.name, index, total,
+                                              f"measured on {result.timed_on}", 1.0))
+            else:
+                results[index] = result
+                if on_progress:
+                    on_progress(ProgressEvent(result.name, index, total, "done", 1.0))
+        for index in sorted(results):
+            yield results[index]
+
+    def _cancel(self, pending):
+        import ray
+        for ref in pending:
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # already finished or gone
+                pass
+        self.cancelled = True
+        return iter(())
