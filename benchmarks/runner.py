@@ -392,6 +392,8 @@ class PreparedSweep:
             t0 = time.perf_counter()
             result.peak_memory_bytes, result.memory_method = measure.measure_peak_memory(
                 model, self.example, device, autocast=b.autocast())
+            result.traffic_bytes = measure.measure_traffic(model, self.example, device,
+                                                           autocast=b.autocast())
             result.phase_s["memory"] = time.perf_counter() - t0
 
             enter("size")

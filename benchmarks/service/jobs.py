@@ -257,12 +257,16 @@ class Worker:
 
     def register(self) -> None:
         from ..environment import default_threads, environment_card, resolve_device
+        from ..peaks import sweep_peaks
         import torch
         devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
         dev = resolve_device("cuda" if self.device.startswith("cuda") else "cpu")
         # The threads a sweep is timed with (pinned), not the process's default.
         card = {**environment_card(dev, default_threads()), "devices": devices,
                 "worker_pid": os.getpid()}
+        # The roofline's roofs, measured once per device and machine (then read from the
+        # store): here, before any job, on an idle worker.
+        card["peaks"] = sweep_peaks(self.store, dev, default_threads())
         with self.store.transaction() as db:
             db.execute("INSERT OR REPLACE INTO workers (device, pid, started_at, card) "
                        "VALUES (?,?,?,?)", (self.device, os.getpid(), now_iso(),
@@ -352,6 +356,7 @@ class Worker:
                     if failed else None)
 
     def run_sweep_job(self, job: Job) -> None:
+        from ..peaks import sweep_peaks
         from ..runner import prepare_sweep
         from ..specs import SweepSpec
         spec = SweepSpec.from_dict(job.payload)
@@ -371,6 +376,7 @@ class Worker:
                     on_progress, stop, on_partial=lambda i, r: recorder.add(r, i))):
                 recorder.add(result, index)
 
+        sweep.environment["peaks"] = sweep_peaks(self.store, sweep.device, sweep.threads)
         recorder = self.store.record(model=spec.model, dataset=spec.dataset,
                                      device=str(sweep.device), spec=spec.to_dict(),
                                      environment=sweep.environment)
