@@ -7,6 +7,7 @@ import json
 import streamlit as st
 
 from . import charts
+from . import state
 from .state import POLL_S, SEEN_VARIANTS, one_line, queue, store, worker_card  # noqa: F401
 
 ACTIVE = ("queued", "running")
@@ -347,6 +348,46 @@ def report_download(run: dict, key: str, compare: dict | None = None) -> None:
                        mime="text/html", key=f"{key}-html", on_click="ignore",
                        help="One HTML file with every chart, the comparison table and the "
                             "environment; it opens offline (plotly is embedded).")
+
+
+def export_panel(run: dict, key: str) -> None:
+    """Take a model away: a chosen variant exported by the worker (it rebuilds the model from
+    the weights cache and writes safetensors, .pt2, ONNX and the model card), then downloaded
+    as one zip. The page only submits and reads files: it never imports torch."""
+    from benchmarks.export import CARD_NAME, export_folder
+    names = [v["name"] for v in run.get("variants") or [] if not v.get("error")]
+    if run.get("kind", "sweep") != "sweep" or not names:
+        return
+    st.subheader("Take a model away")
+    variant = st.selectbox("Variant to export", names, key=f"{key}-export-variant",
+                           help="Weights as safetensors with the architecture to rebuild them, "
+                                "a torch.export .pt2, ONNX for float variants, and a model "
+                                "card with its metrics and file hashes.")
+    if st.button("Export model", key=f"{key}-export"):
+        try:
+            st.session_state[state.EXPORT_JOB_ID] = state.submit(
+                "export", {"run_id": run["run_id"], "variant": variant},
+                "cuda" if str(run.get("device") or "").startswith("cuda") else "cpu")
+        except Exception as exc:
+            st.error(f"Cannot queue the export: {one_line(exc)}")
+    job_id = st.session_state.get(state.EXPORT_JOB_ID)
+    job = queue().get(job_id) if job_id else None
+    if job is None or job.payload.get("run_id") != run["run_id"]:
+        return
+    exported = job.payload["variant"]
+    st.caption(f"Export of {exported}:")
+    track_job(job_id)
+    folder = export_folder(store().path, run["run_id"], exported)
+    zipped = folder.with_suffix(".zip")
+    if job.status != "complete" or not zipped.is_file():
+        return
+    card = json.loads((folder / CARD_NAME).read_text())
+    st.table([{"format": name, "file": entry.get("file") or "-", "status": entry["status"],
+               "why not": entry.get("reason") or "", "note": entry.get("note") or ""}
+              for name, entry in card["formats"].items()])
+    st.download_button(f"Download {exported} (zip)", zipped.read_bytes,
+                       file_name=f"{run['run_id']}-{zipped.name}", mime="application/zip",
+                       key=f"{key}-export-zip", on_click="ignore")
 
 
 def run_label(run: dict) -> str:

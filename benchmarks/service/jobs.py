@@ -29,7 +29,7 @@ from optimizers.errors import first_line
 from ..models import models_dir
 from .store import ResultsStore, now_iso
 
-JOB_KINDS = ("sweep", "distributed")
+JOB_KINDS = ("sweep", "distributed", "export")
 JOB_STATUSES = ("queued", "running", "complete", "failed", "cancelled", "interrupted")
 FINISHED = ("complete", "failed", "cancelled", "interrupted")
 POLL_S = 0.25            # how often an idle worker looks for work
@@ -322,6 +322,8 @@ class Worker:
         try:
             if job.kind == "sweep":
                 self.run_sweep_job(job)
+            elif job.kind == "export":
+                self.run_export_job(job)
             else:
                 self.run_distributed_job(job)
         except ValueError as exc:  # bad input found by the engine: the user's to fix
@@ -400,6 +402,19 @@ class Worker:
                                      device=environment["device"], spec=config.to_dict(),
                                      environment=environment, kind="distributed")
         self._record(job, recorder, run)
+
+    def run_export_job(self, job: Job) -> None:
+        """A variant of a stored run rebuilt and written as files, zipped for the page's
+        download (``benchmarks.export``; the dashboard never imports torch)."""
+        from ..export import archive, export_folder, export_variant
+        run_id, variant = job.payload["run_id"], job.payload["variant"]
+        self.progress(job.job_id, variant=variant, index=0, total=1, phase="exporting",
+                      fraction=0.0, message=f"rebuilding {variant} and writing its files")
+        folder = export_folder(self.store.path, run_id, variant)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        export_variant(self.store, run_id, variant, folder, allowed_models_dir=models_dir())
+        archive(folder)
+        self.finish(job.job_id, "complete")
 
     def loop(self) -> None:
         while self.parent_alive():
