@@ -658,10 +658,16 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
     return card
 
 
+def archive_path(folder: str | Path) -> Path:
+    """Where ``archive`` puts the zip of an export folder: beside it, named after it."""
+    folder = Path(folder)
+    return folder.with_name(folder.name + ".zip")
+
+
 def archive(folder: str | Path) -> Path:
     """The export folder zipped beside it (the dashboard's download)."""
-    folder = Path(folder)
-    return Path(shutil.make_archive(str(folder), "zip", root_dir=folder))
+    return Path(shutil.make_archive(str(archive_path(folder))[:-len(".zip")], "zip",
+                                    root_dir=folder))
 
 
 def export_folder(store_path: str | Path, run_id: str, variant: str) -> Path:

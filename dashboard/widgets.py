@@ -354,7 +354,7 @@ def export_panel(run: dict, key: str) -> None:
     """Take a model away: a chosen variant exported by the worker (it rebuilds the model from
     the weights cache and writes safetensors, .pt2, ONNX and the model card), then downloaded
     as one zip. The page only submits and reads files: it never imports torch."""
-    from benchmarks.export import CARD_NAME, export_folder
+    from benchmarks.export import CARD_NAME, archive_path, export_folder
     names = [v["name"] for v in run.get("variants") or [] if not v.get("error")]
     if run.get("kind", "sweep") != "sweep" or not names:
         return
@@ -378,7 +378,7 @@ def export_panel(run: dict, key: str) -> None:
     st.caption(f"Export of {exported}:")
     track_job(job_id)
     folder = export_folder(store().path, run["run_id"], exported)
-    zipped = folder.with_suffix(".zip")
+    zipped = archive_path(folder)
     if job.status != "complete" or not zipped.is_file():
         return
     card = json.loads((folder / CARD_NAME).read_text())

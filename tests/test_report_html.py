@@ -171,3 +171,18 @@ def test_the_report_draws_every_chart_in_chromium_with_the_network_off(store, tm
     assert [name for name, _, _ in drawn] == expected.charts
     assert all(marks > 0 and titled for _, marks, titled in drawn), drawn
     assert attempted == [] and errors == []
+
+
+def test_history_offers_the_report_of_the_two_runs_it_compares(store, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store))
+    from benchmarks.service.jobs import JobQueue
+    try:
+        at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
+                               default_timeout=60).run()
+        at.switch_page("pages/history.py").run()
+        assert not at.exception
+        assert len(at.multiselect(key="history_runs").value) == 2
+        assert [b.label for b in at.get("download_button")] == ["Download report"]
+    finally:
+        JobQueue(store).stop_worker("cpu")  # the app starts one a few seconds after opening
