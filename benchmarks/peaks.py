@@ -28,7 +28,7 @@ GEMM_SIZE = {"cpu": 1024, "cuda": 8192}
 # Copied bytes: far beyond the last-level cache, so the copy streams from memory.
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}
 MIN_RUNS = 10
-MIN_TIME_S = 0.15
+MIN_TIME_S = 0.25
 WARMUP = 2
 INT8_KERNELS = ("int_mm", "quantized_linear")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
-SECTIONS = ("fidelity", "bench", "resnet", "distributed", "dashboard")
+SECTIONS = ("fidelity", "peaks", "bench", "resnet", "distributed", "dashboard")
 DEFAULT_SWEEP = ["--prune", "0.5", "--distill", "--temperature", "4", "--amp", "--int8",
                  "static", "--combine"]
 
@@ -97,6 +97,41 @@ def fidelity(repeats: int) -> dict:
             check("latency phase wall time / sum of timed samples", round(over, 2), "<= 1.5",
                   over <= 1.5, "warm-up included"),
         ]}
+
+
+# -- issue 15: the roofline's measured peaks ------------------------------------------------
+
+def peaks(repeats: int) -> dict:
+    """The tool's fp32 GEMM peak against torch.utils.benchmark timing the same matmul, on the
+    same pinned threads, interleaved so drift hits both alike."""
+    import torch
+    from torch.utils import benchmark
+
+    from benchmarks.environment import default_threads
+    from benchmarks.measure import pinned_threads
+    from benchmarks.peaks import GEMM_SIZE, gemm_call, measure_peaks
+
+    threads = default_threads()
+    cpu = torch.device("cpu")
+    n = GEMM_SIZE["cpu"]
+    _, call = gemm_call(cpu, "fp32", n)
+    tool, timer, last = [], [], {}
+    for _ in range(repeats):
+        last = measure_peaks(cpu, threads)
+        tool.append(last["gemm_flops_per_s"]["fp32"])
+        with pinned_threads(threads):
+            t = benchmark.Timer("call()", globals={"call": call}, num_threads=threads)
+            timer.append(2.0 * n ** 3 / t.blocked_autorange(min_run_time=0.5).median)
+    # Medians of each: on a busy machine single pairs swing by 1.5x either way.
+    ratio = statistics.median(tool) / statistics.median(timer)
+    gflops = {k: round(v / 1e9, 1) for k, v in last["gemm_flops_per_s"].items()}
+    return {"threads": threads, "tool_fp32_flops": tool, "timer_fp32_flops": timer,
+            "peaks": last, "checks": [
+                check(f"fp32 GEMM peak ({n}x{n}): the tool / torch.utils.benchmark.Timer on "
+                      f"the same matmul", round(ratio, 3), "0.80-1.20", 0.8 <= ratio <= 1.2,
+                      f"medians of {repeats} interleaved repeats; {threads} thread(s); peaks "
+                      f"GFLOP/s {gflops}, copy {last['memory_bytes_per_s'] / 1e9:.1f} GB/s"),
+            ]}
 
 
 # -- issues 2 and 3: the default sweep, cold and warm --------------------------------------
@@ -317,6 +352,7 @@ def render(results: dict, env: dict) -> str:
              "was lent for this run: the CUDA paths are tested on the CPU where they can be "
              "and skipped where only a GPU shows them.", ""]
     titles = {"fidelity": "Latency fidelity (issue 2)",
+              "peaks": "The roofline's measured peaks (issue 15)",
               "bench": "The default sweep: seed_cnn on digits (issues 2 and 3)",
               "resnet": "ResNet-18 speed-ups (issue 3)",
               "distributed": "Data-parallel training (issue 5)",
@@ -354,8 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"perf: {name} ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            results[name] = (globals()[name](args.repeats) if name in ("fidelity", "resnet")
-                             else globals()[name]())
+            results[name] = (globals()[name](args.repeats)
+                             if name in ("fidelity", "peaks", "resnet") else globals()[name]())
         except Exception as exc:  # one broken section must not hide the others' figures
             results[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
                              if str(exc) else type(exc).__name__}
