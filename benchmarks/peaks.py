@@ -111,7 +111,7 @@ def measure_peaks(device: torch.device, threads: int) -> dict:
     with measure.pinned_threads(threads):
         for precision in device_precisions(device):
             try:
-                with _fp32_matmuls(device, "tf32" if precision == "tf32" else "ieee"):
+                with fp32_matmuls(device, "tf32" if precision == "tf32" else "ieee"):
                     kernels[precision], gemm[precision] = gemm_flops_per_s(device, precision)
             except RuntimeError as exc:
                 unsupported[precision] = str(exc).splitlines()[0][:200]
@@ -131,7 +131,7 @@ def measure_peaks(device: torch.device, threads: int) -> dict:
 
 
 @contextmanager
-def _fp32_matmuls(device: torch.device, mode: str):
+def fp32_matmuls(device: torch.device, mode: str):
     """CUDA fp32 matmuls in ``mode`` (ieee or tf32) while one peak is measured, whatever the
     sweep set (``environment.apply_precision``); restored after."""
     matmul = torch.backends.cuda.matmul

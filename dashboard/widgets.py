@@ -262,6 +262,13 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
 
     def draw(name: str) -> None:
         st.plotly_chart(figs[name], config=charts.PLOTLY_CONFIG, key=f"{key}-{name}")
+
+    def draw_beside(name: str):
+        """The chart on the left; returns the right-hand column for what explains it."""
+        left, right = st.columns([3, 2])
+        with left:
+            draw(name)
+        return right
     if good:
         for pair in (charts.FOUR[:2], charts.FOUR[2:]):  # a 2x2 grid: long names stay legible
             for col, name in zip(st.columns(2), pair):
@@ -278,18 +285,12 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
         if "pareto" not in figs:
             st.info("Latency is timed once every variant is built: the Pareto view follows.")
     if "pareto" in figs:
-        left, right = st.columns([3, 2])
-        with left:
-            draw("pareto")
-        with right:
+        with draw_beside("pareto"):
             st.markdown("**The Pareto frontier**: no other variant is both more accurate "
                         "and faster.")
             st.table(frontier_table(rows, charts.pareto_front_of(rows)))
     if "roofline" in figs:
-        left, right = st.columns([3, 2])
-        with left:
-            draw("roofline")
-        with right:
+        with draw_beside("roofline"):
             st.markdown("**Why each variant is as fast as it is.** Flat lines: the device's "
                         "measured GEMM peak per precision; slanted: its copy bandwidth times "
                         "the arithmetic intensity. A point under the slanted roof is "

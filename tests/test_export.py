@@ -237,3 +237,70 @@ def test_the_results_page_exports_a_chosen_variant(swept, monkeypatch):
         assert set(formats["status"]) == {"written"}
     finally:
         JobQueue(store_path).stop_worker("cpu")
+
+
+BRANCHY = '''
+import torch
+from torch import nn
+
+
+class ShapeBranch(nn.Module):
+    """Python control flow on a shape: FX cannot trace it, so static INT8 takes pt2e."""
+
+    def __init__(self, num_classes, in_channels):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 8, 3)
+        self.fc = nn.Linear(8 * 36, num_classes)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))
+        if x.shape[-1] > 4:
+            x = x * 1.0
+        return self.fc(x.flatten(1))
+
+
+def build(num_classes, in_channels):
+    return ShapeBranch(num_classes, in_channels)
+'''
+
+
+def test_user_models_ship_their_source_and_pt2e_int8_exports_as_a_program(tmp_path, cli):
+    """A user's factory file travels with its weights (channel-pruned, BatchNorm and SE
+    layers included); torchao's pt2e INT8 graph (what static INT8 takes where FX cannot
+    trace) exports as a .pt2, and the card says why its weights cannot be rebuilt from
+    modules."""
+    from helpers import ROOT
+    store = tmp_path / "s.db"
+    branchy = tmp_path / "branchy.py"
+    branchy.write_text(BRANCHY)
+    for model, args in ((f"{ROOT}/models/se_net.py:build", ["--prune", "0.5", "--prune-method",
+                                                            "channel"]),
+                        (f"{branchy}:build", ["--int8", "static"])):
+        p = cli("run", "--model", model, *args, *FAST, "--epochs", "1", "--store", str(store))
+        assert p.returncode == 0, p.stderr
+    branch_run, se_run = (r["run_id"] for r in ResultsStore(store).runs())
+
+    out = tmp_path / "se"
+    assert cli("export", se_run, "prune-channel-0.5", "--out", str(out), "--store",
+               str(store)).returncode == 0
+    card = json.loads((out / export.CARD_NAME).read_text())
+    assert card["architecture"]["source"]["kind"] == "file"
+    assert (out / export.SOURCE_NAME).read_text() == (ROOT / "models/se_net.py").read_text()
+    assert {n: f["status"] for n, f in card["formats"].items()} == dict.fromkeys(
+        export.FORMATS, "written")
+    pruned = card["architecture"]["pruned"]
+    assert any("num_features" in c["attributes"] for c in pruned.values())  # BatchNorm too
+    acc, _ = score(export.load_exported(out), split_of(card))
+    assert abs(acc - stored(store, se_run, "prune-channel-0.5")["accuracy"]) <= 0.001
+
+    out = tmp_path / "branchy"
+    assert cli("export", branch_run, "int8-static", "--out", str(out), "--store",
+               str(store)).returncode == 0
+    card = json.loads((out / export.CARD_NAME).read_text())
+    assert card["settings"]["int8"]["path"] == "pt2e"
+    assert card["formats"]["pt2"]["status"] == "written"
+    assert card["formats"]["safetensors"]["status"] == "not exported"
+    assert "pt2e" in card["formats"]["safetensors"]["reason"]
+    assert export.PT2E_OPS_MODULE in card["formats"]["pt2"]["note"]
+    acc, _ = score(export.load_program(out), split_of(card))
+    assert abs(acc - stored(store, branch_run, "int8-static")["accuracy"]) <= 0.001

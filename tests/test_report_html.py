@@ -34,7 +34,7 @@ def store(tmp_path_factory):
 def runs(store) -> tuple[dict, dict]:
     """(default sweep, axis sweep) as the store returns them."""
     from benchmarks.service.store import ResultsStore
-    newest_first = ResultsStore(store).runs()
+    newest_first = ResultsStore(store).runs(kind="sweep")
     return newest_first[1], newest_first[0]
 
 
@@ -112,8 +112,12 @@ def test_the_default_sweep_report_is_one_file_under_5_mb_from_the_cli(store, tmp
 
 
 def test_report_refuses_bad_input_in_one_line(store, tmp_path, cli):
+    from benchmarks.service.store import ResultsStore
     default_run, _ = runs(store)
+    ddp = ResultsStore(store).start_run(model="seed_cnn", dataset="digits", device="cpu",
+                                        spec={}, environment={}, kind="distributed")
     for args, needle in [
+            ([ddp, "--html", str(tmp_path / "r.html")], "is a distributed run"),
             (["no-such-run", "--html", str(tmp_path / "r.html")], "'no-such-run' is not in"),
             ([default_run["run_id"], "--compare", "nope", "--html", str(tmp_path / "r.html")],
              "--compare 'nope'"),
