@@ -32,10 +32,15 @@ def device_card(card: dict | None, where=None) -> None:
     if not card:
         where.caption("Worker: starting (its device card appears once it is up)")
         return
-    where.markdown(f"**{card.get('device_name') or 'device'}**  \n"
-                   f"devices: {', '.join(card.get('devices') or ['cpu'])}  \n"
-                   f"torch {card.get('torch', '?')} · {card.get('threads', '?')} threads  \n"
-                   f"CPU: {card.get('cpu') or '?'}")
+    text = (f"**{card.get('device_name') or 'device'}**  \n"
+            f"devices: {', '.join(card.get('devices') or ['cpu'])}  \n"
+            f"torch {card.get('torch', '?')} · {card.get('threads', '?')} threads  \n"
+            f"CPU: {card.get('cpu') or '?'}")
+    for device, peaks in (card.get("peaks") or {}).items():
+        gemm = " · ".join(f"{k} {v / 1e9:,.0f}" for k, v in peaks["gemm_flops_per_s"].items())
+        text += (f"  \npeaks ({device}): {gemm} GFLOP/s · "
+                 f"{peaks['memory_bytes_per_s'] / 1e9:,.1f} GB/s")
+    where.markdown(text)
 
 
 # -- a job's progress ------------------------------------------------------------------------
@@ -325,7 +330,7 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
     with st.expander("Environment", expanded=False):
         st.json(run.get("environment", {}), expanded=True)
     if downloads:
-        c1, c2, c3, _ = st.columns([1, 1, 1, 3])
+        c1, c2, c3, _ = st.columns(4)
         c1.download_button("Download CSV", report.csv_text(), file_name=f"{key}.csv",
                            mime="text/csv", key=f"{key}-csv", on_click="ignore")
         c2.download_button("Download JSON", report_json(run), file_name=f"{key}.json",

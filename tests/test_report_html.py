@@ -190,3 +190,36 @@ def test_history_offers_the_report_of_the_two_runs_it_compares(store, monkeypatc
         assert [b.label for b in at.get("download_button")] == ["Download report"]
     finally:
         JobQueue(store).stop_worker("cpu")  # the app starts one a few seconds after opening
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_results_page_download_gives_the_report_in_a_real_browser(store, tmp_path):
+    """A real server and Chromium: the Results page's "Download report" button hands over
+    the HTML report of the run shown (built when clicked)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    _, axis_run = runs(store)
+    with running_server(store) as (_, url), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(accept_downloads=True,
+                                       viewport={"width": 1500, "height": 1000}).new_page()
+            page.goto(f"{url}/results")
+            button = page.get_by_role("button", name="Download report")
+            expect(button).to_be_visible(timeout=60_000)
+            with page.expect_download(timeout=60_000) as download:
+                button.click()
+            saved = tmp_path / download.value.suggested_filename
+            download.value.save_as(saved)
+        finally:
+            browser.close()
+    assert saved.name == f"report-{axis_run['run_id']}.html"  # the newest run is shown
+    html = saved.read_text()
+    scan = Scan()
+    scan.feed(html)
+    assert "roofline" in scan.charts and scan.loads == []
+    assert len(html.encode()) < MAX_BYTES
