@@ -25,8 +25,7 @@ def test_quick_run_on_the_cpu_writes_every_figure_and_labels_int8_placement(tmp_
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr
     raw = json.loads((tmp_path / "gpu.json").read_text())["results"]
-    assert set(raw) == {"kernels", "peaks", "routing"}  # --quick leaves DDP out
-    assert len(raw["peaks"]["tool_fp32_flops"]) == len(raw["peaks"]["timer_fp32_flops"]) == 2
+    assert set(raw) == {"kernels", "routing"}  # --quick leaves DDP out
     kernels = raw["kernels"]
     assert len(kernels["engine_p50_ms"]) == len(kernels["timer_median_ms"]) == 2
     assert all(v > 0 for v in kernels["engine_p50_ms"] + kernels["bfloat16_p50_ms"])
