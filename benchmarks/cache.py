@@ -44,10 +44,20 @@ def default_cache_dir() -> Path:
     return base / "compression-bench"
 
 
+class MissingWeights(ValueError):
+    """Trained weights a read-only cache does not hold (an export never retrains)."""
+
+
 class WeightsCache:
-    def __init__(self, directory: str | Path | None = None, enabled: bool = True):
+    """``train_missing=False`` makes a read-only cache: a miss raises ``MissingWeights``
+    instead of training, so an export rebuilds exactly the weights a run measured or
+    refuses."""
+
+    def __init__(self, directory: str | Path | None = None, enabled: bool = True,
+                 train_missing: bool = True):
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.enabled = enabled
+        self.train_missing = train_missing
         self.hits = self.misses = 0
 
     def key(self, parts: tuple) -> str:
@@ -80,7 +90,7 @@ class WeightsCache:
                  train: Callable[[nn.Module], None]) -> nn.Module:
         """Cached weights for ``parts`` loaded into ``build()``, else ``train`` them and save."""
         model = build()
-        if not self.enabled:
+        if not self.enabled and self.train_missing:
             train(model)
             return model
         path = self.path(parts)
@@ -93,6 +103,9 @@ class WeightsCache:
             except Exception:
                 # A broken entry is rebuilt rather than trusted; the rename below replaces it.
                 model = build()
+        if not self.train_missing:
+            raise MissingWeights(f"its trained weights ({path.name}) are not in the weights "
+                                 f"cache {self.directory}")
         self.misses += 1
         train(model)
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
 """The command line: ``compression-bench`` (= ``python -m benchmarks``) run | list | history |
-distributed.
+report | export | distributed.
 
 A table goes to stdout, progress to stderr. Exit status: 0 every variant succeeded, 1 some
 variant failed (its error says why; the others are reported and stored), 2 the input was
@@ -206,6 +206,20 @@ def build_parser() -> argparse.ArgumentParser:
     hist.add_argument("--json", action="store_true")
     hist.add_argument("--store", metavar="FILE")
     hist.add_argument("--limit", type=_positive_int("--limit"))
+    report = sub.add_parser("report", help="a run as one self-contained HTML file: every "
+                                           "chart, the table, the environment (opens offline)")
+    report.add_argument("run_id", metavar="RUN_ID")
+    report.add_argument("--compare", metavar="RUN_ID",
+                        help="a second sweep: its shared variants side by side, paired tests")
+    report.add_argument("--html", required=True, metavar="FILE", help="where to write it")
+    report.add_argument("--store", metavar="FILE")
+    export = sub.add_parser("export", help="a variant's model as files: safetensors with its "
+                                           "architecture, a torch.export .pt2, ONNX (float "
+                                           "variants) and a model card")
+    export.add_argument("run_id", metavar="RUN_ID")
+    export.add_argument("variant", metavar="VARIANT", help="its name, as `history` shows it")
+    export.add_argument("--out", required=True, metavar="DIR", help="the folder to write")
+    export.add_argument("--store", metavar="FILE")
     sub.add_parser("distributed", help="data-parallel training benchmark", add_help=False)
     return parser
 
@@ -262,6 +276,7 @@ def _check_writable(path: str | None, flag: str) -> None:
 def cmd_run(args) -> int:
     from .cache import WeightsCache
     from .estimate import estimate_sweep
+    from .peaks import sweep_peaks
     from .report import RunReport
     from .runner import prepare_sweep
     from .service.store import ResultsStore
@@ -276,6 +291,8 @@ def cmd_run(args) -> int:
         from .executors.ray_executor import RaySweep
         sweep = RaySweep(sweep, args.ray_address)
     store = ResultsStore(args.store)
+    # The roofline's roofs: measured once per machine, then read from the store.
+    sweep.environment["peaks"] = sweep_peaks(store, sweep.device, sweep.threads)
     if not args.quiet:
         print(estimate_sweep(spec, store, sweep.baseline_cached()).describe(), file=sys.stderr)
     for warning in sweep.warnings:
@@ -399,6 +416,46 @@ def cmd_history(args) -> int:
     return EXIT_OK
 
 
+def _stored_run(store, run_id: str, flag: str = "RUN_ID") -> dict:
+    run = store.run(run_id)
+    if run is None:
+        raise ValueError(f"{flag} {run_id!r} is not in the store {store.path}; `history` "
+                         f"lists the runs")
+    return run
+
+
+def cmd_report(args) -> int:
+    from .html_report import render
+    from .report import RunReport
+    from .service.store import ResultsStore
+    _check_writable(args.html, "--html")
+    store = ResultsStore(args.store)
+    report = RunReport.from_stored(_stored_run(store, args.run_id))
+    compare = None if args.compare is None else RunReport.from_stored(
+        _stored_run(store, args.compare, "--compare"))
+    html = render(report, compare)
+    Path(args.html).write_text(html, encoding="utf-8")
+    print(f"report of run {args.run_id} written to {args.html} "
+          f"({len(html.encode()) / 2**20:.2f} MB)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_export(args) -> int:
+    from .export import export_variant
+    from .service.store import ResultsStore
+    card = export_variant(ResultsStore(args.store), args.run_id, args.variant, args.out)
+    for name, entry in card["formats"].items():
+        check = entry.get("verification") or {}
+        if entry["status"] == "written":
+            same = "same predictions" if check.get("same_predictions") else \
+                f"accuracy {100 * check['accuracy']:.2f}%" if "accuracy" in check else "checked"
+            print(f"{name:<12} {entry['file']:<18} written, reloaded: {same}")
+        else:
+            print(f"{name:<12} {'-':<18} not exported: {entry['reason']}")
+    print(f"model card: {Path(args.out) / 'model_card.json'}", file=sys.stderr)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from .environment import quiet_library_noise
@@ -408,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
         return distributed_main(argv[1:])
     try:
         args = build_parser().parse_args(argv)
-        command = {"run": cmd_run, "list": cmd_list, "history": cmd_history}[args.command]
+        command = {"run": cmd_run, "list": cmd_list, "history": cmd_history,
+                   "report": cmd_report, "export": cmd_export}[args.command]
         return command(args)
     except ValueError as exc:  # bad input: one line, nothing ran
         print(f"error: {first_line(exc, 1000)}", file=sys.stderr)

@@ -158,14 +158,16 @@ def measure_latency(model: nn.Module, example: torch.Tensor, device: torch.devic
 
 class LiveTensorBytes(TorchDispatchMode):
     """Counts the bytes of every tensor storage an op creates until it is freed, and keeps the
-    peak. It sees PyTorch's own allocations (tracemalloc does not), at op granularity: a
-    kernel's internal scratch space is not counted."""
+    peak, and the total ever created (every op output once). It sees PyTorch's own allocations
+    (tracemalloc does not), at op granularity: a kernel's internal scratch space is not
+    counted."""
 
     def __init__(self):
         super().__init__()
         self.live: dict[int, int] = {}
         self.current = 0
         self.peak = 0
+        self.total = 0
 
     def _free(self, key: int) -> None:
         self.current -= self.live.pop(key, 0)
@@ -180,6 +182,7 @@ class LiveTensorBytes(TorchDispatchMode):
             return
         self.live[key] = size
         self.current += size
+        self.total += size
         self.peak = max(self.peak, self.current)
         weakref.finalize(storage, self._free, key)
 
@@ -251,6 +254,18 @@ def measure_peak_memory(model: nn.Module, example: torch.Tensor, device: torch.d
     with torch.inference_mode(), ctx, tracker:
         model(x)
     return state_bytes(model) + x.numel() * x.element_size() + tracker.peak, CPU_MEMORY_METHOD
+
+
+def measure_traffic(model: nn.Module, example: torch.Tensor, device: torch.device, *,
+                    autocast: AbstractContextManager | None = None) -> int:
+    """Bytes one forward of ``example`` moves, at least: the weights read once, the input read
+    once, and every op's output written once and read once by the op that consumes it. Fused
+    or cached kernels move less, so this is the roofline's conservative (low) intensity."""
+    x = example.to(device)
+    tracker = LiveTensorBytes()
+    with torch.inference_mode(), autocast or nullcontext(), tracker:
+        model(x)
+    return state_bytes(model) + x.numel() * x.element_size() + 2 * tracker.total
 
 
 # -- size, parameters, FLOPs ---------------------------------------------------------------

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from .results import VariantResult, comparison_rows, find_baseline
 
 SCHEMA = 1
+# The roofline's figures each comparison row carries (``VariantResult.roofline``).
+ROOFLINE_FIELDS = ("precision", "achieved_flops_per_s", "arithmetic_intensity",
+                   "percent_of_peak", "peak_flops_per_s", "roof_flops_per_s", "bound")
 
 
 @dataclass
@@ -54,10 +57,38 @@ class RunReport:
     # -- the comparison --------------------------------------------------------------------
 
     def rows(self) -> list[dict]:
-        """The comparison rows (sweeps) or the runs themselves (distributed)."""
+        """The comparison rows (sweeps), each with its place on the roofline; or the runs
+        themselves (distributed)."""
         if self.kind != "sweep":
             return [dict(v) for v in self.variants]
-        return comparison_rows(self.variants, self.baseline)
+        rows = comparison_rows(self.variants, self.baseline)
+        for variant, row in zip(self.variants, rows):
+            point = variant.roofline(self.environment)
+            row.update({k: point[k] for k in ROOFLINE_FIELDS})
+        return rows
+
+    @property
+    def peaks(self) -> dict:
+        """The measured peaks of the run's devices, {"cpu": {...}, "cuda:0": {...}}; empty for
+        runs stored before peaks were measured."""
+        return self.environment.get("peaks") or {}
+
+    def measurement_line(self) -> str:
+        """How the run's inputs and timings were taken, in one line."""
+        env, spec = self.environment, self.spec
+        norm = (env.get("data") or {}).get("normalization") or {}
+        parts = [f"inputs normalised: {norm.get('mode', '?')}"]
+        if norm.get("mean"):
+            parts[-1] += f" (mean {norm['mean']}, std {norm['std']})"
+        if (spec.get("seeds") or 1) > 1:
+            parts.append(f"{spec['seeds']} seeds per trained variant")
+        if spec.get("timing", "interleaved") == "interleaved":
+            parts.append(f"timed interleaved, {spec.get('timing_rounds', 5)} rounds")
+        else:
+            parts.append("timed sequentially")
+        if (env.get("precision") or {}).get("fp32"):
+            parts.append(f"fp32: {env['precision']['fp32']}")
+        return " · ".join(parts)
 
     @property
     def warnings(self) -> list[str]:
@@ -89,6 +120,10 @@ class RunReport:
                 d["vs_baseline"] = {k[:-len("_vs_base")]: row[k] for k in row
                                     if k.endswith("_vs_base") and not k.startswith("p_value")}
                 d["vs_baseline"]["reference"] = row.get("baseline_ref")
+            point = {k: row.get(k) for k in ROOFLINE_FIELDS}
+            d["achieved_flops_per_s"] = point.pop("achieved_flops_per_s")
+            d["percent_of_peak"] = point.pop("percent_of_peak")
+            d["roofline"] = {**point, "traffic_bytes": v.traffic_bytes}
             if row.get("control"):
                 d["vs_control"] = {"control": row["control"],
                                    "gain_pts": row.get("gain_vs_control_pts"),
@@ -113,20 +148,8 @@ class RunReport:
         rows = self.rows()
         if self.kind != "sweep":
             return format_table(rows, RUN_COLUMNS)
-        text = format_table(rows, SWEEP_COLUMNS, marks=_sweep_marks)
-        notes = []
-        if any(r.get("noisy") for r in rows):
-            notes.append("~ noisy: latency spread (IQR) above 10% of the median")
-        if any(r.get("within_noise") for r in rows):
-            notes.append("= within noise: the accuracy change is not significant "
-                         "(exact McNemar test, p >= 0.05, paired on the test examples)")
-        if any(r.get("baseline_ref", "baseline") not in (None, "baseline") for r in rows):
-            notes.append("* ratio against the baseline timed on the same device, in the "
-                         "same rounds")
-        if any(r.get("launch_bound") for r in rows):
-            notes.append("^ launch-bound: the device waited on the host; the time is launch "
-                         "overhead, not kernels")
-        return "\n".join([text, *notes, *(f"warning: {w}" for w in self.warnings)])
+        text = format_table(rows, SWEEP_COLUMNS, marks=sweep_marks)
+        return "\n".join([text, *table_notes(rows), *(f"warning: {w}" for w in self.warnings)])
 
     def csv_text(self) -> str:
         rows = self.rows()
@@ -166,6 +189,26 @@ def compare_runs(a: RunReport, b: RunReport) -> list[dict]:
     return rows
 
 
+def table_notes(rows: list[dict]) -> list[str]:
+    """What the marks of the comparison table mean, for the marks these rows carry."""
+    notes = []
+    if any(r.get("noisy") for r in rows):
+        notes.append("~ noisy: latency spread (IQR) above 10% of the median")
+    if any(r.get("within_noise") for r in rows):
+        notes.append("= within noise: the accuracy change is not significant "
+                     "(exact McNemar test, p >= 0.05, paired on the test examples)")
+    if any(r.get("baseline_ref", "baseline") not in (None, "baseline") for r in rows):
+        notes.append("* ratio against the baseline timed on the same device, in the "
+                     "same rounds")
+    if any(r.get("launch_bound") for r in rows):
+        notes.append("^ launch-bound: the device waited on the host; the time is launch "
+                     "overhead, not kernels")
+    if any(r.get("percent_of_peak") is not None for r in rows):
+        notes.append("% peak: achieved FLOP/s over the device's measured GEMM peak for the "
+                     "precision the variant ran in")
+    return notes
+
+
 # -- text tables ---------------------------------------------------------------------------
 
 def _pct(value) -> str:
@@ -181,7 +224,7 @@ def _pts(value) -> str:
     return f"{value:+.2f}"
 
 
-def _sweep_marks(row: dict, cells: dict) -> None:
+def sweep_marks(row: dict, cells: dict) -> None:
     if row.get("noisy") and cells.get("p50_ms") not in (None, "-"):
         cells["p50_ms"] += "~"  # flagged: IQR above 10% of the median
     if row.get("launch_bound") and cells.get("p50_ms") not in (None, "-"):
@@ -203,6 +246,7 @@ SWEEP_COLUMNS = [
     ("peak_memory_mb", "peak MB", "{:.2f}"), ("size_mb", "size MB", "{:.3f}"),
     ("size_gzip_mb", "gzip MB", "{:.3f}"), ("nonzero_params", "nonzero", "{:,}"),
     ("p50_ms_vs_base", "p50 vs base", "{:.2f}x"), ("size_mb_vs_base", "size vs base", "{:.2f}x"),
+    ("percent_of_peak", "% peak", "{:.1f}"),
 ]
 RUN_COLUMNS = [
     ("name", "run", "{}"), ("throughput", "samples/s", "{:,.0f}"),
@@ -213,24 +257,28 @@ RUN_COLUMNS = [
 _ROW_FORMATS = {"row:ci": _ci}
 
 
+def format_cells(row: dict, columns: list[tuple], marks=None) -> list[str]:
+    """One row's cells as text: "-" for a missing value, then the marks (flags) added. The
+    text table and the HTML report share it."""
+    cells = {}
+    for key, _, fmt in columns:
+        if isinstance(fmt, str) and fmt.startswith("row:"):
+            cells[key] = _ROW_FORMATS[fmt](row)
+            continue
+        value = row.get(key)
+        if value is None:
+            cells[key] = "-"
+        else:
+            cells[key] = fmt(value) if callable(fmt) else fmt.format(value)
+    if marks is not None:
+        marks(row, cells)
+    return [cells[k] for k, _, _ in columns]
+
+
 def format_table(rows: list[dict], columns: list[tuple], marks=None) -> str:
     """The one text-table formatter: aligned columns, "-" for a missing value, then one line
     per failed row naming its error."""
-    body = []
-    for row in rows:
-        cells = {}
-        for key, _, fmt in columns:
-            if isinstance(fmt, str) and fmt.startswith("row:"):
-                cells[key] = _ROW_FORMATS[fmt](row)
-                continue
-            value = row.get(key)
-            if value is None:
-                cells[key] = "-"
-            else:
-                cells[key] = fmt(value) if callable(fmt) else fmt.format(value)
-        if marks is not None:
-            marks(row, cells)
-        body.append([cells[k] for k, _, _ in columns])
+    body = [format_cells(row, columns, marks) for row in rows]
     heads = [h for _, h, _ in columns]
     widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(heads)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths))]

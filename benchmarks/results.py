@@ -13,7 +13,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field, fields
 
-from . import stats
+from . import roofline, stats
 
 # Above this spread (IQR / median) a latency is flagged as noisy rather than shown as exact.
 NOISY_IQR_RATIO = 0.10
@@ -74,6 +74,9 @@ class VariantResult:
     batch_size: int = 1
     peak_memory_bytes: int | None = None
     memory_method: str | None = None
+    # Bytes one forward of the measured batch moves (weights, input, every op's output written
+    # and read once): the roofline's arithmetic intensity is FLOPs over these.
+    traffic_bytes: int | None = None
     size_bytes: int | None = None
     size_gzip_bytes: int | None = None
     params: int | None = None
@@ -157,6 +160,16 @@ class VariantResult:
         host = _median(self.host_samples_ms)
         return bool(host and _median(self.latency_samples_ms) <= LAUNCH_BOUND_RATIO * host)
 
+    def roofline(self, environment: dict) -> dict:
+        """This variant on its device's roofline, against the peaks the run's environment card
+        holds (``benchmarks.roofline.point``: figures are None where an input is missing)."""
+        lat = self.latency
+        return roofline.point(
+            flops=self.flops, batch_size=self.batch_size, p50_ms=lat.p50 if lat else None,
+            traffic_bytes=self.traffic_bytes,
+            precision=roofline.variant_precision(self.config, environment, self.device),
+            peaks=roofline.device_peaks(environment.get("peaks"), self.device))
+
     def to_dict(self) -> dict:
         lat = self.latency
         ci = self.accuracy_ci
@@ -192,8 +205,8 @@ class VariantResult:
         }
         # Raw figures, so nothing is stored twice or lost.
         out["raw"] = {k: v for k, v in asdict(self).items() if k in (
-            "latency_samples_ms", "batch_size", "peak_memory_bytes", "size_bytes",
-            "size_gzip_bytes", "layer_sparsity", "started_at", "wall_s", "phase_s",
+            "latency_samples_ms", "batch_size", "peak_memory_bytes", "traffic_bytes",
+            "size_bytes", "size_gzip_bytes", "layer_sparsity", "started_at", "wall_s", "phase_s",
             "correct_bits", "n_test", "seeds", "seed_accuracies", "cpu_latency_samples_ms",
             "host_samples_ms", "cache")}
         return out

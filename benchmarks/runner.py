@@ -425,6 +425,9 @@ class PreparedSweep:
             flops = outcome.flops_hint or measure.count_flops(model, self.example[:1], device)
             if flops is not None:
                 result.flops, result.flops_effective = flops.dense, flops.effective
+            # The roofline's bytes moved: one forward of the timed batch, counted op by op.
+            result.traffic_bytes = measure.measure_traffic(model, self.example, device,
+                                                           autocast=b.autocast())
             result.phase_s["size"] = time.perf_counter() - t0
             b.model = model
         except Cancelled:

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SESSION_KEY = "cb_session"        # this browser session's key (also in the URL as ?session=)
 JOB_ID = "cb_job_id"              # the sweep job this session submitted last
 DIST_JOB_ID = "cb_dist_job_id"    # the distributed job this session submitted last
+EXPORT_JOB_ID = "cb_export_job_id"  # the model export this session asked for last
 UPLOAD_DIR = "cb_upload_dir"      # private temporary folder for this session's checkpoints
 WORKER_STARTED = "cb_worker_started"
 SEEN_VARIANTS = "cb_seen_variants"

@@ -7,6 +7,7 @@ import json
 import streamlit as st
 
 from . import charts
+from . import state
 from .state import POLL_S, SEEN_VARIANTS, one_line, queue, store, worker_card  # noqa: F401
 
 ACTIVE = ("queued", "running")
@@ -17,9 +18,11 @@ TABLE_COLUMNS = [
     "accuracy_vs_base", "p_value_vs_base", "within_noise", "accuracy_seed_mean",
     "accuracy_seed_std", "gain_vs_control_pts", "p50_ms", "p50_ms_vs_base", "baseline_ref",
     "p90_ms", "p99_ms", "noisy", "launch_bound", "timing", "throughput", "throughput_vs_base",
+    "precision", "percent_of_peak",
     "peak_memory_mb", "peak_memory_mb_vs_base", "memory_method", "size_mb", "size_mb_vs_base",
     "size_gzip_mb", "size_gzip_mb_vs_base", "params", "nonzero_params",
-    "nonzero_params_vs_base", "flops", "flops_effective", "flops_vs_base", "error"]
+    "nonzero_params_vs_base", "flops", "flops_effective", "flops_vs_base",
+    "achieved_flops_per_s", "arithmetic_intensity", "bound", "error"]
 
 
 # -- device card -----------------------------------------------------------------------------
@@ -29,10 +32,15 @@ def device_card(card: dict | None, where=None) -> None:
     if not card:
         where.caption("Worker: starting (its device card appears once it is up)")
         return
-    where.markdown(f"**{card.get('device_name') or 'device'}**  \n"
-                   f"devices: {', '.join(card.get('devices') or ['cpu'])}  \n"
-                   f"torch {card.get('torch', '?')} · {card.get('threads', '?')} threads  \n"
-                   f"CPU: {card.get('cpu') or '?'}")
+    text = (f"**{card.get('device_name') or 'device'}**  \n"
+            f"devices: {', '.join(card.get('devices') or ['cpu'])}  \n"
+            f"torch {card.get('torch', '?')} · {card.get('threads', '?')} threads  \n"
+            f"CPU: {card.get('cpu') or '?'}")
+    for device, peaks in (card.get("peaks") or {}).items():
+        gemm = " · ".join(f"{k} {v / 1e9:,.0f}" for k, v in peaks["gemm_flops_per_s"].items())
+        text += (f"  \npeaks ({device}): {gemm} GFLOP/s · "
+                 f"{peaks['memory_bytes_per_s'] / 1e9:,.1f} GB/s")
+    where.markdown(text)
 
 
 # -- a job's progress ------------------------------------------------------------------------
@@ -126,12 +134,6 @@ def run_rows(run: dict) -> tuple[list, list[dict]]:
     return report.variants, report.rows()
 
 
-def pareto(rows: list[dict]) -> list[str]:
-    from benchmarks.results import pareto_front
-    return pareto_front([(r["variant"], r["accuracy"], r["p50_ms"])
-                         for r in charts.pareto_points(rows)])
-
-
 def table_frame(rows: list[dict]):
     """The rows as a table: the variant, where it sits on each swept setting, then every
     figure beside its change, the rest after."""
@@ -218,6 +220,14 @@ _TABLE_CONFIG = {
     "flops_effective": st.column_config.NumberColumn("FLOPs on non-zero weights",
                                                      format="localized"),
     "flops_vs_base": _ratio("Dense FLOPs vs baseline"),
+    "precision": "Ran in", "percent_of_peak": st.column_config.NumberColumn(
+        "% of peak", format="%.1f",
+        help="achieved FLOP/s over the device's measured GEMM peak for this precision"),
+    "achieved_flops_per_s": st.column_config.NumberColumn("Achieved FLOP/s",
+                                                          format="compact"),
+    "arithmetic_intensity": st.column_config.NumberColumn("FLOPs per byte moved",
+                                                          format="%.2f"),
+    "bound": "Roofline bound",
     "error": "Error",
 }
 
@@ -239,67 +249,67 @@ def frontier_table(rows: list[dict], front: list[str]):
         "Size MB": fmt(by_name[name].get("size_mb"), "{:.3f}")} for name in front])
 
 
-def inputs_line(run: dict) -> str:
-    """How the run's inputs and timings were taken, in one line."""
-    env, spec = run.get("environment") or {}, run.get("spec") or {}
-    norm = (env.get("data") or {}).get("normalization") or {}
-    parts = [f"inputs normalised: {norm.get('mode', '?')}"]
-    if norm.get("mean"):
-        parts[-1] += f" (mean {norm['mean']}, std {norm['std']})"
-    if (spec.get("seeds") or 1) > 1:
-        parts.append(f"{spec['seeds']} seeds per trained variant")
-    if spec.get("timing", "interleaved") == "interleaved":
-        parts.append(f"timed interleaved, {spec.get('timing_rounds', 5)} rounds")
-    else:
-        parts.append("timed sequentially")
-    if (env.get("precision") or {}).get("fp32"):
-        parts.append(f"fp32: {env['precision']['fp32']}")
-    return " · ".join(parts)
-
-
 def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = True) -> None:
-    """Warnings, the four charts, trade-off curves, Pareto with its frontier, the comparison
-    table, sparsity, environment and downloads of one run."""
+    """Warnings, the four charts, trade-off curves, Pareto with its frontier, the roofline,
+    the comparison table, sparsity, environment and downloads of one run. The charts are
+    ``charts.run_figures``: the same list the HTML report holds."""
     from benchmarks.report import RunReport
     report = RunReport.from_stored(run)
-    results, rows = report.variants, report.rows()
+    rows = report.rows()
     if not rows:
         st.info("No variant has finished yet.")
         return
     for warning in report.warnings:
         st.warning(warning)
-    st.caption(inputs_line(run))
+    st.caption(report.measurement_line())
+    figs = charts.run_figures(report, rows)
     good = charts.ok_rows(rows)
-    front: list[str] = []
+
+    def draw(name: str) -> None:
+        st.plotly_chart(figs[name], config=charts.PLOTLY_CONFIG, key=f"{key}-{name}")
+
+    def draw_beside(name: str):
+        """The chart on the left; returns the right-hand column for what explains it."""
+        left, right = st.columns([3, 2])
+        with left:
+            draw(name)
+        return right
     if good:
-        figs = [("acc", charts.accuracy_chart(rows)), ("lat", charts.latency_chart(rows)),
-                ("mem", charts.memory_chart(rows)), ("size", charts.size_chart(rows))]
-        for pair in (figs[:2], figs[2:]):  # a 2x2 grid: long names stay legible
-            for col, (name, fig) in zip(st.columns(2), pair):
+        for pair in (charts.FOUR[:2], charts.FOUR[2:]):  # a 2x2 grid: long names stay legible
+            for col, name in zip(st.columns(2), pair):
                 with col:
-                    st.plotly_chart(fig, config=charts.PLOTLY_CONFIG, key=f"{key}-{name}")
+                    draw(name)
         noisy = [r["variant"] for r in good if r.get("noisy")]
         if noisy:
             st.warning(f"Noisy latency (IQR above 10% of the median; amber bars marked "
                        f"'noisy!'): {', '.join(noisy)}. Other work on the machine disturbed "
                        f"the timing; rerun before trusting small differences.")
-        for axis in charts.swept_axes(rows):
-            st.plotly_chart(charts.curve_chart(rows, axis), config=charts.PLOTLY_CONFIG,
-                            key=f"{key}-curve-{axis}")
-        front = pareto(rows)
-        if not front:
+        for name in figs:
+            if name.startswith("curve:"):
+                draw(name)
+        if "pareto" not in figs:
             st.info("Latency is timed once every variant is built: the Pareto view follows.")
-    if good and front:
-        left, right = st.columns([3, 2])
-        with left:
-            st.plotly_chart(charts.pareto_chart(rows, front), config=charts.PLOTLY_CONFIG,
-                            key=f"{key}-pareto")
-        with right:
+    if "pareto" in figs:
+        with draw_beside("pareto"):
             st.markdown("**The Pareto frontier**: no other variant is both more accurate "
                         "and faster.")
-            st.table(frontier_table(rows, front))
+            st.table(frontier_table(rows, charts.pareto_front_of(rows)))
+    if "roofline" in figs:
+        with draw_beside("roofline"):
+            st.markdown("**Why each variant is as fast as it is.** Flat lines: the device's "
+                        "measured GEMM peak per precision; slanted: its copy bandwidth times "
+                        "the arithmetic intensity. A point under the slanted roof is "
+                        "memory-bound (faster arithmetic, such as INT8's, buys little there); "
+                        "one far below the flat roof leaves the kernels idle (small or "
+                        "irregular shapes, overhead). The table's *% of peak* is the height "
+                        "of each point against its precision's roof.")
+    elif good and not report.peaks:
+        st.caption("No device peaks were measured for this run (it was stored before they "
+                   "were): no roofline.")
+    if good:
         st.caption("Save any chart as PNG with the camera button of its toolbar (top right "
-                   "of the chart; the browser renders it).")
+                   "of the chart; the browser renders it), or every chart at once in the "
+                   "HTML report below.")
     failed = [r for r in rows if r.get("error")]
     if failed:
         st.warning("Failed variants (the others are complete):\n\n" + "\n".join(
@@ -309,22 +319,81 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
     st.dataframe(df, hide_index=True, column_config=_TABLE_CONFIG, key=f"{key}-table")
     st.caption("Within noise: the accuracy change is not significant (exact McNemar test on "
                "the same test examples, p >= 0.05). Latency ratios are taken against the "
-               "baseline timed on the same device, in the same interleaved rounds.")
+               "baseline timed on the same device, in the same interleaved rounds. % of "
+               "peak: achieved FLOP/s against the device's measured GEMM peak for the "
+               "precision the variant ran in.")
     if not details:
         return
-    pruned = [r for r in results if r.layer_sparsity and "prune" in r.techniques]
-    if pruned:
+    if "sparsity" in figs:
         with st.expander("Per-layer sparsity of pruned variants", expanded=False):
-            st.plotly_chart(charts.sparsity_chart({r.name: r.layer_sparsity for r in pruned}),
-                            config=charts.PLOTLY_CONFIG, key=f"{key}-sparsity")
+            draw("sparsity")
     with st.expander("Environment", expanded=False):
         st.json(run.get("environment", {}), expanded=True)
     if downloads:
-        c1, c2, _ = st.columns([1, 1, 4])
+        c1, c2, c3, _ = st.columns(4)
         c1.download_button("Download CSV", report.csv_text(), file_name=f"{key}.csv",
                            mime="text/csv", key=f"{key}-csv", on_click="ignore")
         c2.download_button("Download JSON", report_json(run), file_name=f"{key}.json",
                            mime="application/json", key=f"{key}-json", on_click="ignore")
+        with c3:
+            report_download(run, key)
+
+
+def report_download(run: dict, key: str, compare: dict | None = None) -> None:
+    """The "Download report" button: one self-contained HTML file (every chart, the table,
+    the environment; plotly embedded, so it opens offline), built when clicked."""
+    def build() -> str:
+        from benchmarks.html_report import render
+        from benchmarks.report import RunReport
+        return render(RunReport.from_stored(run),
+                      None if compare is None else RunReport.from_stored(compare))
+    name = run.get("run_id") or key
+    if compare is not None:
+        name += f"-vs-{compare.get('run_id')}"
+    st.download_button("Download report", build, file_name=f"report-{name}.html",
+                       mime="text/html", key=f"{key}-html", on_click="ignore",
+                       help="One HTML file with every chart, the comparison table and the "
+                            "environment; it opens offline (plotly is embedded).")
+
+
+def export_panel(run: dict, key: str) -> None:
+    """Take a model away: a chosen variant exported by the worker (it rebuilds the model from
+    the weights cache and writes safetensors, .pt2, ONNX and the model card), then downloaded
+    as one zip. The page only submits and reads files: it never imports torch."""
+    from benchmarks.export import CARD_NAME, archive_path, export_folder
+    names = [v["name"] for v in run.get("variants") or [] if not v.get("error")]
+    if run.get("kind", "sweep") != "sweep" or not names:
+        return
+    st.subheader("Take a model away")
+    variant = st.selectbox("Variant to export", names, key=f"{key}-export-variant",
+                           help="Weights as safetensors with the architecture to rebuild them, "
+                                "a torch.export .pt2, ONNX for float variants, and a model "
+                                "card with its metrics and file hashes.")
+    if st.button("Export model", key=f"{key}-export"):
+        try:
+            st.session_state[state.EXPORT_JOB_ID] = state.submit(
+                "export", {"run_id": run["run_id"], "variant": variant},
+                "cuda" if str(run.get("device") or "").startswith("cuda") else "cpu")
+        except Exception as exc:
+            st.error(f"Cannot queue the export: {one_line(exc)}")
+    job_id = st.session_state.get(state.EXPORT_JOB_ID)
+    job = queue().get(job_id) if job_id else None
+    if job is None or job.payload.get("run_id") != run["run_id"]:
+        return
+    exported = job.payload["variant"]
+    st.caption(f"Export of {exported}:")
+    track_job(job_id)
+    folder = export_folder(store().path, run["run_id"], exported)
+    zipped = archive_path(folder)
+    if job.status != "complete" or not zipped.is_file():
+        return
+    card = json.loads((folder / CARD_NAME).read_text())
+    st.table([{"format": name, "file": entry.get("file") or "-", "status": entry["status"],
+               "why not": entry.get("reason") or "", "note": entry.get("note") or ""}
+              for name, entry in card["formats"].items()])
+    st.download_button(f"Download {exported} (zip)", zipped.read_bytes,
+                       file_name=f"{run['run_id']}-{zipped.name}", mime="application/zip",
+                       key=f"{key}-export-zip", on_click="ignore")
 
 
 def run_label(run: dict) -> str:

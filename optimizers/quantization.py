@@ -101,7 +101,10 @@ def static_pt2e(model: nn.Module, calibration: list[torch.Tensor]) -> nn.Module:
 
     quantizer = xiq.X86InductorQuantizer()
     quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
-    exported = torch.export.export(model.eval(), (calibration[0],)).module()
+    # Any batch size: traced at the calibration batch alone, the graph would refuse the
+    # engine's accuracy batches (a guard on the batch dimension).
+    exported = torch.export.export(model.eval(), (calibration[0],),
+                                   dynamic_shapes=({0: torch.export.Dim.AUTO},)).module()
     prepared = prepare_pt2e(exported, quantizer)
     with torch.no_grad():
         for x in calibration:

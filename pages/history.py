@@ -1,4 +1,5 @@
-"""History: past runs from the store; compare two runs or two variants; delete a run."""
+"""History: past runs from the store; compare two runs or two variants, download their HTML
+report; delete a run."""
 
 from __future__ import annotations
 
@@ -58,6 +59,12 @@ if mode == "two runs":
                                  key=f"history-cmp-{rid}")
     else:
         st.caption("Pick two runs to see them side by side.")
+    # One HTML file anyone can open: the first run's charts and table, and with a second run
+    # the variants they share side by side.
+    reported = [full(rid) for rid in picked if by_id[rid].get("kind", "sweep") == "sweep"]
+    if reported:
+        widgets.report_download(reported[0], "history-report",
+                                compare=reported[1] if len(reported) == 2 else None)
 else:
     sweeps = [rid for rid in ids if by_id[rid].get("kind", "sweep") == "sweep"]
     among = st.multiselect("From runs", sweeps, default=sweeps[:1], max_selections=2,

@@ -1,4 +1,5 @@
-"""Results: every figure of one stored sweep, charts side by side, table, downloads."""
+"""Results: every figure of one stored sweep, charts side by side, table, downloads (CSV,
+JSON, the HTML report), and a chosen variant's model as files."""
 
 from __future__ import annotations
 
@@ -39,3 +40,4 @@ if run.get("status") == "running":
 elif run.get("error"):
     st.warning(f"Run {run['status']}: {run['error']}")
 widgets.run_report(run, key=f"results-{run_id}")
+widgets.export_panel(run, key=f"results-{run_id}")

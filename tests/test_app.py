@@ -120,7 +120,8 @@ def test_small_sweep_end_to_end(store):
     at.switch_page("pages/results.py").run()
     assert_clean(at)
     assert list(at.dataframe[0].value["variant"]) == ["baseline", "prune-l1-0.5"]
-    assert len(at.get("download_button")) == 2
+    assert [b.label for b in at.get("download_button")] == [
+        "Download CSV", "Download JSON", "Download report"]
 
     # History lists it; deleting removes it from the store.
     from benchmarks.service.store import ResultsStore

@@ -22,9 +22,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
-SECTIONS = ("fidelity", "bench", "tradeoff", "resnet", "distributed", "dashboard")
+SECTIONS = ("fidelity", "peaks", "bench", "tradeoff", "resnet", "distributed", "dashboard")
 # What each section measures (its heading in docs/PERFORMANCE.md).
 TITLES = {"fidelity": "Latency fidelity and repeatability",
+          "peaks": "The roofline's measured peaks",
           "bench": "The default sweep: seed_cnn on digits",
           "tradeoff": "A trade-off sweep: prune ratio x method, distillation temperature",
           "resnet": "ResNet-18 speed-ups, repeated: channel pruning and INT8",
@@ -115,6 +116,42 @@ def fidelity(repeats: int) -> dict:
             check("latency phase wall time / sum of timed samples", round(over, 2), "<= 1.5",
                   over <= 1.5, "warm-up included"),
         ]}
+
+
+# -- the roofline's measured peaks -----------------------------------------------------------
+
+def peaks(repeats: int, device_name: str = "cpu") -> dict:
+    """The tool's fp32 GEMM peak against torch.utils.benchmark timing the same matmul, on the
+    same pinned threads (IEEE fp32 on a GPU), interleaved so drift hits both alike."""
+    import torch
+    from torch.utils import benchmark
+
+    from benchmarks.environment import default_threads
+    from benchmarks.measure import pinned_threads
+    from benchmarks.peaks import GEMM_SIZE, fp32_matmuls, gemm_call, measure_peaks
+
+    threads = default_threads()
+    device = torch.device(device_name)
+    n = GEMM_SIZE[device.type]
+    _, call = gemm_call(device, "fp32", n)
+    tool, timer, last = [], [], {}
+    for _ in range(repeats):
+        last = measure_peaks(device, threads)
+        tool.append(last["gemm_flops_per_s"]["fp32"])
+        with pinned_threads(threads), fp32_matmuls(device, "ieee"):
+            t = benchmark.Timer("call()", globals={"call": call}, num_threads=threads)
+            timer.append(2.0 * n ** 3 / t.blocked_autorange(min_run_time=0.5).median)
+    # Medians of each: on a busy machine single pairs swing by 1.5x either way.
+    ratio = statistics.median(tool) / statistics.median(timer)
+    gflops = {k: round(v / 1e9, 1) for k, v in last["gemm_flops_per_s"].items()}
+    return {"threads": threads, "tool_fp32_flops": tool, "timer_fp32_flops": timer,
+            "peaks": last, "checks": [
+                check(f"{device_name} fp32 GEMM peak ({n}x{n}): the tool / "
+                      f"torch.utils.benchmark.Timer on the same matmul", round(ratio, 3),
+                      "0.80-1.20", 0.8 <= ratio <= 1.2,
+                      f"medians of {repeats} interleaved repeats; {threads} thread(s); peaks "
+                      f"GFLOP/s {gflops}, copy {last['memory_bytes_per_s'] / 1e9:.1f} GB/s"),
+            ]}
 
 
 # -- the default sweep, cold and warm ------------------------------------------------------
@@ -355,8 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"perf: {name} ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            results[name] = (globals()[name](args.repeats) if name == "fidelity"
-                             else globals()[name]())
+            results[name] = (globals()[name](args.repeats)
+                             if name in ("fidelity", "peaks") else globals()[name]())
         except Exception as exc:  # one broken section must not hide the others' figures
             results[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
                              if str(exc) else type(exc).__name__}

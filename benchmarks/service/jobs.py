@@ -29,7 +29,7 @@ from optimizers.errors import first_line
 from ..models import models_dir
 from .store import ResultsStore, now_iso
 
-JOB_KINDS = ("sweep", "distributed")
+JOB_KINDS = ("sweep", "distributed", "export")
 JOB_STATUSES = ("queued", "running", "complete", "failed", "cancelled", "interrupted")
 FINISHED = ("complete", "failed", "cancelled", "interrupted")
 POLL_S = 0.25            # how often an idle worker looks for work
@@ -257,12 +257,16 @@ class Worker:
 
     def register(self) -> None:
         from ..environment import default_threads, environment_card, resolve_device
+        from ..peaks import sweep_peaks
         import torch
         devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
         dev = resolve_device("cuda" if self.device.startswith("cuda") else "cpu")
         # The threads a sweep is timed with (pinned), not the process's default.
         card = {**environment_card(dev, default_threads()), "devices": devices,
                 "worker_pid": os.getpid()}
+        # The roofline's roofs, measured once per device and machine (then read from the
+        # store): here, before any job, on an idle worker.
+        card["peaks"] = sweep_peaks(self.store, dev, default_threads())
         with self.store.transaction() as db:
             db.execute("INSERT OR REPLACE INTO workers (device, pid, started_at, card) "
                        "VALUES (?,?,?,?)", (self.device, os.getpid(), now_iso(),
@@ -318,6 +322,8 @@ class Worker:
         try:
             if job.kind == "sweep":
                 self.run_sweep_job(job)
+            elif job.kind == "export":
+                self.run_export_job(job)
             else:
                 self.run_distributed_job(job)
         except ValueError as exc:  # bad input found by the engine: the user's to fix
@@ -352,6 +358,7 @@ class Worker:
                     if failed else None)
 
     def run_sweep_job(self, job: Job) -> None:
+        from ..peaks import sweep_peaks
         from ..runner import prepare_sweep
         from ..specs import SweepSpec
         spec = SweepSpec.from_dict(job.payload)
@@ -371,6 +378,7 @@ class Worker:
                     on_progress, stop, on_partial=lambda i, r: recorder.add(r, i))):
                 recorder.add(result, index)
 
+        sweep.environment["peaks"] = sweep_peaks(self.store, sweep.device, sweep.threads)
         recorder = self.store.record(model=spec.model, dataset=spec.dataset,
                                      device=str(sweep.device), spec=spec.to_dict(),
                                      environment=sweep.environment)
@@ -394,6 +402,19 @@ class Worker:
                                      device=environment["device"], spec=config.to_dict(),
                                      environment=environment, kind="distributed")
         self._record(job, recorder, run)
+
+    def run_export_job(self, job: Job) -> None:
+        """A variant of a stored run rebuilt and written as files, zipped for the page's
+        download (``benchmarks.export``; the dashboard never imports torch)."""
+        from ..export import archive, export_folder, export_variant
+        run_id, variant = job.payload["run_id"], job.payload["variant"]
+        self.progress(job.job_id, variant=variant, index=0, total=1, phase="exporting",
+                      fraction=0.0, message=f"rebuilding {variant} and writing its files")
+        folder = export_folder(self.store.path, run_id, variant)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        export_variant(self.store, run_id, variant, folder, allowed_models_dir=models_dir())
+        archive(folder)
+        self.finish(job.job_id, "complete")
 
     def loop(self) -> None:
         while self.parent_alive():

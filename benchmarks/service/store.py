@@ -53,7 +53,19 @@ CREATE TABLE IF NOT EXISTS variants (
     PRIMARY KEY (run_id, position)
 );
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+CREATE TABLE IF NOT EXISTS device_peaks (
+    host        TEXT NOT NULL,
+    device      TEXT NOT NULL,
+    device_name TEXT NOT NULL,
+    torch       TEXT NOT NULL,
+    threads     INTEGER NOT NULL,
+    peaks       TEXT NOT NULL,
+    measured_at TEXT NOT NULL,
+    PRIMARY KEY (host, device, device_name, torch, threads)
+);
 """
+# What a device's measured peaks are cached under (benchmarks.peaks.peaks_key).
+PEAKS_KEY = ("host", "device", "device_name", "torch", "threads")
 
 
 def default_store_path() -> Path:
@@ -267,6 +279,22 @@ class ResultsStore:
     def variant_results(self, run_id: str) -> list[VariantResult]:
         run = self.run(run_id)
         return [] if run is None else [VariantResult.from_dict(v) for v in run["variants"]]
+
+    # -- device peaks (the roofline's roofs), measured once per machine ----------------------
+
+    def device_peaks(self, key: dict) -> dict | None:
+        """The peaks stored under ``key`` (host, device, device_name, torch, threads)."""
+        with self.connect() as db:
+            row = db.execute("SELECT peaks FROM device_peaks WHERE " +
+                             " AND ".join(f"{k}=?" for k in PEAKS_KEY),
+                             [key[k] for k in PEAKS_KEY]).fetchone()
+        return None if row is None else json.loads(row["peaks"])
+
+    def save_device_peaks(self, key: dict, peaks: dict) -> None:
+        with self.transaction() as db:
+            db.execute(f"INSERT OR REPLACE INTO device_peaks ({', '.join(PEAKS_KEY)}, peaks, "
+                       f"measured_at) VALUES ({', '.join('?' * (len(PEAKS_KEY) + 2))})",
+                       [*(key[k] for k in PEAKS_KEY), json.dumps(peaks), now_iso()])
 
     def integrity_ok(self) -> bool:
         with self.connect() as db:

@@ -1,0 +1,307 @@
+"""Export: a stored variant rebuilt from the weights cache and written as safetensors (with its
+architecture), a torch.export program and ONNX; every artefact reloaded independently and
+scored on the run's test split; refusals in one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks import export
+from benchmarks.service.store import ResultsStore
+
+FAST = ["--min-time", "0.05", "--epochs", "2", "--quiet"]
+# The default sweep's techniques with channel pruning (the pruning that changes shapes).
+SWEEP = ["--prune", "0.5", "--prune-method", "channel", "--distill", "--temperature", "4",
+         "--amp", "--int8", "static"]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """(store path, run id): one CLI sweep, its trained weights in the session's cache."""
+    from helpers import run_cli
+    store = tmp_path_factory.mktemp("export") / "s.db"
+    p = run_cli("run", *SWEEP, *FAST, "--store", str(store))
+    assert p.returncode == 0, p.stderr
+    return store, ResultsStore(store).runs()[0]["run_id"]
+
+
+def stored(store: Path, run_id: str, name: str) -> dict:
+    return next(v for v in ResultsStore(store).run(run_id)["variants"] if v["name"] == name)
+
+
+def split_of(card: dict):
+    """The run's test split, normalised as the card says its input must be."""
+    from benchmarks.datasets import load_dataset
+    data = load_dataset(card["dataset"])
+    norm = card["input"]["normalization"]
+    assert norm == data.normalization  # the card names what the model expects
+    return list(data.batches("test", 256))
+
+
+def score(fn, batches) -> tuple[float, torch.Tensor]:
+    logits = torch.cat([fn(x).float() for x, _ in batches])
+    labels = torch.cat([y for _, y in batches])
+    return (logits.argmax(1) == labels).float().mean().item(), logits
+
+
+@pytest.mark.parametrize("name", ["prune-channel-0.5", "distill-T4", "int8-static", "amp"])
+def test_export_round_trips(swept, tmp_path, cli, name):
+    store, run_id = swept
+    out = tmp_path / name
+    p = cli("export", run_id, name, "--out", str(out), "--store", str(store))
+    assert p.returncode == 0, p.stderr
+    card = json.loads((out / export.CARD_NAME).read_text())
+    variant = stored(store, run_id, name)
+    accuracy = variant["accuracy"]
+    assert card["variant"] == name and card["run_id"] == run_id
+    assert card["techniques"] == variant["techniques"] and card["settings"] == variant["config"]
+    assert card["metrics"]["accuracy_ci"] == variant["accuracy_ci"]
+    assert card["environment"]["torch"] == torch.__version__
+    # Every file is hashed in the card; nothing else is in the folder.
+    assert set(card["files"]) | {export.CARD_NAME} == {f.name for f in out.iterdir()}
+    for file, entry in card["files"].items():
+        assert export._sha256(out / file) == entry["sha256"]
+    batches = split_of(card)
+
+    # 1. safetensors + architecture, rebuilt without the store or the cache.
+    assert card["formats"]["safetensors"]["status"] == "written"
+    loaded = export.load_exported(out)
+    acc, torch_logits = score(loaded, batches)
+    assert abs(acc - accuracy) <= 0.001
+    if name == "prune-channel-0.5":  # the pruned shapes are in the architecture
+        pruned = card["architecture"]["pruned"]
+        assert pruned["0"]["tensors"]["weight"][0] == 32 and pruned["2"]["attributes"] == {
+            "in_channels": 32, "out_channels": 64}
+
+    # 2. the ExportedProgram, where PyTorch can trace the variant.
+    pt2 = card["formats"]["pt2"]
+    if name == "int8-static":  # FX INT8's packed weights are TorchScript objects export cannot trace
+        assert pt2["status"] == "not exported" and "torch.export" in pt2["reason"]
+        assert not (out / export.PT2_NAME).exists()
+    else:
+        program = torch.export.load(str(out / export.PT2_NAME)).module()
+        with torch.inference_mode():
+            acc, _ = score(program, batches)
+        assert abs(acc - accuracy) <= 0.001
+
+    # 3. ONNX for the float variants, under onnxruntime.
+    onnx = card["formats"]["onnx"]
+    if name == "int8-static":
+        assert onnx["status"] == "not exported" and "float variants" in onnx["reason"]
+        return
+    import onnxruntime
+    session = onnxruntime.InferenceSession(str(out / export.ONNX_NAME),
+                                           providers=["CPUExecutionProvider"])
+    acc, onnx_logits = score(lambda x: torch.from_numpy(
+        session.run(None, {"input": x.numpy()})[0]), batches)
+    reference = torch_logits
+    if name == "amp":  # the ONNX graph is fp32: held to the fp32 weights' logits
+        assert "fp32 graph" in onnx["note"]
+        loaded.autocast = None
+        _, reference = score(loaded, batches)
+    assert np.allclose(onnx_logits, reference, **export.ONNX_TOLERANCE)
+    assert abs(acc - accuracy) <= 0.001 or name == "amp"
+
+
+def test_refusals_are_one_line_exit_2_and_write_nothing(swept, tmp_path, cli):
+    store, run_id = swept
+    out = tmp_path / "out"
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    empty_cache = tmp_path / "empty-cache"
+    cases = [
+        (["no-such-run", "baseline", "--out", str(out)], {}, "'no-such-run' is not in"),
+        ([run_id, "no-such-variant", "--out", str(out)], {}, "its variants: baseline"),
+        ([run_id, "distill-T4", "--out", str(file)], {}, "is a file"),
+        # Trained weights gone from the cache: never retrained for an export.
+        ([run_id, "distill-T4", "--out", str(out)],
+         {"COMPRESSION_BENCH_CACHE": str(empty_cache)}, "cannot be rebuilt exactly"),
+    ]
+    for args, env, needle in cases:
+        p = cli("export", *args, "--store", str(store), env=env)
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.startswith("error: ") and p.stderr.count("\n") == 1, p.stderr
+        assert needle in p.stderr, p.stderr
+    assert not out.exists() and file.read_text() == "x"
+
+
+def test_a_failed_variant_and_a_variant_that_no_longer_reproduces_are_refused(swept,
+                                                                             tmp_path):
+    store_path, run_id = swept
+    store = ResultsStore(store_path)
+    run = store.run(run_id)
+    copy_id = store.start_run(model=run["model"], dataset=run["dataset"], device=run["device"],
+                              spec=run["spec"], environment=run["environment"])
+    for position, variant in enumerate(run["variants"]):
+        if variant["name"] == "amp":
+            variant = {**variant, "error": "build failed: boom"}
+        if variant["name"] == "distill-T4":  # stored predictions no rebuild can match
+            bits = bytearray(__import__("base64").b64decode(variant["raw"]["correct_bits"]))
+            bits[0] ^= 0xFF
+            variant["raw"]["correct_bits"] = __import__("base64").b64encode(bytes(bits)).decode()
+        store.add_variant(copy_id, variant, position)
+    with pytest.raises(ValueError, match="failed in run") as failed:
+        export.export_variant(store, copy_id, "amp", tmp_path / "a")
+    with pytest.raises(ValueError, match="no longer reproducible") as moved:
+        export.export_variant(store, copy_id, "distill-T4", tmp_path / "d")
+    for err in (failed, moved):
+        assert "\n" not in str(err.value)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "d").exists()
+
+
+def test_int8_weights_round_trip_through_safetensors():
+    """INT8 state (per-channel weights, packed Linear parameters, their dtype) as plain
+    tensors and back, bit for bit."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    from optimizers.quantization import select_engine
+    select_engine()
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 36, 3)).eval()
+    x = torch.randn(8, 1, 8, 8)
+    prepared = prepare_fx(model, get_default_qconfig_mapping("x86"), example_inputs=(x,))
+    prepared(x)
+    quantized = convert_fx(prepared)
+    tensors, layout = export.encode_state(quantized.state_dict())
+    assert all(not t.is_quantized for t in tensors.values())
+    state = export.decode_state(tensors, json.loads(json.dumps(layout)))
+    twin = convert_fx(prepare_fx(torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+        torch.nn.Linear(4 * 36, 3)).eval(), get_default_qconfig_mapping("x86"),
+        example_inputs=(x,)))
+    twin.load_state_dict(state, strict=True)
+    assert torch.equal(twin(x), quantized(x))
+
+
+def test_the_worker_exports_a_variant_into_a_zip(swept, tmp_path):
+    """The dashboard's path: an export job run by the queue's worker (in this process)."""
+    from benchmarks.service.jobs import JobQueue, Worker
+    store_path, run_id = swept
+    queue = JobQueue(store_path)
+    job_id = queue.submit("export", {"run_id": run_id, "variant": "prune-channel-0.5"},
+                          session="test")
+    worker = Worker(str(store_path), "cpu", None)
+    worker.run_job(worker.claim())
+    job = queue.get(job_id)
+    assert job.status == "complete", job.error
+    folder = export.export_folder(store_path, run_id, "prune-channel-0.5")
+    with zipfile.ZipFile(export.archive_path(folder)) as z:
+        assert {export.CARD_NAME, export.WEIGHTS_NAME, export.PT2_NAME,
+                export.ONNX_NAME} <= set(z.namelist())
+    bad = queue.submit("export", {"run_id": run_id, "variant": "nope"}, session="test")
+    worker.run_job(worker.claim())
+    assert queue.get(bad).status == "failed"
+    assert queue.get(bad).error.startswith("invalid input: variant 'nope' is not in run")
+
+
+def test_the_results_page_exports_a_chosen_variant(swept, monkeypatch):
+    """The Results page queues the export on the worker and offers the zip once it is done;
+    its other downloads include the HTML report."""
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from benchmarks.service.jobs import JobQueue
+    store_path, run_id = swept
+    monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store_path))
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
+                           default_timeout=60).run()
+    try:
+        at.switch_page("pages/results.py").run()
+        at.selectbox(key="results_run").set_value(run_id).run()  # other tests add runs
+        assert not at.exception
+        labels = [b.label for b in at.get("download_button")]
+        assert labels == ["Download CSV", "Download JSON", "Download report"]
+        key = f"results-{run_id}"
+        at.selectbox(key=f"{key}-export-variant").set_value("prune-channel-0.5").run()
+        at.button(key=f"{key}-export").click().run()
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            assert not at.exception and not at.error, [e.value for e in at.error]
+            if any(b.label.endswith("(zip)") for b in at.get("download_button")):
+                break
+            time.sleep(1)
+            at.run()
+        else:
+            pytest.fail("the export did not finish")
+        assert "Download prune-channel-0.5 (zip)" in [b.label for b in
+                                                      at.get("download_button")]
+        formats = at.table[-1].value
+        assert list(formats["format"]) == ["safetensors", "pt2", "onnx"]
+        assert set(formats["status"]) == {"written"}
+    finally:
+        JobQueue(store_path).stop_worker("cpu")
+
+
+BRANCHY = '''
+import torch
+from torch import nn
+
+
+class ShapeBranch(nn.Module):
+    """Python control flow on a shape: FX cannot trace it, so static INT8 takes pt2e."""
+
+    def __init__(self, num_classes, in_channels):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, 8, 3)
+        self.fc = nn.Linear(8 * 36, num_classes)
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))
+        if x.shape[-1] > 4:
+            x = x * 1.0
+        return self.fc(x.flatten(1))
+
+
+def build(num_classes, in_channels):
+    return ShapeBranch(num_classes, in_channels)
+'''
+
+
+def test_user_models_ship_their_source_and_pt2e_int8_exports_as_a_program(tmp_path, cli):
+    """A user's factory file travels with its weights (channel-pruned, BatchNorm and SE
+    layers included); torchao's pt2e INT8 graph (what static INT8 takes where FX cannot
+    trace) exports as a .pt2, and the card says why its weights cannot be rebuilt from
+    modules."""
+    from helpers import ROOT
+    store = tmp_path / "s.db"
+    branchy = tmp_path / "branchy.py"
+    branchy.write_text(BRANCHY)
+    for model, args in ((f"{ROOT}/models/se_net.py:build", ["--prune", "0.5", "--prune-method",
+                                                            "channel"]),
+                        (f"{branchy}:build", ["--int8", "static"])):
+        p = cli("run", "--model", model, *args, *FAST, "--epochs", "1", "--store", str(store))
+        assert p.returncode == 0, p.stderr
+    branch_run, se_run = (r["run_id"] for r in ResultsStore(store).runs())
+
+    out = tmp_path / "se"
+    assert cli("export", se_run, "prune-channel-0.5", "--out", str(out), "--store",
+               str(store)).returncode == 0
+    card = json.loads((out / export.CARD_NAME).read_text())
+    assert card["architecture"]["source"]["kind"] == "file"
+    assert (out / export.SOURCE_NAME).read_text() == (ROOT / "models/se_net.py").read_text()
+    assert {n: f["status"] for n, f in card["formats"].items()} == dict.fromkeys(
+        export.FORMATS, "written")
+    pruned = card["architecture"]["pruned"]
+    assert any("num_features" in c["attributes"] for c in pruned.values())  # BatchNorm too
+    acc, _ = score(export.load_exported(out), split_of(card))
+    assert abs(acc - stored(store, se_run, "prune-channel-0.5")["accuracy"]) <= 0.001
+
+    out = tmp_path / "branchy"
+    assert cli("export", branch_run, "int8-static", "--out", str(out), "--store",
+               str(store)).returncode == 0
+    card = json.loads((out / export.CARD_NAME).read_text())
+    assert card["settings"]["int8"]["path"] == "pt2e"
+    assert card["formats"]["pt2"]["status"] == "written"
+    assert card["formats"]["safetensors"]["status"] == "not exported"
+    assert "pt2e" in card["formats"]["safetensors"]["reason"]
+    assert export.PT2E_OPS_MODULE in card["formats"]["pt2"]["note"]
+    acc, _ = score(export.load_program(out), split_of(card))
+    assert abs(acc - stored(store, branch_run, "int8-static")["accuracy"]) <= 0.001
