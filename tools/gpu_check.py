@@ -15,7 +15,9 @@ moment it ends, so a cut-off run keeps what it measured:
    (target >= 2x);
 5. ``sweep``: a real ``--device cuda`` sweep whose distillation, QAT and channel pruning train
    on the GPU, with INT8 labelled CPU;
-6. ``ddp``: DDP over NCCL with none and fp16 compression, fp16's bytes per step half of none's.
+6. ``ddp``: DDP over NCCL with none and fp16 compression, fp16's bytes per step half of none's;
+7. ``peaks``: the roofline's measured peaks on the device (GEMM per precision, copy
+   bandwidth), the fp32 one against ``torch.utils.benchmark`` timing the same matmul.
 
 Built for a bare machine with only torch, torchvision and scikit-learn: nothing here or in
 what it runs needs tqdm or safetensors (the sweep runs ``--quiet --no-cache``); channel pruning
@@ -238,6 +240,8 @@ def sweep(device, quick: bool) -> dict:
     wrong = [f"{n} on {d}, expected {expected[n]}" for n, d in placed.items()
              if d.split(":")[0] != expected[n]]
     errors = [f"{v['name']}: {v['error']}" for v in variants if v.get("error")]
+    no_peak = [v["name"] for v in variants if not v.get("error")
+               and v.get("percent_of_peak") is None]
     trained = [v["name"] for v in variants if v["techniques"] in (
         ["distill"], ["student-scratch"], ["prune"]) or v["config"].get("int8", {}).get(
         "mode") == "qat"]
@@ -252,7 +256,10 @@ def sweep(device, quick: bool) -> dict:
                       + (f"; failed: {'; '.join(errors)}" if errors else "")),
                 check("INT8 variants labelled cpu, the others the device asked for",
                       ", ".join(f"{n}: {d}" for n, d in placed.items()), "as labelled",
-                      not wrong, "; ".join(wrong))]}
+                      not wrong, "; ".join(wrong)),
+                check("every variant placed on the roofline (% of its device's peak)",
+                      f"{len(variants) - len(no_peak)}/{len(variants)}", "all",
+                      not no_peak, ", ".join(no_peak))]}
 
 
 def ddp(device, quick: bool) -> dict:
@@ -271,6 +278,11 @@ def ddp(device, quick: bool) -> dict:
               ratio == 0.5, ", ".join(f"{c}: {r.get('throughput') or 0:,.0f} samples/s, "
                                       f"comm {r.get('comm_ms_per_step') or 0:.2f} ms/step"
                                       for c, r in runs.items()))]}
+
+
+def _peaks(device, rounds: int) -> dict:
+    from .perf import peaks
+    return peaks(rounds, device.type)
 
 
 def render(results: dict, env: dict) -> str:
@@ -324,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         "amp": lambda: amp(device, args.rounds, args.quick),
         "sweep": lambda: sweep(device, args.quick),
         "ddp": lambda: ddp(device, args.quick),
+        "peaks": lambda: _peaks(device, args.rounds),
     }
     args.output.mkdir(parents=True, exist_ok=True)
     results: dict = {}
