@@ -508,9 +508,9 @@ class PreparedSweep:
         b.result.phase_s["latency"] = b.result.phase_s.get("latency", 0.0) + tracker.wall_s
 
     def _finish_timing(self, b: Built, timing: dict) -> None:
-        b.result.latency_samples_ms = list(b.samples)
+        b.result.keep_samples("latency_samples_ms", b.samples)
         if b.device is not None and b.device.type == "cuda":
-            b.result.host_samples_ms = list(b.host)
+            b.result.keep_samples("host_samples_ms", b.host)
         b.result.timing = timing
         b.model = None
 
@@ -569,7 +569,7 @@ class PreparedSweep:
         timing = {"method": "interleaved", "rounds": rounds,
                   "variants_together": len(entries) - (cpu_ref is not None)}
         if cpu_ref is not None:
-            base.result.cpu_latency_samples_ms = list(cpu_ref.samples)
+            base.result.keep_samples("cpu_latency_samples_ms", cpu_ref.samples)
             timing["cpu_baseline"] = "timed in the same rounds, for the CPU variants' ratios"
             entries.remove(cpu_ref)
         for b in entries:
