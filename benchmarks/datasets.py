@@ -262,6 +262,7 @@ def _digits(normalize: str = "dataset") -> DataBundle:
     from importlib.metadata import version
 
     from .cache import default_cache_dir
+    from .folders import private_folder
     folder = default_cache_dir()
     path = folder / f"digits-sklearn{version('scikit-learn')}-split{SPLIT_SEED}.npz"
     try:
@@ -275,7 +276,7 @@ def _digits(normalize: str = "dataset") -> DataBundle:
     x = (d.images / 16.0)[:, None, :, :]  # N x 1 x 8 x 8, pixel values 0..16
     splits = _stratified_split(x, d.target, 10, "digits")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_folder(folder)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
         with os.fdopen(fd, "wb") as f:
             np.savez(f, x=x, y=d.target, train=splits[0], val=splits[1], test=splits[2])

@@ -1,8 +1,12 @@
-"""The operator's folders the dashboard may read: image folders (data) and model files.
+"""The operator's folders the dashboard may read (image folders, model files), and the
+owner-only folders and files the project itself creates.
 
-Jobs from the dashboard name server-side paths only inside these folders. A path outside gets
-one line that says only where paths must be: whether it exists, is a folder or is readable is
-not revealed (the server runs with more rights than the person typing).
+Jobs from the dashboard name server-side paths only inside the operator's folders. A path
+outside gets one line that says only where paths must be: whether it exists, is a folder or is
+readable is not revealed (the server runs with more rights than the person typing).
+
+The results store, the worker's log, the weights cache and the jobs' folders hold every team
+member's results and uploads: they are created readable by their owner only (0600, 0700).
 """
 
 from __future__ import annotations
@@ -44,3 +48,23 @@ def subfolders(folder: Path, limit: int = 50) -> list[str]:
                       if p.is_dir() and not p.name.startswith("."))[:limit]
     except OSError:
         return []
+
+
+def private_folder(path: Path) -> None:
+    """Create ``path`` (and its missing parents) owner-only; an existing folder is left as
+    the operator made it."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` empty and owner-only unless it exists."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass

@@ -46,11 +46,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from optimizers.errors import first_line
-from ..folders import data_dir
+from ..folders import data_dir, private_file, private_folder
 from ..models import models_dir
 from .limits import Limits, apply_memory_limit, is_out_of_memory, out_of_memory_label
-from .store import (ResultsStore, add_missing_columns, now_iso, private_file, private_folder,
-                    process_alive, process_start_token)
+from .store import (ResultsStore, add_missing_columns, now_iso, process_alive,
+                    process_start_token)
 
 JOB_KINDS = ("sweep", "distributed")
 JOB_STATUSES = ("queued", "running", "complete", "failed", "cancelled", "interrupted")

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..folders import private_file, private_folder
 from ..results import VariantResult
 
 RUN_STATUSES = ("running", "complete", "failed", "interrupted")
@@ -86,26 +87,6 @@ def add_missing_columns(db, table: str, columns: dict[str, str]) -> None:
     for name, decl in columns.items():
         if name not in have:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
-
-
-def private_folder(path: Path) -> None:
-    """Create ``path`` (and its missing parents) owner-only; an existing folder is left as
-    the operator made it."""
-    missing = []
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    for folder in reversed(missing):
-        folder.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
-
-
-def private_file(path: Path) -> None:
-    """Create ``path`` empty and owner-only unless it exists."""
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except FileExistsError:
-        pass
 
 
 def pack_floats(values: list) -> dict:
