@@ -11,6 +11,7 @@ splits are views. ``stored_size`` says how much a data set will take before it i
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".ti
 CIFAR10_SAMPLES, CIFAR10_SHAPE = 60_000, (3, 32, 32)
 DIGITS_SAMPLES, DIGITS_SHAPE = 1797, (1, 8, 8)
 STOP_EVERY = 64      # files decoded between two looks at should_stop
-STATS_CHUNK = 4096   # samples per chunk when the training split's statistics are taken
+STATS_CHUNK_BYTES = 8 * 2**20  # float64 bytes per chunk of the training split's statistics
 
 
 @dataclass(frozen=True)
@@ -207,21 +208,25 @@ def renormalized(bundle: DataBundle, split: str, normalize: str) -> torch.Tensor
 
 
 def _pixel_statistics(images: Images):
-    """Per-channel mean and (sample) standard deviation of a split's [0, 1] pixels, taken in
-    chunks: never a float copy of the whole split."""
+    """Per-channel mean and (sample) standard deviation of a split's [0, 1] pixels, summed in
+    float64 over small chunks of the stored values: never a float copy of the whole split.
+    (numpy, single-threaded: torch's threaded reductions left their scratch space resident.)"""
     import torch
-    channels = images.shape[1]
-    total = torch.zeros(channels, dtype=torch.float64)
-    squares = torch.zeros(channels, dtype=torch.float64)
-    count = 0
-    for i in range(0, len(images), STATS_CHUNK):
-        chunk = images.pixels(slice(i, i + STATS_CHUNK)).double()
-        total += chunk.sum(dim=(0, 2, 3))
-        squares += chunk.square().sum(dim=(0, 2, 3))
-        count += chunk.numel() // channels
+    raw = images.raw.numpy()
+    channels = raw.shape[1]
+    total = np.zeros(channels)
+    squares = np.zeros(channels)
+    step = max(1, STATS_CHUNK_BYTES // (8 * math.prod(raw.shape[1:])))
+    for i in range(0, len(raw), step):
+        chunk = raw[i:i + step]
+        total += chunk.sum(axis=(0, 2, 3), dtype=np.float64)
+        squares += np.square(chunk, dtype=np.float64).sum(axis=(0, 2, 3))
+    count = raw.size // channels
     mean = total / count
-    var = (squares - count * mean.square()) / max(count - 1, 1)
-    return mean.float().view(1, -1, 1, 1), var.clamp_min(0).sqrt().float().view(1, -1, 1, 1)
+    var = (squares - count * mean ** 2) / max(count - 1, 1)
+    scale = images.divisor
+    return (torch.from_numpy(mean / scale).float().view(1, -1, 1, 1),
+            torch.from_numpy(np.sqrt(np.maximum(var, 0)) / scale).float().view(1, -1, 1, 1))
 
 
 def normalization(normalize: str, train_x: Images):

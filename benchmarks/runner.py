@@ -22,6 +22,7 @@ a result never depends on the cache's state or on what ran before it.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import hashlib
 import math
@@ -169,6 +170,9 @@ class PreparedSweep:
             if is_user_model(spec.model) else [spec.model]
         self.environment = environment_card(self.device, self.threads)
         self.environment["precision"] = apply_precision(self.device, spec.fp32)
+        self.environment["memory"] = {"estimated_peak_bytes": self.footprint.total,
+                                      "estimate": dataclasses.asdict(self.footprint),
+                                      "limit_bytes": limits.memory_limit()}
         self.environment["data"] = {"dataset": spec.dataset,
                                     "input_shape": list(self.data.input_shape),
                                     "normalization": self.data.normalization,
@@ -189,8 +193,8 @@ class PreparedSweep:
         def build() -> nn.Module:
             return build_model(spec.model, size.classes, size.shape[0], size.shape[1:],
                                self.allowed_models_dir)
-        admit(describe_data(spec.dataset, size, spec.batch_size),
-              sweep_footprint(spec, size, build), share)
+        self.footprint = sweep_footprint(spec, size, build)
+        admit(describe_data(spec.dataset, size, spec.batch_size), self.footprint, share)
 
     def _build(self, name: str) -> nn.Module:
         d = self.data

@@ -150,6 +150,12 @@ def exit_cause(returncode: int | None) -> tuple[str, str]:
     return "failed", f"its worker exited with status {returncode} while it ran"
 
 
+def _holder_alive(row) -> bool:
+    """Whether the worker that claimed a running job still runs (a zombie does not)."""
+    pid = row["worker_pid"] or 0
+    return pid > 0 and process_alive(pid, row["worker_token"])
+
+
 def _age_s(iso: str | None) -> float:
     if not iso:
         return 0.0
@@ -290,8 +296,7 @@ class JobQueue:
                 return False
             if by is not None and not admin and row["owner"] != by:
                 raise PermissionError("only the person who submitted it can cancel this job")
-            if row["status"] == "queued" or not process_alive(row["worker_pid"] or 0,
-                                                             row["worker_token"]):
+            if row["status"] == "queued" or not _holder_alive(row):
                 self._end(db, row, "cancelled",
                           None if row["status"] == "queued" else "cancelled (its worker had "
                           "stopped)")
@@ -370,7 +375,7 @@ class JobQueue:
                 "SELECT DISTINCT device FROM jobs WHERE status='queued'")}
         for row in running:
             pid = row["worker_pid"] or 0
-            if not process_alive(pid, row["worker_token"]):
+            if not _holder_alive(row):
                 status, reason = exit_cause(self._exits.get(pid))
                 self._finish_dead(row, status, reason)
             elif row["time_limit_s"] and _age_s(row["started_at"]) > \
@@ -513,6 +518,12 @@ class Worker:
         # The threads a sweep is timed with (pinned), not the process's default.
         card = {**environment_card(dev, default_threads()), "devices": devices,
                 "worker_pid": os.getpid(), "memory_limit": self.queue.limits.worker_memory}
+        # Warm the engine first: its imports and the first meta-device dry run cost a second
+        # or two that a job's admission check should not pay.
+        from .. import runner  # noqa: F401
+        from ..footprint import activation_bytes
+        from ..models import build_model
+        activation_bytes(lambda: build_model("mlp", 2, 1, (8, 8)), (1, 8, 8))
         with self.store.transaction() as db:
             db.execute("INSERT OR REPLACE INTO workers (device, pid, started_at, card) "
                        "VALUES (?,?,?,?)", (self.device, os.getpid(), now_iso(),
@@ -587,7 +598,8 @@ class Worker:
             status, error, _ = self._stopped_how()
             self.finish(job.job_id, status, error)
         except ValueError as exc:  # bad input found by the engine: the user's to fix
-            self.finish(job.job_id, "failed", f"invalid input: {first_line(exc, 400)}")
+            self.finish(job.job_id, "failed", f"{out_of_memory_label()}: {first_line(exc, 300)}"
+                        if is_out_of_memory(exc) else f"invalid input: {first_line(exc, 400)}")
         except Exception as exc:  # a failing job never takes the queue down
             if is_out_of_memory(exc):
                 reason = f"{out_of_memory_label()}: {first_line(exc, 300)}"

@@ -166,14 +166,20 @@ def data_segment_bytes() -> int:
     return 0
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
+def is_out_of_memory(exc: BaseException | None) -> bool:
     """An allocation that failed: Python's MemoryError, torch's OutOfMemoryError, or the CPU
-    allocator's RuntimeError (what RLIMIT_DATA makes of an allocation over the limit)."""
-    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
-        return True
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and ("can't allocate memory" in text
-                                              or "Cannot allocate memory" in text)
+    allocator's RuntimeError (what RLIMIT_DATA makes of an allocation over the limit), also
+    when another error was raised while handling it (a model factory's one-line error)."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+            return True
+        text = str(exc)
+        if isinstance(exc, RuntimeError) and ("can't allocate memory" in text
+                                              or "Cannot allocate memory" in text):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def out_of_memory_label() -> str:
