@@ -376,7 +376,7 @@ class JobQueue:
         for row in running:
             pid = row["worker_pid"] or 0
             if not _holder_alive(row):
-                status, reason = exit_cause(self._exits.get(pid))
+                status, reason = exit_cause(self._exit_code(pid))
                 self._finish_dead(row, status, reason)
             elif row["time_limit_s"] and _age_s(row["started_at"]) > \
                     row["time_limit_s"] + TIME_LIMIT_GRACE_S:
@@ -391,6 +391,19 @@ class JobQueue:
         for device in waiting:
             if not self.worker_alive(device):
                 self.ensure_worker(device)
+
+    def _exit_code(self, pid: int) -> int | None:
+        """How a dead worker ended, if it was this queue's child (reaped now if it died
+        since this pass began)."""
+        with self._lock:
+            for p in list(self._spawned):
+                if p.pid == pid:
+                    try:
+                        self._exits[pid] = p.wait(timeout=5)
+                        self._spawned.remove(p)
+                    except subprocess.TimeoutExpired:
+                        pass
+        return self._exits.get(pid)
 
     def _finish_dead(self, row, status: str, reason: str) -> None:
         with self.store.transaction() as db:
