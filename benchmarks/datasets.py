@@ -325,8 +325,7 @@ def _image_files(directory: str, input_shape) -> tuple[Path, list[str], dict, tu
     channels, h, w = input_shape or (3, 32, 32)
     if channels not in (1, 3):
         raise ValueError(f"imagefolder: --input-shape channels must be 1 or 3, got {channels}")
-    files = {cls: [f for f in sorted((root / cls).iterdir())
-                   if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file()] for cls in classes}
+    files = {cls: _images_in(root / cls) for cls in classes}
     if not any(files.values()):
         raise ValueError(f"imagefolder: no images ({', '.join(IMAGE_SUFFIXES)}) under {root}")
     empty = [cls for cls in classes if not files[cls]]
@@ -338,23 +337,38 @@ def _image_files(directory: str, input_shape) -> tuple[Path, list[str], dict, tu
     return root, classes, files, (channels, h, w)
 
 
+def _images_in(folder: Path) -> list[Path]:
+    """The image files of one class folder, sorted by name. scandir's entries know their
+    type without a stat per file: listing 100,000 images takes a fraction of a second."""
+    with os.scandir(folder) as entries:
+        names = [e.name for e in entries
+                 if os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES and e.is_file()]
+    return [folder / name for name in sorted(names)]
+
+
 def _imagefolder(directory: str, input_shape, normalize: str = "dataset",
                  should_stop=None) -> DataBundle:
     from PIL import Image
 
     from .cancel import Cancelled
+    def check_stop():
+        if should_stop is not None and should_stop():
+            raise Cancelled()
+
     root, classes, files, (channels, h, w) = _image_files(directory, input_shape)
+    check_stop()
     mode = "L" if channels == 1 else "RGB"
     paths = [f for cls in classes for f in files[cls]]
     y = np.asarray([label for label, cls in enumerate(classes) for _ in files[cls]])
     # The split depends on the labels only: decode each image straight into its place in
     # split order, so the three splits are views of one uint8 array.
     train, val, test = _stratified_split(np.zeros(len(y)), y, len(classes), f"imagefolder:{root}")
+    check_stop()
     order = np.concatenate([train, val, test])
     x = np.empty((len(order), channels, h, w), dtype=np.uint8)
     for slot, index in enumerate(order):
-        if should_stop is not None and slot % STOP_EVERY == 0 and should_stop():
-            raise Cancelled()
+        if slot % STOP_EVERY == 0:
+            check_stop()
         f = paths[index]
         try:
             with Image.open(f) as im:

@@ -531,8 +531,11 @@ class Worker:
         # The threads a sweep is timed with (pinned), not the process's default.
         card = {**environment_card(dev, default_threads()), "devices": devices,
                 "worker_pid": os.getpid(), "memory_limit": self.queue.limits.worker_memory}
-        # Warm the engine first: its imports and the first meta-device dry run cost a second
-        # or two that a job's admission check should not pay.
+        # Warm the engine first: its imports (the loaders' splitter too) and the first
+        # meta-device dry run cost seconds that a job's admission check, or a cancel while it
+        # loads its data, should not wait for.
+        import sklearn.model_selection  # noqa: F401
+
         from .. import runner  # noqa: F401
         from ..footprint import activation_bytes
         from ..models import build_model
