@@ -75,6 +75,7 @@ def test_a_killed_worker_leaves_its_job_interrupted_and_the_next_worker_goes_on(
     while not (queue.get(job_id).run_id and queue.store.run(queue.get(job_id).run_id)["variants"]):
         assert time.monotonic() < deadline
         time.sleep(0.1)
+    queue.stop_supervising()  # what a worker started afresh does on its own (no supervisor)
     os.kill(queue.worker_card("cpu")["worker_pid"], signal.SIGKILL)
     while queue.worker_alive("cpu"):
         time.sleep(0.05)
