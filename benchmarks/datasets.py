@@ -314,7 +314,8 @@ def _cifar10(data_root: str | None, download: bool, normalize: str = "dataset") 
 
 
 def _image_files(directory: str, input_shape) -> tuple[Path, list[str], dict, tuple]:
-    """The folder's classes and image files, checked, without reading an image."""
+    """The folder's classes and each one's image file names (sorted), checked, without reading
+    an image."""
     root = Path(directory).expanduser()
     if not root.is_dir():
         raise ValueError(f"imagefolder: {root} is not a directory")
@@ -325,7 +326,7 @@ def _image_files(directory: str, input_shape) -> tuple[Path, list[str], dict, tu
     channels, h, w = input_shape or (3, 32, 32)
     if channels not in (1, 3):
         raise ValueError(f"imagefolder: --input-shape channels must be 1 or 3, got {channels}")
-    files = {cls: _images_in(root / cls) for cls in classes}
+    files = {cls: _image_names(root / cls) for cls in classes}
     if not any(files.values()):
         raise ValueError(f"imagefolder: no images ({', '.join(IMAGE_SUFFIXES)}) under {root}")
     empty = [cls for cls in classes if not files[cls]]
@@ -337,13 +338,12 @@ def _image_files(directory: str, input_shape) -> tuple[Path, list[str], dict, tu
     return root, classes, files, (channels, h, w)
 
 
-def _images_in(folder: Path) -> list[Path]:
-    """The image files of one class folder, sorted by name. scandir's entries know their
+def _image_names(folder: Path) -> list[str]:
+    """The image files of one class folder, by name, sorted. scandir's entries know their
     type without a stat per file: listing 100,000 images takes a fraction of a second."""
     with os.scandir(folder) as entries:
-        names = [e.name for e in entries
-                 if os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES and e.is_file()]
-    return [folder / name for name in sorted(names)]
+        return sorted(e.name for e in entries
+                      if os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES and e.is_file())
 
 
 def _imagefolder(directory: str, input_shape, normalize: str = "dataset",
@@ -358,7 +358,7 @@ def _imagefolder(directory: str, input_shape, normalize: str = "dataset",
     root, classes, files, (channels, h, w) = _image_files(directory, input_shape)
     check_stop()
     mode = "L" if channels == 1 else "RGB"
-    paths = [f for cls in classes for f in files[cls]]
+    paths = [root / cls / name for cls in classes for name in files[cls]]
     y = np.asarray([label for label, cls in enumerate(classes) for _ in files[cls]])
     # The split depends on the labels only: decode each image straight into its place in
     # split order, so the three splits are views of one uint8 array.
