@@ -6,7 +6,12 @@ HTTP request or WebSocket whose Host header is not in ``server.allowedHosts``
 it. Streamlit itself checks that list on its WebSocket only, so a DNS-rebinding page (an
 attacker's name resolving to 127.0.0.1, opened in a team member's browser) would still load.
 To serve under another name (behind a reverse proxy), add that name to ``allowedHosts``.
+
+It also starts the job queue's supervisor with the server, so jobs left queued by a restart
+run again without waiting for someone to open a page.
 """
+
+from contextlib import asynccontextmanager
 
 import streamlit as st
 from starlette.middleware import Middleware
@@ -16,5 +21,17 @@ from streamlit import config
 # An empty list means "any host" to Streamlit; here it falls back to the safe default.
 ALLOWED_HOSTS = list(config.get_option("server.allowedHosts") or ["localhost", "127.0.0.1"])
 
-app = st.App("app.py", middleware=[
+
+@asynccontextmanager
+async def supervised(_app):
+    from benchmarks.service.jobs import JobQueue
+    queue = JobQueue()  # the store of $COMPRESSION_BENCH_STORE, as the pages use
+    queue.supervise()
+    try:
+        yield None
+    finally:
+        queue.stop_supervising()
+
+
+app = st.App("app.py", lifespan=supervised, middleware=[
     Middleware(TrustedHostMiddleware, allowed_hosts=ALLOWED_HOSTS, www_redirect=False)])

@@ -15,8 +15,10 @@ allocated, not from a rule of thumb:
 - a margin for the allocator and what no estimate sees.
 
 ``admit`` refuses, in one line and before anything is loaded, a job whose estimate exceeds
-its share of the memory available now (and what the worker's hard limit leaves). The hard
-limit (``service/limits.py``) catches whatever the estimate misses.
+its share of the memory available now (and what the worker's hard limit leaves). On a GPU
+the model's part (activations, weights) is held against the GPU's free memory and the rest
+against the host's. The hard limit (``service/limits.py``) catches whatever the estimate
+misses.
 """
 
 from __future__ import annotations
@@ -45,8 +47,18 @@ class Footprint:
 
     @property
     def total(self) -> int:
-        parts = self.data + self.batches + self.activations + self.weights + self.copies
-        return int(parts * (1 + MARGIN_SHARE) + MARGIN_BYTES)
+        return _with_margin(self.data + self.batches + self.activations + self.weights +
+                            self.copies)
+
+    @property
+    def host(self) -> int:
+        """What stays in host memory when the model runs on a GPU."""
+        return _with_margin(self.data + self.batches + self.copies)
+
+    @property
+    def device(self) -> int:
+        """What a GPU holds: the models and their activations."""
+        return _with_margin(self.activations + self.weights)
 
     def describe(self) -> str:
         return (f"about {gib(self.total)} (data set {gib(self.data)}, batches "
@@ -62,6 +74,10 @@ def _key(t) -> int | None:
         return t.untyped_storage()._cdata
     except (RuntimeError, NotImplementedError):
         return None
+
+
+def _with_margin(n: int) -> int:
+    return int(n * (1 + MARGIN_SHARE) + MARGIN_BYTES)
 
 
 class _MetaBytes:
@@ -173,13 +189,23 @@ def budget(share: float) -> tuple[int, str]:
     return allowed, how
 
 
-def admit(what: str, footprint: Footprint, share: float) -> None:
-    """ValueError, one line, when ``footprint`` exceeds what this job may use now."""
+def admit(what: str, footprint: Footprint, share: float,
+          device_free: int | None = None) -> None:
+    """ValueError, one line, when ``footprint`` exceeds what this job may use now: all of it
+    in host memory, or with ``device_free`` (a GPU's free bytes) its model part on the GPU."""
     allowed, how = budget(share)
-    if footprint.total > allowed:
+    host = footprint.total if device_free is None else footprint.host
+    if host > allowed:
         raise ValueError(f"{what} needs {footprint.describe()} in memory; a job may use at "
                          f"most {gib(allowed)} here, {how}; give a smaller --input-shape or "
                          f"--batch-size")
+    if device_free is not None and footprint.device > share * device_free:
+        raise ValueError(f"{what} needs about {gib(footprint.device)} of GPU memory "
+                         f"(activations {gib(footprint.activations)}, weights "
+                         f"{gib(footprint.weights)}); a job may use at most "
+                         f"{gib(share * device_free)}, {share:.0%} of the GPU's "
+                         f"{gib(device_free)} free (COMPRESSION_BENCH_MEMORY_SHARE); give a "
+                         f"smaller --input-shape or --batch-size")
 
 
 def describe_data(name: str, size: DataSize, batch: int) -> str:

@@ -194,7 +194,9 @@ class PreparedSweep:
             return build_model(spec.model, size.classes, size.shape[0], size.shape[1:],
                                self.allowed_models_dir)
         self.footprint = sweep_footprint(spec, size, build)
-        admit(describe_data(spec.dataset, size, spec.batch_size), self.footprint, share)
+        gpu_free = available_memory_bytes(self.device) if self.device.type == "cuda" else None
+        admit(describe_data(spec.dataset, size, spec.batch_size), self.footprint, share,
+              gpu_free)
 
     def _build(self, name: str) -> nn.Module:
         d = self.data

@@ -132,3 +132,29 @@ def zombies_of(pid: int) -> list[int]:
         if after[0] == "Z" and int(after[1]) == pid:
             out.append(int(stat.parent.name))
     return out
+
+
+def chromium():
+    """A context manager giving a headless Debian Chromium (playwright's Browser); the test is
+    skipped where Chromium is missing (failed with REQUIRE_BROWSER=1)."""
+    from contextlib import contextmanager
+
+    import pytest
+    from playwright.sync_api import sync_playwright
+
+    from tools.browser import CHROMIUM, CHROMIUM_ARGS
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{CHROMIUM} is missing and REQUIRE_BROWSER=1")
+        pytest.skip("chromium is missing")
+
+    @contextmanager
+    def launched():
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                        args=CHROMIUM_ARGS)
+            try:
+                yield browser
+            finally:
+                browser.close()
+    return launched()

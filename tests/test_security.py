@@ -123,39 +123,30 @@ def _mode(path: Path) -> int:
 def test_store_log_secret_and_cache_are_owner_only_and_hold_no_session_key(tmp_path):
     """What the server and its worker create is readable by their owner only, and the
     database keeps owners as digests, never a session key that would open a session."""
-    import os
-
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from benchmarks.service.jobs import JobQueue
     from benchmarks.specs import SweepSpec
-    from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("chromium is missing")
+    from helpers import chromium, wait_until
+    from tools.browser import running_server
     folder, cache = tmp_path / "srv", tmp_path / "cache"
     store = folder / "results.db"
-    with sync_playwright() as p, running_server(store, {"COMPRESSION_BENCH_CACHE": str(cache)}
+    with chromium() as browser, running_server(store, {"COMPRESSION_BENCH_CACHE": str(cache)}
                                                ) as (_, url):
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            page.goto(url)
-            expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
-                timeout=60_000)
-            page.get_by_role("button", name="Run benchmark").click()
-            queue = JobQueue(store)
-            from helpers import wait_until
-            job = wait_until(lambda: (js := queue.jobs()) and js[0].run_id
-                             and queue.store.run(js[0].run_id)["variants"] and js[0], 240,
-                             "the first variant")
-            key = page.url.split("session=", 1)[1].split("&", 1)[0]
-            queue.cancel(job.job_id)
-            wait_until(lambda: queue.get(job.job_id).finished, 60, "the cancel")
-            extra = JobQueue(store).submit("sweep", SweepSpec(epochs=1, min_time_s=0.05)
-                                           .to_dict(), session="t")
-            wait_until(lambda: queue.get(extra).finished, 240, "a second job")
-        finally:
-            browser.close()
+        page = browser.new_page()
+        page.goto(url)
+        expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(timeout=60_000)
+        page.get_by_role("button", name="Run benchmark").click()
+        queue = JobQueue(store)
+        job = wait_until(lambda: (js := queue.jobs()) and js[0].run_id
+                         and queue.store.run(js[0].run_id)["variants"] and js[0], 240,
+                         "the first variant")
+        key = page.url.split("session=", 1)[1].split("&", 1)[0]
+        queue.cancel(job.job_id)
+        wait_until(lambda: queue.get(job.job_id).finished, 60, "the cancel")
+        extra = queue.submit("sweep", SweepSpec(epochs=1, min_time_s=0.05).to_dict(),
+                             session="t")
+        wait_until(lambda: queue.get(extra).finished, 240, "a second job")
     assert _mode(folder) == 0o700 and _mode(cache) == 0o700
     for path in [store, store.with_name("results.db-wal"), store.with_name("results.db-shm"),
                  store.with_name("results.db.secret"), store.with_name("results.db.worker-cpu.log"),
@@ -172,50 +163,40 @@ def test_a_session_url_opened_in_another_browser_is_a_new_session(tmp_path):
     """A copied session URL (a shared link, a proxy log) in a second browser: not the same
     session; it neither sees nor can cancel the first browser's jobs. A refresh in the first
     browser keeps its session and its job."""
-    import os
-
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     from benchmarks.service.jobs import JobQueue
     from benchmarks.specs import SweepSpec
-    from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("chromium is missing")
-    from helpers import wait_until
+    from helpers import chromium, wait_until
+    from tools.browser import running_server
     store = tmp_path / "results.db"
-    with sync_playwright() as p, running_server(store) as (_, url):
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            queue = JobQueue(store)
-            slow = SweepSpec.from_toggles(prune=0.5, amp=True, epochs=1, min_time_s=3.0)
-            queue.submit("sweep", slow.to_dict(), session="someone else")
-            first = browser.new_context().new_page()
-            first.goto(url)
-            run = first.get_by_role("button", name="Run benchmark")
-            expect(run).to_be_visible(timeout=60_000)
-            run.click()
-            expect(first.get_by_text("Queued: place", exact=False)).to_be_visible(
-                timeout=60_000)
-            link = first.url
-            key = link.split("session=", 1)[1].split("&", 1)[0]
-            mine = wait_until(lambda: [j for j in queue.jobs() if j.session != "someone else"],
-                              30, "the first browser's job")
+    with chromium() as browser, running_server(store) as (_, url):
+        queue = JobQueue(store)
+        slow = SweepSpec.from_toggles(prune=0.5, amp=True, epochs=1, min_time_s=3.0)
+        queue.submit("sweep", slow.to_dict(), session="someone else")
+        first = browser.new_context().new_page()
+        first.goto(url)
+        run = first.get_by_role("button", name="Run benchmark")
+        expect(run).to_be_visible(timeout=60_000)
+        run.click()
+        expect(first.get_by_text("Queued: place", exact=False)).to_be_visible(timeout=60_000)
+        link = first.url
+        key = link.split("session=", 1)[1].split("&", 1)[0]
+        mine = wait_until(lambda: [j for j in queue.jobs() if j.session != "someone else"],
+                          30, "the first browser's job")
 
-            second = browser.new_context().new_page()  # another browser: its own cookies
-            second.goto(link)
-            expect(second.get_by_text("was not issued to this browser", exact=False)
-                   ).to_be_visible(timeout=60_000)
-            assert key not in second.url
-            expect(second.get_by_text("My jobs (0 active)")).to_be_visible()
-            expect(second.get_by_role("button", name="Cancel")).to_have_count(0)
+        second = browser.new_context().new_page()  # another browser: its own cookies
+        second.goto(link)
+        expect(second.get_by_text("was not issued to this browser", exact=False)
+               ).to_be_visible(timeout=60_000)
+        assert key not in second.url
+        expect(second.get_by_text("My jobs (0 active)")).to_be_visible()
+        expect(second.get_by_role("button", name="Cancel")).to_have_count(0)
 
-            first.reload()  # the same browser keeps its session and finds its job
-            expect(first.get_by_text("Queued: place", exact=False)).to_be_visible(
-                timeout=60_000)
-            assert key in first.url
-            expect(first.get_by_text("My jobs (1 active)")).to_be_visible()
-            assert queue.get(mine[0].job_id).status in ("queued", "running")
-            for job in queue.jobs():
-                queue.cancel(job.job_id)
-        finally:
-            browser.close()
+        first.reload()  # the same browser keeps its session and finds its job
+        expect(first.get_by_text("Queued: place", exact=False)).to_be_visible(timeout=60_000)
+        assert key in first.url
+        expect(first.get_by_text("My jobs (1 active)")).to_be_visible()
+        assert queue.get(mine[0].job_id).status in ("queued", "running")
+        for job in queue.jobs():
+            queue.cancel(job.job_id)

@@ -16,7 +16,7 @@ from benchmarks.service.jobs import JobQueue
 from benchmarks.service.limits import Limits
 from benchmarks.specs import SweepSpec
 
-from helpers import wait_until, zombies_of
+from helpers import chromium, wait_until, zombies_of
 
 FAST = dict(min_time_s=0.05, min_runs=10, warmup=1, epochs=1)
 # Long enough to be caught mid-sweep: every variant is timed for 3 s.
@@ -101,39 +101,45 @@ def test_the_page_and_history_show_the_killed_job_and_the_queue_goes_on(tmp_path
     """Two team members: one runs a long sweep, the other's waits in line. The worker is
     killed. Without anyone reloading, the first page says interrupted with the cause, the
     second job starts within 5 s, History agrees, and the server has no zombie children."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("chromium is missing")
+    from tools.browser import running_server
     store = tmp_path / "results.db"
-    with sync_playwright() as p, running_server(store) as (server, url):
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            first, second = (browser.new_context().new_page() for _ in range(2))
-            for page in (first, second):
-                page.goto(url)
-                expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
-                    timeout=60_000)
-            first.get_by_role("button", name="Run benchmark").click()
-            queue = JobQueue(store)
-            job = wait_until(lambda: next((j for j in queue.jobs() if j.status == "running"
-                                           and j.run_id), None), 180, "the first job")
-            second.get_by_role("button", name="Run benchmark").click()
-            expect(second.get_by_text("Queued: place 1", exact=False)).to_be_visible(
-                timeout=30_000)
-            killed_at = datetime.now(timezone.utc)
-            os.kill(job.worker_pid, signal.SIGKILL)
-            expect(first.get_by_text("its worker was killed (SIGKILL", exact=False).first
-                   ).to_be_visible(timeout=15_000)
-            nxt = wait_until(lambda: next((j for j in queue.jobs() if j.job_id != job.job_id
-                                           and j.status != "queued"), None), 10, "next job")
-            assert (started(nxt) - killed_at).total_seconds() <= 5.0
-            assert zombies_of(server.pid) == []
-            first.goto(f"{url}/history")
-            expect(first.get_by_text("interrupted").first).to_be_visible(timeout=30_000)
-            run = queue.store.run(job.run_id)
-            assert run["status"] == "interrupted" and "SIGKILL" in run["error"]
-            assert queue.get(job.job_id).status == "interrupted"
-        finally:
-            browser.close()
+    with chromium() as browser, running_server(store) as (server, url):
+        first, second = (browser.new_context().new_page() for _ in range(2))
+        for page in (first, second):
+            page.goto(url)
+            expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
+                timeout=60_000)
+        first.get_by_role("button", name="Run benchmark").click()
+        queue = JobQueue(store)
+        job = wait_until(lambda: next((j for j in queue.jobs() if j.status == "running"
+                                       and j.run_id), None), 180, "the first job")
+        second.get_by_role("button", name="Run benchmark").click()
+        expect(second.get_by_text("Queued: place 1", exact=False)).to_be_visible(
+            timeout=30_000)
+        killed_at = datetime.now(timezone.utc)
+        os.kill(job.worker_pid, signal.SIGKILL)
+        expect(first.get_by_text("its worker was killed (SIGKILL", exact=False).first
+               ).to_be_visible(timeout=15_000)
+        nxt = wait_until(lambda: next((j for j in queue.jobs() if j.job_id != job.job_id
+                                       and j.status != "queued"), None), 10, "next job")
+        assert (started(nxt) - killed_at).total_seconds() <= 5.0
+        assert zombies_of(server.pid) == []
+        first.goto(f"{url}/history")
+        expect(first.get_by_text("interrupted").first).to_be_visible(timeout=30_000)
+        run = queue.store.run(job.run_id)
+        assert run["status"] == "interrupted" and "SIGKILL" in run["error"]
+        assert queue.get(job.job_id).status == "interrupted"
+
+
+def test_a_started_server_runs_queued_jobs_without_a_page_load(tmp_path):
+    """Jobs left queued by a restart: the server's supervisor starts a worker for them as it
+    starts, before anyone opens a page."""
+    from tools.browser import running_server
+    store = tmp_path / "results.db"
+    queue = JobQueue(store)
+    job_id = queue.submit("sweep", SweepSpec(**FAST).to_dict(), session="a")
+    with running_server(store):
+        job = wait_until(lambda: (j := queue.get(job_id)).finished and j, 240, "the job")
+    assert job.status == "complete"

@@ -739,7 +739,8 @@ def worker_main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     worker = Worker(args.store, args.device, args.parent)
     # Before torch is imported: the limit must cover everything the worker will allocate.
-    apply_memory_limit(worker.queue.limits.worker_memory)
+    if worker.queue.limits.worker_memory is not None:
+        apply_memory_limit(worker.queue.limits.worker_memory)
     worker.take_over()
     try:
         worker.loop()

@@ -7,7 +7,7 @@ dashboard reads it to show the caps.
 | variable | default | what it bounds |
 |---|---|---|
 | COMPRESSION_BENCH_MEMORY_SHARE | 0.5 | a job whose estimated peak exceeds this share of the memory available when it starts is refused before it allocates |
-| COMPRESSION_BENCH_WORKER_MEMORY | 60% | the worker's hard limit (RLIMIT_DATA): bytes (``12G``, ``800M``) or a share of the machine's memory (``60%``) |
+| COMPRESSION_BENCH_WORKER_MEMORY | 60% | the worker's hard limit (RLIMIT_DATA): bytes (``12G``, ``800M``), a share of the machine's memory (``60%``), or ``off`` (where a cgroup bounds the server instead) |
 | COMPRESSION_BENCH_JOB_TIME_LIMIT | 7200 | seconds a job may run; then it stops (and its worker is killed if it does not) |
 | COMPRESSION_BENCH_MAX_JOBS | 3 | jobs one person (signed-in user, else browser session) may have queued or running |
 | COMPRESSION_BENCH_UPLOAD_MB | 1024 | total MB of uploaded checkpoints held at once (sessions' and queued jobs') |
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import resource
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 GIB = 2**30
 MIB = 2**20
@@ -33,6 +33,7 @@ ENV = {
     "admins": "COMPRESSION_BENCH_ADMINS",
 }
 DEFAULT_WORKER_MEMORY = "60%"
+NO_LIMIT = ("off", "none")
 
 
 def total_memory_bytes() -> int:
@@ -42,16 +43,22 @@ def total_memory_bytes() -> int:
         return 16 * GIB
 
 
-def available_memory_bytes() -> int:
-    """What the kernel says a new allocation can get without swapping (MemAvailable)."""
+def _proc_bytes(path: str, field: str) -> int | None:
+    """A ``Field:  N kB`` line of a /proc file, in bytes (None when absent)."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return total_memory_bytes()
+    return None
+
+
+def available_memory_bytes() -> int:
+    """What the kernel says a new allocation can get without swapping (MemAvailable)."""
+    found = _proc_bytes("/proc/meminfo", "MemAvailable")
+    return total_memory_bytes() if found is None else found
 
 
 def parse_bytes(text: str, name: str) -> int:
@@ -69,8 +76,8 @@ def parse_bytes(text: str, name: str) -> int:
             raise ValueError
         return int(number * unit)
     except (ValueError, IndexError):
-        raise ValueError(f"{name} must be bytes such as 12G or 800M, or a share such as 60%; "
-                         f"got {text!r}") from None
+        raise ValueError(f"{name} must be bytes such as 12G or 800M, a share such as 60%, or "
+                         f"off; got {text!r}") from None
 
 
 def gib(n: int | float) -> str:
@@ -80,7 +87,9 @@ def gib(n: int | float) -> str:
 @dataclass(frozen=True)
 class Limits:
     memory_share: float = 0.5
-    worker_memory: int = 0           # bytes; 0: DEFAULT_WORKER_MEMORY of the machine
+    # Bytes the worker's data segment may reach; None: no hard limit.
+    worker_memory: int | None = field(default_factory=lambda: parse_bytes(
+        DEFAULT_WORKER_MEMORY, ENV["worker_memory"]))
     job_time_s: float = 7200.0
     max_jobs: int = 3
     upload_mb: int = 1024
@@ -88,17 +97,14 @@ class Limits:
     admins: tuple[str, ...] = ()
 
     def __post_init__(self):
-        def bad(field: str, accepted: str, got) -> None:
-            raise ValueError(f"{ENV[field]} must be {accepted}; got {got!r}")
+        def bad(name: str, accepted: str, got) -> None:
+            raise ValueError(f"{ENV[name]} must be {accepted}; got {got!r}")
 
         if not 0 < self.memory_share <= 1:
             bad("memory_share", "a share in (0, 1]", self.memory_share)
-        if self.worker_memory == 0:
-            object.__setattr__(self, "worker_memory",
-                               parse_bytes(DEFAULT_WORKER_MEMORY, ENV["worker_memory"]))
-        if self.worker_memory < 256 * MIB:
-            bad("worker_memory", "at least 256M (the worker's libraries alone take that)",
-                self.worker_memory)
+        if self.worker_memory is not None and self.worker_memory < GIB:
+            bad("worker_memory", "at least 1G (the worker's libraries alone take most of "
+                "that), or off", self.worker_memory)
         if not 10 <= self.job_time_s <= 7 * 24 * 3600:
             bad("job_time_s", "seconds between 10 and a week", self.job_time_s)
         if not 1 <= self.max_jobs <= 1000:
@@ -114,18 +120,19 @@ class Limits:
     def from_env(cls, environ=None) -> "Limits":
         env = os.environ if environ is None else environ
         kwargs: dict = {}
-        for field, var in ENV.items():
+        for name, var in ENV.items():
             text = env.get(var)
             if text is None or not text.strip():
                 continue
-            if field == "worker_memory":
-                kwargs[field] = parse_bytes(text, var)
-            elif field == "admins":
-                kwargs[field] = tuple(text.split(","))
+            if name == "worker_memory":
+                kwargs[name] = None if text.strip().lower() in NO_LIMIT \
+                    else parse_bytes(text, var)
+            elif name == "admins":
+                kwargs[name] = tuple(text.split(","))
             else:
-                kind = int if field in ("max_jobs", "upload_mb", "cache_mb") else float
+                kind = int if name in ("max_jobs", "upload_mb", "cache_mb") else float
                 try:
-                    kwargs[field] = kind(text)
+                    kwargs[name] = kind(text)
                 except ValueError:
                     raise ValueError(f"{var} must be a number; got {text!r}") from None
         return cls(**kwargs)
@@ -156,14 +163,7 @@ def memory_limit() -> int | None:
 
 def data_segment_bytes() -> int:
     """What counts against RLIMIT_DATA now (VmData), 0 when unknown."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmData:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return _proc_bytes("/proc/self/status", "VmData") or 0
 
 
 def is_out_of_memory(exc: BaseException | None) -> bool:
