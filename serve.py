@@ -25,8 +25,10 @@ ALLOWED_HOSTS = list(config.get_option("server.allowedHosts") or ["localhost", "
 @asynccontextmanager
 async def supervised(_app):
     from benchmarks.service.jobs import JobQueue
-    queue = JobQueue()  # the store of $COMPRESSION_BENCH_STORE, as the pages use
-    queue.supervise()
+    from benchmarks.service.store import default_store_path
+    # The same queue object the pages take (dashboard.state.queue): one supervisor, which
+    # starts and so reaps every worker of this server.
+    queue = JobQueue.shared(default_store_path())
     try:
         yield None
     finally:

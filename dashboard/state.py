@@ -97,11 +97,9 @@ def store_path() -> Path:
 @st.cache_resource(show_spinner=False)
 def _queue(path: str):
     from benchmarks.service.jobs import JobQueue
-    q = JobQueue(store_path=path)
-    # The queue's supervisor is a thread of this server, which starts (and so reaps) the
-    # workers: it notices a dead worker within a second, without waiting for a page load.
-    q.supervise()
-    return q
+    # This server's one queue, with its supervisor thread: it starts (and so reaps) the
+    # workers and notices a dead one within a second, without waiting for a page load.
+    return JobQueue.shared(path)
 
 
 def queue():

@@ -49,8 +49,8 @@ from optimizers.errors import first_line
 from ..folders import data_dir, private_file, private_folder
 from ..models import models_dir
 from .limits import Limits, apply_memory_limit, is_out_of_memory, out_of_memory_label
-from .store import (ResultsStore, add_missing_columns, now_iso, process_alive,
-                    process_start_token)
+from .store import (ResultsStore, add_missing_columns, default_store_path, now_iso,
+                    process_alive, process_start_token)
 
 JOB_KINDS = ("sweep", "distributed")
 JOB_STATUSES = ("queued", "running", "complete", "failed", "cancelled", "interrupted")
@@ -188,6 +188,20 @@ class JobQueue:
         self._exits: dict[int, int] = {}  # pid -> return code of reaped workers
         self._lock = threading.Lock()
         self._supervisor: Supervisor | None = None
+
+    @classmethod
+    def shared(cls, store_path: str | os.PathLike | None = None) -> "JobQueue":
+        """This process's one queue over a store, supervising: the workers it starts are its
+        children, so it alone can reap them and tell how they died. The dashboard's server
+        takes it at start-up (serve.py) and in its pages."""
+        path = Path(store_path) if store_path is not None else None
+        with _SHARED_LOCK:
+            key = str((path or default_store_path()).resolve())
+            queue = _SHARED.get(key)
+            if queue is None:
+                queue = _SHARED[key] = cls(path)
+        queue.supervise()
+        return queue
 
     # -- submitting and reading ----------------------------------------------------------
 
@@ -463,6 +477,10 @@ class JobQueue:
                 p.kill()
                 p.wait()
         self._spawned = [p for p in self._spawned if p.poll() is None]
+
+
+_SHARED: dict[str, JobQueue] = {}
+_SHARED_LOCK = threading.Lock()
 
 
 class Supervisor(threading.Thread):
