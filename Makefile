@@ -26,7 +26,7 @@ browser:
 	fi
 
 run: setup
-	$(PY) -m streamlit run app.py
+	$(PY) -m streamlit run serve.py
 
 test: setup browser
 	$(PY) -m pytest

@@ -14,6 +14,9 @@ st.set_page_config(page_title="Compression benchmark", page_icon=":material/comp
 state.require_login()
 state.session_key()
 state.ensure_worker_once()
+if st.session_state.pop(state.NEW_SESSION, False):
+    st.warning("This link's session was not issued to this browser, so a new session started. "
+               "To show someone a run, send the link on its Results page.")
 
 pages = [
     st.Page("pages/experiment.py", title="Experiment", icon=":material/science:", default=True),
@@ -26,5 +29,7 @@ page = st.navigation(pages)
 with st.sidebar:
     st.caption("Benchmark worker")
     widgets.device_card(widgets.worker_card("cpu"))
+    widgets.my_jobs_panel()
+    st.caption(state.cache_line())
 
 page.run()

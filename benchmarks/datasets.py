@@ -1,10 +1,17 @@
 """Data sets: the embedded default (scikit-learn's digits), CIFAR-10, an image folder, and
-synthetic inputs for speed-only runs. All are loaded into memory as tensors once, so every
-variant sees exactly the same batches and no loader process competes with the timed model.
+synthetic inputs for speed-only runs. All are loaded into memory once, so every variant sees
+exactly the same batches and no loader process competes with the timed model.
+
+Images are kept as they are stored: uint8 pixels (a quarter of float32), turned into
+normalised float32 only when a batch is made (``Images``). Loading makes no extra full-size
+copy: an image folder is decoded straight into one preallocated array, in split order, so its
+splits are views. ``stored_size`` says how much a data set will take before it is loaded
+(the job's admission check); loading an image folder checks ``should_stop`` between files.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,35 +29,72 @@ VAL_FRACTION, TEST_FRACTION = 0.1, 0.2
 SYNTHETIC_CLASSES = 10
 SYNTHETIC_SAMPLES = 512
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-# Data sets live in memory as float32: a shape such as 3,4096,4096 would ask for ~100 GB and
-# end in an allocator traceback or the OOM killer, so more than this share of the machine's
-# memory is refused up front, as bad input.
-MEMORY_SHARE = 0.5
+CIFAR10_SAMPLES, CIFAR10_SHAPE = 60_000, (3, 32, 32)
+DIGITS_SAMPLES, DIGITS_SHAPE = 1797, (1, 8, 8)
+STOP_EVERY = 64      # files decoded between two looks at should_stop
+STATS_CHUNK_BYTES = 8 * 2**20  # float64 bytes per chunk of the training split's statistics
 
 
-def memory_budget_bytes() -> int:
-    try:
-        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        total = 16 * 2**30
-    return int(total * MEMORY_SHARE)
+@dataclass(frozen=True)
+class DataSize:
+    """What a data set will hold in memory, known before it is loaded."""
+    samples: int
+    shape: tuple[int, int, int]
+    itemsize: int  # bytes per stored value: 1 for uint8 pixels, 4 for float32
+    classes: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.samples * self.itemsize * self.shape[0] * self.shape[1] * self.shape[2]
 
 
-def check_in_memory_size(what: str, samples: int, shape) -> None:
-    need = 4 * samples
-    for d in shape:
-        need *= int(d)
-    budget = memory_budget_bytes()
-    if need > budget:
-        dims = ",".join(map(str, shape))
-        raise ValueError(f"{what}: {samples} samples of {dims} need {need / 2**30:.1f} GiB in "
-                         f"memory, above half of this machine's ({budget / 2**30:.1f} GiB); "
-                         f"give a smaller --input-shape or --batch-size")
+class Images:
+    """A split's inputs as stored (uint8 pixels, or float32 values), made float32 and
+    normalised batch by batch: ``images[idx]`` is an N x C x H x W float32 tensor (C x H x W
+    for one int index). Indexing takes what slicing or indexing a tensor takes."""
+
+    def __init__(self, raw: torch.Tensor, divisor: float = 1.0, mean=None, std=None):
+        # divisor: 255 for uint8 pixels (dividing, not multiplying by 1/255, gives the very
+        # floats a float32 decode gave)
+        self.raw, self.divisor, self.mean, self.std = raw, divisor, mean, std
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.raw.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.raw.numel() * self.raw.element_size()
+
+    def pixels(self, idx) -> torch.Tensor:
+        """The selected inputs as float32 in [0, 1] (the stored scale), not normalised: always
+        a new tensor (a slice of float32 inputs is copied, so scaling never touches them)."""
+        import torch
+        x = self.raw[idx]
+        if x.dtype != torch.float32:
+            x = x.float()
+        elif x.untyped_storage().data_ptr() == self.raw.untyped_storage().data_ptr():
+            x = x.clone()
+        return x.div_(self.divisor) if self.divisor != 1 else x
+
+    def __getitem__(self, idx) -> torch.Tensor:
+        x = self.pixels(idx)
+        if self.mean is None:
+            return x
+        mean, std = (self.mean[0], self.std[0]) if x.dim() == 3 else (self.mean, self.std)
+        return x.sub_(mean).div_(std)
+
+    def normalised(self, mean, std) -> "Images":
+        """The same stored inputs, normalised otherwise (no copy)."""
+        return Images(self.raw, self.divisor, mean, std)
 
 
 @dataclass
 class Split:
-    x: torch.Tensor  # float32, N x C x H x W, normalised
+    x: Images        # N x C x H x W, float32 and normalised when indexed
     y: torch.Tensor  # int64, N
 
     def __len__(self) -> int:
@@ -93,10 +137,11 @@ class DataBundle:
         return TrainData(self.train.x, self.train.y, batch_size, seed)
 
     def example_batch(self, batch_size: int) -> torch.Tensor:
-        """A fixed batch of the measured shape (test inputs, repeated if the split is small)."""
+        """A fixed batch of the measured shape (test inputs, repeated if the split is small),
+        made in one allocation."""
+        import torch
         x = self.test.x if len(self.test) else self.train.x
-        reps = -(-batch_size // len(x))
-        return x.repeat(reps, 1, 1, 1)[:batch_size].contiguous()
+        return x[torch.arange(batch_size) % len(x)]
 
 
 def list_datasets() -> list[str]:
@@ -130,42 +175,61 @@ def _stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str)
     return split(None)
 
 
+def _part(t: torch.Tensor, idx: np.ndarray) -> torch.Tensor:
+    """``t[idx]``: a view when ``idx`` is a contiguous run (no copy), else a copy."""
+    if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
+        return t[int(idx[0]):int(idx[0]) + len(idx)]
+    return t[idx]
+
+
 def _bundle(name: str, x: np.ndarray, y: np.ndarray, num_classes: int,
-            splits: tuple | None = None, normalize: str = "dataset") -> DataBundle:
-    """Split (unless given), then scale the [0, 1] pixels as ``normalize`` says: the training
-    split's per-channel statistics, none, ImageNet's, or an explicit MEAN,STD."""
+            splits: tuple | None = None, normalize: str = "dataset",
+            divisor: float = 1.0) -> DataBundle:
+    """Split (unless given), keeping the inputs as stored (``x``: uint8 pixels with
+    ``divisor`` 255, or float32 in [0, 1]); batches are scaled as ``normalize`` says: the
+    training split's per-channel statistics, none, ImageNet's, or an explicit MEAN,STD."""
     import torch
     train, val, test = splits if splits is not None else _stratified_split(x, y, num_classes,
                                                                              name)
-    xt = torch.from_numpy(x.astype(np.float32))
+    xt = torch.from_numpy(x if x.dtype in (np.uint8, np.float32) else x.astype(np.float32))
     yt = torch.from_numpy(y.astype(np.int64))
-    mean, std, record = normalization(normalize, xt[train])
-    if mean is not None:
-        xt = (xt - mean) / std
-    xt = xt.contiguous()
-    return DataBundle(name, *(Split(xt[i], yt[i]) for i in (train, val, test)), num_classes,
+    parts = [Images(_part(xt, i), divisor) for i in (train, val, test)]
+    mean, std, record = normalization(normalize, parts[0])
+    return DataBundle(name, *(Split(p.normalised(mean, std), yt[i])
+                              for p, i in zip(parts, (train, val, test))), num_classes,
                       normalization=record)
 
 
 def renormalized(bundle: DataBundle, split: str, normalize: str) -> torch.Tensor:
-    """A split's inputs as another ``normalize`` would have scaled them: the stored ones are
-    unscaled back to [0, 1] pixels with the bundle's record, then scaled anew (the data set's
+    """A split's inputs as another ``normalize`` would have scaled them (the data set's
     statistics always come from the training split)."""
+    mean, std, _ = normalization(normalize, bundle.train.x)
+    return getattr(bundle, split).x.normalised(mean, std)[:]
+
+
+def _pixel_statistics(images: Images):
+    """Per-channel mean and (sample) standard deviation of a split's [0, 1] pixels, summed in
+    float64 over small chunks of the stored values: never a float copy of the whole split.
+    (numpy, single-threaded: torch's threaded reductions left their scratch space resident.)"""
     import torch
-    record = bundle.normalization or {"mode": "none"}
+    raw = images.raw.numpy()
+    channels = raw.shape[1]
+    total = np.zeros(channels)
+    squares = np.zeros(channels)
+    step = max(1, STATS_CHUNK_BYTES // (8 * math.prod(raw.shape[1:])))
+    for i in range(0, len(raw), step):
+        chunk = raw[i:i + step]
+        total += chunk.sum(axis=(0, 2, 3), dtype=np.float64)
+        squares += np.square(chunk, dtype=np.float64).sum(axis=(0, 2, 3))
+    count = raw.size // channels
+    mean = total / count
+    var = (squares - count * mean ** 2) / max(count - 1, 1)
+    scale = images.divisor
+    return (torch.from_numpy(mean / scale).float().view(1, -1, 1, 1),
+            torch.from_numpy(np.sqrt(np.maximum(var, 0)) / scale).float().view(1, -1, 1, 1))
 
-    def raw(x: torch.Tensor) -> torch.Tensor:
-        if record.get("mean") is None:
-            return x
-        mean = torch.tensor(record["mean"]).view(1, -1, 1, 1)
-        std = torch.tensor(record["std"]).view(1, -1, 1, 1)
-        return x * std + mean
-    mean, std, _ = normalization(normalize, raw(bundle.train.x))
-    x = raw(getattr(bundle, split).x)
-    return x if mean is None else (x - mean) / std
 
-
-def normalization(normalize: str, train_x: torch.Tensor):
+def normalization(normalize: str, train_x: Images):
     """(mean, std) tensors shaped 1xCx1x1 (None for "none") and the record of what was used."""
     import torch
 
@@ -175,8 +239,8 @@ def normalization(normalize: str, train_x: torch.Tensor):
     if mode == "none":
         return None, None, {"mode": "none", "mean": None, "std": None}
     if mode == "dataset":
-        m = train_x.mean(dim=(0, 2, 3), keepdim=True)
-        s = train_x.std(dim=(0, 2, 3), keepdim=True).clamp_min(1e-6)
+        m, s = _pixel_statistics(train_x)
+        s = s.clamp_min(1e-6)
     else:
         if mode == "imagenet":
             mean, std = IMAGENET_MEAN, IMAGENET_STD
@@ -203,11 +267,12 @@ def _digits(normalize: str = "dataset") -> DataBundle:
     from importlib.metadata import version
 
     from .cache import default_cache_dir
+    from .folders import private_folder
     folder = default_cache_dir()
     path = folder / f"digits-sklearn{version('scikit-learn')}-split{SPLIT_SEED}.npz"
     try:
         with np.load(path) as f:
-            return _bundle("digits", f["x"], f["y"], 10,
+            return _bundle("digits", f["x"].astype(np.float32), f["y"], 10,
                            splits=(f["train"], f["val"], f["test"]), normalize=normalize)
     except (OSError, ValueError, KeyError):
         pass  # absent or unreadable: rebuilt below
@@ -216,14 +281,15 @@ def _digits(normalize: str = "dataset") -> DataBundle:
     x = (d.images / 16.0)[:, None, :, :]  # N x 1 x 8 x 8, pixel values 0..16
     splits = _stratified_split(x, d.target, 10, "digits")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_folder(folder)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
         with os.fdopen(fd, "wb") as f:
             np.savez(f, x=x, y=d.target, train=splits[0], val=splits[1], test=splits[2])
         os.replace(tmp, path)  # whole or not at all, for concurrent processes
     except OSError:
         pass  # a read-only cache folder only costs the next start its 1.5 s
-    return _bundle("digits", x, d.target, 10, splits=splits, normalize=normalize)
+    return _bundle("digits", x.astype(np.float32), d.target, 10, splits=splits,
+                   normalize=normalize)
 
 
 def _cifar10(data_root: str | None, download: bool, normalize: str = "dataset") -> DataBundle:
@@ -237,13 +303,19 @@ def _cifar10(data_root: str | None, download: bool, normalize: str = "dataset") 
         parts = [CIFAR10(str(root), train=t, download=download) for t in (True, False)]
     except RuntimeError as exc:
         raise ValueError(f"cifar10 under {root}: {exc}".splitlines()[0]) from None
-    x = np.concatenate([p.data for p in parts]).transpose(0, 3, 1, 2) / 255.0
+    # One uint8 array, channels first, filled part by part: no float or concatenated copy.
+    x = np.empty((sum(len(p.data) for p in parts), *CIFAR10_SHAPE), dtype=np.uint8)
+    start = 0
+    for p in parts:
+        x[start:start + len(p.data)] = p.data.transpose(0, 3, 1, 2)
+        start += len(p.data)
     y = np.concatenate([np.asarray(p.targets) for p in parts])
-    return _bundle("cifar10", x, y, 10, normalize=normalize)
+    return _bundle("cifar10", x, y, 10, normalize=normalize, divisor=255.0)
 
 
-def _imagefolder(directory: str, input_shape, normalize: str = "dataset") -> DataBundle:
-    from PIL import Image
+def _image_files(directory: str, input_shape) -> tuple[Path, list[str], dict, tuple]:
+    """The folder's classes and each one's image file names (sorted), checked, without reading
+    an image."""
     root = Path(directory).expanduser()
     if not root.is_dir():
         raise ValueError(f"imagefolder: {root} is not a directory")
@@ -254,9 +326,7 @@ def _imagefolder(directory: str, input_shape, normalize: str = "dataset") -> Dat
     channels, h, w = input_shape or (3, 32, 32)
     if channels not in (1, 3):
         raise ValueError(f"imagefolder: --input-shape channels must be 1 or 3, got {channels}")
-    mode = "L" if channels == 1 else "RGB"
-    files = {cls: [f for f in sorted((root / cls).iterdir())
-                   if f.suffix.lower() in IMAGE_SUFFIXES and f.is_file()] for cls in classes}
+    files = {cls: _image_names(root / cls) for cls in classes}
     if not any(files.values()):
         raise ValueError(f"imagefolder: no images ({', '.join(IMAGE_SUFFIXES)}) under {root}")
     empty = [cls for cls in classes if not files[cls]]
@@ -265,48 +335,97 @@ def _imagefolder(directory: str, input_shape, normalize: str = "dataset") -> Dat
         # every accuracy: say which folder is empty instead.
         raise ValueError(f"imagefolder: class folder {empty[0]!r} under {root} has no images "
                          f"({len(empty)} of {len(classes)} classes are empty)")
-    check_in_memory_size(f"imagefolder {root}", sum(map(len, files.values())),
-                         (channels, h, w))
-    xs, ys = [], []
-    for label, cls in enumerate(classes):
-        for f in files[cls]:
-            try:
-                with Image.open(f) as im:
-                    arr = np.asarray(im.convert(mode).resize((w, h)), dtype=np.float32) / 255.0
-            except Exception as exc:  # noqa: BLE001
-                # Pillow raises many types on hostile files (UnidentifiedImageError, OSError,
-                # DecompressionBombError for a header claiming gigapixels, SyntaxError,
-                # struct.error...): all of them are this file's fault, not the program's.
-                raise ValueError(f"imagefolder: {f} is not a readable image "
-                                 f"({type(exc).__name__})") from None
-            xs.append(arr[None] if channels == 1 else arr.transpose(2, 0, 1))
-            ys.append(label)
-    return _bundle(f"imagefolder:{root}", np.stack(xs), np.asarray(ys), len(classes),
-                   normalize=normalize)
+    return root, classes, files, (channels, h, w)
+
+
+def _image_names(folder: Path) -> list[str]:
+    """The image files of one class folder, by name, sorted. scandir's entries know their
+    type without a stat per file: listing 100,000 images takes a fraction of a second."""
+    with os.scandir(folder) as entries:
+        return sorted(e.name for e in entries
+                      if os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES and e.is_file())
+
+
+def _imagefolder(directory: str, input_shape, normalize: str = "dataset",
+                 should_stop=None) -> DataBundle:
+    from PIL import Image
+
+    from .cancel import Cancelled
+    def check_stop():
+        if should_stop is not None and should_stop():
+            raise Cancelled()
+
+    root, classes, files, (channels, h, w) = _image_files(directory, input_shape)
+    check_stop()
+    mode = "L" if channels == 1 else "RGB"
+    paths = [root / cls / name for cls in classes for name in files[cls]]
+    y = np.asarray([label for label, cls in enumerate(classes) for _ in files[cls]])
+    # The split depends on the labels only: decode each image straight into its place in
+    # split order, so the three splits are views of one uint8 array.
+    train, val, test = _stratified_split(np.zeros(len(y)), y, len(classes), f"imagefolder:{root}")
+    check_stop()
+    order = np.concatenate([train, val, test])
+    x = np.empty((len(order), channels, h, w), dtype=np.uint8)
+    for slot, index in enumerate(order):
+        if slot % STOP_EVERY == 0:
+            check_stop()
+        f = paths[index]
+        try:
+            with Image.open(f) as im:
+                arr = np.asarray(im.convert(mode).resize((w, h)), dtype=np.uint8)
+        except Exception as exc:  # noqa: BLE001
+            # Pillow raises many types on hostile files (UnidentifiedImageError, OSError,
+            # DecompressionBombError for a header claiming gigapixels, SyntaxError,
+            # struct.error...): all of them are this file's fault, not the program's.
+            raise ValueError(f"imagefolder: {f} is not a readable image "
+                             f"({type(exc).__name__})") from None
+        x[slot] = arr[None] if channels == 1 else arr.transpose(2, 0, 1)
+    a, b = len(train), len(train) + len(val)
+    splits = (np.arange(a), np.arange(a, b), np.arange(b, len(order)))
+    return _bundle(f"imagefolder:{root}", x, y[order], len(classes), splits=splits,
+                   normalize=normalize, divisor=255.0)
 
 
 def _synthetic(input_shape, seed: int) -> DataBundle:
     import torch
     if input_shape is None:
         raise ValueError("synthetic needs --input-shape C,H,W (for example 3,64,64)")
-    check_in_memory_size("synthetic", SYNTHETIC_SAMPLES, input_shape)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(SYNTHETIC_SAMPLES, *input_shape, generator=g)
     y = torch.randint(0, SYNTHETIC_CLASSES, (SYNTHETIC_SAMPLES,), generator=g)
     n = SYNTHETIC_SAMPLES // 4
-    return DataBundle("synthetic", Split(x[2 * n:], y[2 * n:]), Split(x[n:2 * n], y[n:2 * n]),
-                      Split(x[:n], y[:n]), SYNTHETIC_CLASSES, labelled=False)
+    return DataBundle("synthetic", Split(Images(x[2 * n:]), y[2 * n:]),
+                      Split(Images(x[n:2 * n]), y[n:2 * n]), Split(Images(x[:n]), y[:n]),
+                      SYNTHETIC_CLASSES, labelled=False)
+
+
+def stored_size(name: str, data_root: str | None = None,
+                input_shape: tuple[int, int, int] | None = None) -> DataSize:
+    """How much ``load_dataset`` will hold, without loading it (an image folder is listed,
+    not read). Unknown names and bad folders raise the loader's ValueError."""
+    if name == "digits":
+        return DataSize(DIGITS_SAMPLES, DIGITS_SHAPE, 4, 10)
+    if name == "cifar10":
+        return DataSize(CIFAR10_SAMPLES, CIFAR10_SHAPE, 1, 10)
+    if name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
+        _, classes, files, shape = _image_files(name.split(":", 1)[1], input_shape)
+        return DataSize(sum(map(len, files.values())), shape, 1, len(classes))
+    if name == "synthetic":
+        if input_shape is None:
+            raise ValueError("synthetic needs --input-shape C,H,W (for example 3,64,64)")
+        return DataSize(SYNTHETIC_SAMPLES, tuple(input_shape), 4, SYNTHETIC_CLASSES)
+    raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(list_datasets())}")
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False,
                  input_shape: tuple[int, int, int] | None = None, seed: int = 0,
-                 normalize: str = "dataset") -> DataBundle:
+                 normalize: str = "dataset", should_stop=None) -> DataBundle:
     if name == "digits":
         bundle = _digits(normalize)
     elif name == "cifar10":
         bundle = _cifar10(data_root, download, normalize)
     elif name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
-        bundle = _imagefolder(name.split(":", 1)[1], input_shape, normalize)
+        bundle = _imagefolder(name.split(":", 1)[1], input_shape, normalize, should_stop)
     elif name == "synthetic":
         bundle = _synthetic(input_shape, seed)
     else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from array import array
 from dataclasses import asdict, dataclass, field, fields
 
 from . import roofline, stats
@@ -21,6 +22,12 @@ NOISY_IQR_RATIO = 0.10
 # launch-bound: kernels that took longer would have let the host run ahead.
 LAUNCH_BOUND_RATIO = 1.2
 MB = 1024 * 1024
+# A variant keeps at most this many raw samples per list: an even subsample over the whole
+# timing (every interleaved round stays represented), rounded to float32. The statistics of a
+# thinned list are taken from every sample first and kept beside it (``sample_stats``), so a
+# p99 over 10,000 samples stays that p99; 2,048 float32 samples take 8 KiB in the store.
+KEPT_SAMPLES = 2048
+SAMPLE_LISTS = ("latency_samples_ms", "host_samples_ms", "cpu_latency_samples_ms")
 
 
 def _quantile(sorted_samples: list[float], q: float) -> float:
@@ -59,8 +66,12 @@ class LatencyStats:
                    noisy=ratio > NOISY_IQR_RATIO)
 
 
-def _median(samples: list[float] | None) -> float | None:
-    return statistics.median(samples) if samples else None
+def kept_samples(samples: list[float], keep: int = KEPT_SAMPLES) -> list[float]:
+    """At most ``keep`` of ``samples``, evenly spaced in time order, as float32 values."""
+    if len(samples) > keep:
+        step = len(samples) / keep
+        samples = [samples[int(i * step)] for i in range(keep)]
+    return array("f", samples).tolist()
 
 
 @dataclass
@@ -110,11 +121,31 @@ class VariantResult:
     # elsewhere) and where it was measured and timed.
     built_on: list[str] = field(default_factory=list)
     timed_on: str | None = None
+    # For a sample list thinned to KEPT_SAMPLES: the statistics of all its samples (the
+    # fields of LatencyStats), by list name.
+    sample_stats: dict = field(default_factory=dict)
     _latency_cache: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def keep_samples(self, name: str, samples: list[float]) -> None:
+        """Set a sample list (one of SAMPLE_LISTS) to what is kept of ``samples``; when that
+        thins it, its statistics are taken from every sample first."""
+        kept = kept_samples(samples)
+        self.sample_stats.pop(name, None)
+        if len(kept) < len(samples):
+            self.sample_stats[name] = asdict(LatencyStats.from_samples(samples,
+                                                                       self.batch_size))
+        setattr(self, name, kept)
+
+    def stats_of(self, name: str) -> LatencyStats | None:
+        """The statistics of a sample list: of all its samples, also when it was thinned."""
+        if name in self.sample_stats:
+            return LatencyStats(**self.sample_stats[name])
+        samples = getattr(self, name)
+        return LatencyStats.from_samples(samples, self.batch_size) if samples else None
 
     @property
     def latency(self) -> LatencyStats | None:
@@ -125,7 +156,7 @@ class VariantResult:
             return None
         key = (id(samples), len(samples), self.batch_size)
         if not self._latency_cache or self._latency_cache[0] != key:
-            self._latency_cache = (key, LatencyStats.from_samples(samples, self.batch_size))
+            self._latency_cache = (key, self.stats_of("latency_samples_ms"))
         return self._latency_cache[1]
 
     @property
@@ -157,8 +188,8 @@ class VariantResult:
         not the kernels. None where no host time was taken (CPU runs)."""
         if not self.host_samples_ms or not self.latency_samples_ms:
             return None
-        host = _median(self.host_samples_ms)
-        return bool(host and _median(self.latency_samples_ms) <= LAUNCH_BOUND_RATIO * host)
+        host = self.stats_of("host_samples_ms").p50
+        return bool(host and self.latency.p50 <= LAUNCH_BOUND_RATIO * host)
 
     def roofline(self, environment: dict) -> dict:
         """This variant on its device's roofline, against the peaks the run's environment card
@@ -208,7 +239,7 @@ class VariantResult:
             "latency_samples_ms", "batch_size", "peak_memory_bytes", "traffic_bytes",
             "size_bytes", "size_gzip_bytes", "layer_sparsity", "started_at", "wall_s", "phase_s",
             "correct_bits", "n_test", "seeds", "seed_accuracies", "cpu_latency_samples_ms",
-            "host_samples_ms", "cache")}
+            "host_samples_ms", "cache", "sample_stats")}
         return out
 
     @classmethod
@@ -292,7 +323,7 @@ def comparison_rows(results: list[VariantResult], baseline: str | None = None) -
     base_row = base.flat_row() if base is not None and base.ok else {}
     base_cpu = None
     if base is not None and base.cpu_latency_samples_ms:
-        base_cpu = LatencyStats.from_samples(base.cpu_latency_samples_ms, base.batch_size).p50
+        base_cpu = base.stats_of("cpu_latency_samples_ms").p50
     rows = []
     for result in results:
         row = result.flat_row()

@@ -22,6 +22,7 @@ a result never depends on the cache's state or on what ran before it.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import hashlib
 import math
@@ -41,12 +42,15 @@ from optimizers.training import correctness, fit
 from . import measure
 from .cache import WeightsCache
 from .checkpoints import load_into, read_state_dict
-from .datasets import DataBundle, check_in_memory_size, load_dataset
+from .cancel import Cancelled
+from .datasets import DataBundle, load_dataset, stored_size
+from .folders import inside
 from .environment import (apply_precision, default_threads, environment_card, precision_key,
                           resolve_device)
 from .models import build_model, check_input_fits, default_student, is_user_model, \
     model_entry, user_model_digest
 from .results import VariantResult
+from .service import limits
 from .specs import SweepSpec, VariantSpec, parse_normalize
 from .stats import pack_bits
 
@@ -76,10 +80,6 @@ class ProgressEvent:
 
 ProgressFn = Callable[[ProgressEvent], None]
 PartialFn = Callable[[int, VariantResult], None]
-
-
-class Cancelled(Exception):
-    """Raised between phases when ``should_stop()`` says so."""
 
 
 @dataclass
@@ -120,20 +120,17 @@ def available_memory_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free)
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    return limits.available_memory_bytes()
 
 
 class PreparedSweep:
     """A validated sweep, ready to run: data loaded, baseline structure built and checked."""
 
     def __init__(self, spec: SweepSpec, *, cache: WeightsCache | None = None,
-                 allowed_models_dir: str | Path | None = None, executor=None):
+                 allowed_models_dir: str | Path | None = None,
+                 allowed_data_dir: str | Path | None = None,
+                 should_stop: Callable[[], bool] | None = None,
+                 memory_share: float | None = None, executor=None):
         self.spec = spec
         # Where trainable builds run (None: here, in turn); see benchmarks/executors.
         self.executor = executor
@@ -158,13 +155,12 @@ class PreparedSweep:
                 "data set's own statistics, which may not be how the checkpoint was trained; "
                 "say how with --normalize dataset|none|imagenet|MEAN,STD")
         parse_normalize(self.normalize)
-        self.data = load_dataset(spec.dataset, spec.data_root, spec.download, spec.input_shape,
-                                 spec.seed, normalize=self.normalize)
         self.allowed_models_dir = allowed_models_dir
-        # The timed batch is a copy of the inputs: a huge batch of large images is refused
-        # here, as bad input, rather than by the allocator or the OOM killer.
-        check_in_memory_size("the measured batch (--batch-size)", spec.batch_size,
-                             self.data.input_shape)
+        if allowed_data_dir is not None:
+            _check_data_paths(spec, Path(allowed_data_dir))
+        self._admit(memory_share)
+        self.data = load_dataset(spec.dataset, spec.data_root, spec.download, spec.input_shape,
+                                 spec.seed, normalize=self.normalize, should_stop=should_stop)
         torch.manual_seed(spec.seed)
         model = self._build(spec.model)
         self.example = self.data.example_batch(spec.batch_size)
@@ -183,6 +179,9 @@ class PreparedSweep:
             if is_user_model(spec.model) else [spec.model]
         self.environment = environment_card(self.device, self.threads)
         self.environment["precision"] = apply_precision(self.device, spec.fp32)
+        self.environment["memory"] = {"estimated_peak_bytes": self.footprint.total,
+                                      "estimate": dataclasses.asdict(self.footprint),
+                                      "limit_bytes": limits.memory_limit()}
         self.environment["data"] = {"dataset": spec.dataset,
                                     "input_shape": list(self.data.input_shape),
                                     "normalization": self.data.normalization,
@@ -190,6 +189,23 @@ class PreparedSweep:
         self.baseline: nn.Module | None = None
         self.baseline_build: dict = {}  # time and cache use of the primary baseline's training
         self.cancelled = False
+
+    def _admit(self, memory_share: float | None) -> None:
+        """Refuse, before the data set is loaded or a weight allocated, a sweep whose
+        estimated peak memory is more than it may use (footprint.py)."""
+        from .footprint import admit, describe_data, sweep_footprint
+        from .service.limits import Limits
+        spec = self.spec
+        size = stored_size(spec.dataset, spec.data_root, spec.input_shape)
+        share = memory_share if memory_share is not None else Limits.from_env().memory_share
+
+        def build() -> nn.Module:
+            return build_model(spec.model, size.classes, size.shape[0], size.shape[1:],
+                               self.allowed_models_dir)
+        self.footprint = sweep_footprint(spec, size, build)
+        gpu_free = available_memory_bytes(self.device) if self.device.type == "cuda" else None
+        admit(describe_data(spec.dataset, size, spec.batch_size), self.footprint, share,
+              gpu_free)
 
     def _build(self, name: str) -> nn.Module:
         d = self.data
@@ -432,10 +448,13 @@ class PreparedSweep:
             b.model = model
         except Cancelled:
             raise
-        except torch.OutOfMemoryError as exc:
-            result.error = f"out of memory on {result.device} during {phase}: {described(exc)}"
         except Exception as exc:  # one variant's failure never sinks the sweep
-            result.error = f"{phase} failed: {described(exc)}"
+            if limits.is_out_of_memory(exc):
+                oom = "out of memory" if result.device.startswith("cuda") \
+                    else limits.out_of_memory_label()
+                result.error = f"{oom} on {result.device} during {phase}: {described(exc)}"
+            else:
+                result.error = f"{phase} failed: {described(exc)}"
         finally:
             if result.error is not None:
                 b.model = None
@@ -535,9 +554,9 @@ class PreparedSweep:
         b.result.phase_s["latency"] = b.result.phase_s.get("latency", 0.0) + tracker.wall_s
 
     def _finish_timing(self, b: Built, timing: dict) -> None:
-        b.result.latency_samples_ms = list(b.samples)
+        b.result.keep_samples("latency_samples_ms", b.samples)
         if b.device is not None and b.device.type == "cuda":
-            b.result.host_samples_ms = list(b.host)
+            b.result.keep_samples("host_samples_ms", b.host)
         b.result.timing = timing
         b.model = None
 
@@ -600,12 +619,20 @@ class PreparedSweep:
                   "variants_together": len(entries) - (cpu_ref is not None),
                   "window": [round(started, 3), round(time.time(), 3)]}
         if cpu_ref is not None:
-            base.result.cpu_latency_samples_ms = list(cpu_ref.samples)
+            base.result.keep_samples("cpu_latency_samples_ms", cpu_ref.samples)
             timing["cpu_baseline"] = "timed in the same rounds, for the CPU variants' ratios"
             entries.remove(cpu_ref)
         for b in entries:
             self._finish_timing(b, dict(timing))
         _release_memory()
+
+
+def _check_data_paths(spec: SweepSpec, folder: Path) -> None:
+    """Jobs from the dashboard read data only inside the operator's data folder."""
+    if spec.dataset.startswith("imagefolder:"):
+        inside(folder, spec.dataset.split(":", 1)[1])
+    if spec.data_root:
+        inside(folder, spec.data_root, "the data root")
 
 
 def _release_memory() -> None:
@@ -615,8 +642,15 @@ def _release_memory() -> None:
 
 
 def prepare_sweep(spec: SweepSpec, *, cache: WeightsCache | None = None,
-                  allowed_models_dir: str | Path | None = None) -> PreparedSweep:
-    return PreparedSweep(spec, cache=cache, allowed_models_dir=allowed_models_dir)
+                  allowed_models_dir: str | Path | None = None,
+                  allowed_data_dir: str | Path | None = None,
+                  should_stop: Callable[[], bool] | None = None,
+                  memory_share: float | None = None) -> PreparedSweep:
+    """Validate everything and load the data: ValueError (one line) for bad input, a sweep
+    too large for memory included; ``Cancelled`` if ``should_stop`` says so while loading."""
+    return PreparedSweep(spec, cache=cache, allowed_models_dir=allowed_models_dir,
+                         allowed_data_dir=allowed_data_dir, should_stop=should_stop,
+                         memory_share=memory_share)
 
 
 def run_sweep(spec: SweepSpec, on_progress: ProgressFn | None = None,

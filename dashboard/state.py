@@ -1,4 +1,5 @@
-"""Per-user state: named session keys, the session's key in the URL, the shared queue."""
+"""Per-user state: named session keys, the session's signed key in the URL, who owns what,
+the shared queue (and its supervisor), uploads handed to jobs, the operator's folders."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import shutil
 import tempfile
 import threading
 import time
-import uuid
 import weakref
 from pathlib import Path
 
@@ -15,10 +15,13 @@ import streamlit as st
 
 from optimizers.errors import first_line as one_line  # torch-free; pages use it too
 
+from . import identity
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Session-state keys, named once so pages never disagree on a spelling.
 SESSION_KEY = "cb_session"        # this browser session's key (also in the URL as ?session=)
+NEW_SESSION = "cb_new_session"    # set when the URL's key was refused and a new one minted
 JOB_ID = "cb_job_id"              # the sweep job this session submitted last
 DIST_JOB_ID = "cb_dist_job_id"    # the distributed job this session submitted last
 EXPORT_JOB_ID = "cb_export_job_id"  # the model export this session asked for last
@@ -26,24 +29,65 @@ UPLOAD_DIR = "cb_upload_dir"      # private temporary folder for this session's 
 WORKER_STARTED = "cb_worker_started"
 SEEN_VARIANTS = "cb_seen_variants"
 QUERY_PARAM = "session"
+RUN_PARAM = "run"                 # a read-only link to one run: results?run=RUN_ID
 POLL_S = 1.0                      # how often a running job is polled
 
 
+@st.cache_resource(show_spinner=False)
+def _secret(path: str) -> bytes:
+    return identity.server_secret(Path(path))
+
+
+def _browser_binding() -> str:
+    try:
+        cookie = st.context.cookies.get(identity.XSRF_COOKIE)
+    except Exception:  # no browser behind this session (a test harness)
+        cookie = None
+    return identity.browser_binding(cookie)
+
+
 def session_key() -> str:
-    """This session's key: from session state, else from the URL (a refreshed page keeps its
-    jobs), else a new one. It is written back to the URL so a refresh finds it again."""
+    """This session's key: from session state, else from the URL if this server minted it
+    for this browser (a refreshed page keeps its jobs), else a new one. It is written back
+    to the URL so a refresh finds it again."""
     key = st.session_state.get(SESSION_KEY)
     if not key:
+        secret, binding = _secret(str(store_path())), _browser_binding()
         from_url = st.query_params.get(QUERY_PARAM)
-        key = from_url if _valid_key(from_url) else uuid.uuid4().hex
+        if identity.verify(from_url, secret, binding):
+            key = from_url
+        else:
+            key = identity.mint(secret, binding)
+            st.session_state[NEW_SESSION] = bool(from_url)
         st.session_state[SESSION_KEY] = key
     if st.query_params.get(QUERY_PARAM) != key:
         st.query_params[QUERY_PARAM] = key
     return key
 
 
-def _valid_key(value) -> bool:
-    return isinstance(value, str) and 8 <= len(value) <= 64 and value.isalnum()
+def signed_in_email() -> str | None:
+    """The signed-in user's email (or subject), where sign-in is configured and done."""
+    try:
+        if st.user.get("is_logged_in", False):
+            return st.user.get("email") or st.user.get("sub")
+    except Exception:  # no sign-in configured
+        pass
+    return None
+
+
+def owner() -> str:
+    """Who this session acts as: the signed-in user, else this browser session."""
+    email = signed_in_email()
+    return identity.user_owner(email) if email else identity.session_owner(session_key())
+
+
+def is_admin() -> bool:
+    """A signed-in user the operator named in COMPRESSION_BENCH_ADMINS."""
+    return limits().is_admin(signed_in_email())
+
+
+def limits():
+    return queue().limits
 
 
 def store_path() -> Path:
@@ -54,11 +98,14 @@ def store_path() -> Path:
 @st.cache_resource(show_spinner=False)
 def _queue(path: str):
     from benchmarks.service.jobs import JobQueue
-    return JobQueue(store_path=path)
+    # This server's one queue, with its supervisor thread: it starts (and so reaps) the
+    # workers and notices a dead one within a second, without waiting for a page load.
+    return JobQueue.shared(path)
 
 
 def queue():
-    """The job queue over the results store: shared by every session, never mutated here."""
+    """The job queue over the results store: shared by every session, with its supervisor
+    thread; never mutated here."""
     return _queue(str(store_path()))
 
 
@@ -88,12 +135,23 @@ def worker_card(device: str = "cpu") -> dict | None:
         return None
 
 
-def submit(kind: str, payload: dict, device: str) -> str:
-    """Queue a job for this session on the device's worker (started if need be)."""
+def submit(kind: str, payload: dict, device: str, attachments: dict | None = None) -> str:
+    """Queue a job for this session on the device's worker (started if need be). Files in
+    ``attachments`` (payload field -> path) move into the job's own folder."""
     q = queue()
     target = queue_device(device)
     q.ensure_worker(target)
-    return q.submit(kind, payload, session=session_key(), device=target)
+    return q.submit(kind, payload, session=identity.session_owner(session_key()),
+                    device=target, owner=owner(), attachments=attachments)
+
+
+def cancel(job_id: str) -> bool:
+    """Cancel a job of this session's owner (an admin may cancel any)."""
+    return queue().cancel(job_id, by=owner(), admin=is_admin())
+
+
+def my_jobs(limit: int = 20) -> list:
+    return queue().jobs(owner=owner(), limit=limit)
 
 
 def current_job_id(state_key: str, kind: str) -> str | None:
@@ -103,7 +161,7 @@ def current_job_id(state_key: str, kind: str) -> str | None:
     if job_id:
         return job_id
     try:
-        jobs = queue().jobs(session=session_key(), limit=20)
+        jobs = my_jobs()
     except Exception:
         return None
     job = next((j for j in jobs if j.kind == kind), None)
@@ -111,6 +169,31 @@ def current_job_id(state_key: str, kind: str) -> str | None:
         st.session_state[state_key] = job.job_id
         return job.job_id
     return None
+
+
+def current_run_id(state_key: str, kind: str) -> str | None:
+    """The stored run of this session's latest job of ``kind``, if it has one."""
+    try:
+        job_id = current_job_id(state_key, kind)
+        job = queue().get(job_id) if job_id else None
+        return job.run_id if job else None
+    except Exception:
+        return None
+
+
+def run_link(run_id: str) -> str:
+    """A read-only link to one run on the Results page (no session in it)."""
+    from urllib.parse import urlencode, urlsplit, urlunsplit
+    query = urlencode({RUN_PARAM: run_id})
+    try:
+        url = st.context.url
+    except Exception:  # no browser behind this session
+        url = None
+    if not url:
+        return f"results?{query}"
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rsplit("/", 1)[0] + "/results",
+                       query, ""))
 
 
 @st.cache_data(ttl=15, show_spinner=False)
@@ -191,6 +274,18 @@ class UploadFolder:
         return removed
 
 
+def upload_bytes() -> int:
+    """What uploads hold now: sessions' folders and the queued jobs' own folders."""
+    total = 0
+    for folder in Path(tempfile.gettempdir()).glob(UPLOAD_PREFIX + "*"):
+        for path in folder.glob("*"):
+            try:
+                total += path.stat().st_size
+            except OSError:
+                continue
+    return total + queue().attachment_bytes()
+
+
 def upload_dir() -> Path:
     """This session's private folder for uploaded checkpoints."""
     folder = st.session_state.get(UPLOAD_DIR)
@@ -201,9 +296,10 @@ def upload_dir() -> Path:
 
 
 def save_upload(file, accepted: list[str]) -> str:
-    """Write an uploaded checkpoint into this session's private folder; its path goes to the
-    worker."""
+    """Write an uploaded checkpoint into this session's private folder, for ``submit`` to
+    move into the job's own folder. The uploads held on the server are capped in total."""
     import re
+    from benchmarks.service.limits import MIB
     suffix = Path(file.name).suffix.lower()
     if suffix.lstrip(".") not in accepted:
         raise ValueError(f"checkpoint {file.name}: accepted formats are "
@@ -211,6 +307,12 @@ def save_upload(file, accepted: list[str]) -> str:
     data = file.getvalue()
     if not data:
         raise ValueError(f"checkpoint {file.name} is empty")
+    cap, held = limits().upload_mb, upload_bytes()
+    if held + len(data) > cap * MIB:
+        raise ValueError(f"checkpoint {file.name} ({len(data) / MIB:.0f} MB) would take the "
+                         f"uploads held on this server past {cap} MB (COMPRESSION_BENCH_"
+                         f"UPLOAD_MB; {held / MIB:.0f} MB are held by queued jobs): try again "
+                         f"when they have run")
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(file.name).stem)[:64] or "checkpoint"
     path = upload_dir() / f"{stem}-{file.file_id[:8]}{suffix}"
     if not path.exists():
@@ -223,6 +325,30 @@ def models_dir() -> Path:
     worker checks the same folder (benchmarks.models.models_dir)."""
     from benchmarks.models import models_dir as engine_models_dir
     return Path(engine_models_dir()).resolve()
+
+
+def image_folder(typed: str) -> str:
+    """The dataset name for an image folder typed on a page: inside the operator's data
+    folder (COMPRESSION_BENCH_DATA_DIR) or refused with one line that reveals nothing else."""
+    from benchmarks.folders import data_dir, inside
+    path = inside(data_dir(), typed)
+    if not path.is_dir():
+        raise ValueError(f"the data folder has no folder {typed.strip()!r}")
+    return f"imagefolder:{path}"
+
+
+def data_folders() -> list[str]:
+    from benchmarks.folders import data_dir, subfolders
+    return subfolders(data_dir())
+
+
+def cache_line() -> str:
+    """The weights cache's use against its cap, for the sidebar."""
+    from benchmarks.cache import default_cache_dir, usage_bytes
+    from benchmarks.service.limits import MIB
+    used = usage_bytes(default_cache_dir())
+    return (f"Weights cache: {used / MIB:,.0f} MB of {limits().cache_mb:,} MB (least "
+            f"recently used entries are evicted beyond)")
 
 
 

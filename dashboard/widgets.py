@@ -1,4 +1,4 @@
-"""Widgets shared by pages: the device card, a job's progress, a run's full report."""
+"""Widgets shared by pages: the device card, a job's progress, My jobs, a run's full report."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import json
 
 import streamlit as st
 
-from . import charts
-from . import state
+from . import charts, state
 from .state import POLL_S, SEEN_VARIANTS, one_line, queue, store, worker_card  # noqa: F401
 
 ACTIVE = ("queued", "running")
@@ -61,10 +60,8 @@ def job_status(job) -> None:
         st.info(f"Queued: place {ahead} in line. One job per device runs at a time so "
                 f"timings do not disturb each other; this one starts when those ahead finish.")
     elif job.status == "running":
-        p = job.progress or {}
-        text = p.get("message") or (f"{p.get('variant', '')}: {p.get('phase', '')}".strip(": ")
-                                    or "starting")
-        st.progress(job_fraction(p), text=f"Running: {text}")
+        st.progress(job_fraction(job.progress), text=f"Running: {progress_text(job)}" +
+                    (" (cancelling…)" if job.cancel_requested else ""))
     elif job.status == "complete":
         st.success("Complete.")
     elif job.status == "failed":
@@ -74,6 +71,24 @@ def job_status(job) -> None:
     elif job.status == "interrupted":
         st.warning(f"Interrupted: {job.error or 'its worker stopped before it finished'}. "
                    f"The variants finished before are kept.")
+
+
+def progress_text(job) -> str:
+    p = job.progress or {}
+    return p.get("message") or (f"{p.get('variant', '')}: {p.get('phase', '')}".strip(": ")
+                                or "starting")
+
+
+def cancel_button(job, key: str) -> None:
+    """Cancel for an active job of this session's owner; a refusal is one line."""
+    if st.button("Cancel", key=key, help="A queued job is dropped at once; a running sweep "
+                 "stops between phases (the variants already measured are kept), a "
+                 "distributed run at once."):
+        try:
+            if state.cancel(job.job_id):
+                st.toast("Cancelling." if job.status == "running" else "Cancelled.")
+        except PermissionError as exc:
+            st.error(str(exc))
 
 
 def _variant_count(run_id: str | None) -> int:
@@ -102,10 +117,7 @@ def poll_job(job_id: str) -> None:
         st.rerun(scope="app")
     st.session_state[seen_key] = count
     job_status(job)
-    if st.button("Cancel", key=f"cancel-{job_id}",
-                 help="Stops between phases; the variants already measured are kept."):
-        if queue().cancel(job_id):
-            st.toast("Cancelling: the job stops at the end of its current phase.")
+    cancel_button(job, key=f"cancel-{job_id}")
 
 
 def track_job(job_id: str):
@@ -123,6 +135,54 @@ def track_job(job_id: str):
     else:
         job_status(job)
     return job
+
+
+# -- My jobs -------------------------------------------------------------------------------
+
+MY_JOBS_POLL_S = 2.0
+MY_JOBS_ACTIVE = "cb_my_jobs_active"
+
+
+def job_label(job) -> str:
+    p = job.payload or {}
+    what = f"{p.get('model', '?')} on {p.get('dataset', '?')}"
+    if job.kind == "distributed":
+        what += f", {'/'.join(map(str, p.get('workers') or []))} workers"
+    return f"{job.kind} · {what} · {(job.submitted_at or '')[11:19]}"
+
+
+def my_jobs_panel() -> None:
+    """Every job of this session's owner (the signed-in user, else the browser session):
+    where each stands, and Cancel for those queued or running. Polled while any is."""
+    try:
+        jobs = state.my_jobs()
+    except Exception as exc:
+        st.caption(f"My jobs: cannot read the queue ({one_line(exc)})")
+        return
+    active = [j.job_id for j in jobs if j.status in ACTIVE]
+    st.session_state[MY_JOBS_ACTIVE] = active
+    st.fragment(_my_jobs, run_every=MY_JOBS_POLL_S if active else None)()
+
+
+def _my_jobs() -> None:
+    jobs = state.my_jobs()
+    active = [j.job_id for j in jobs if j.status in ACTIVE]
+    if active != st.session_state.get(MY_JOBS_ACTIVE):
+        st.rerun(scope="app")  # a job started or ended: the pages show it too
+    with st.expander(f"My jobs ({len(active)} active)", expanded=bool(active)):
+        if not jobs:
+            st.caption("None yet: a benchmark you run appears here.")
+        for job in jobs:
+            status = job.status
+            if status == "queued":
+                status += f", place {job.position}"
+            elif status == "running":
+                status += f": {progress_text(job)}"
+            elif job.error:
+                status += f": {job.error}"
+            st.markdown(f"**{job_label(job)}**  \n{status}")
+            if job.status in ACTIVE:
+                cancel_button(job, key=f"myjobs-cancel-{job.job_id}")
 
 
 # -- a run's report --------------------------------------------------------------------------
@@ -408,12 +468,13 @@ def _stored_variants(run: dict) -> int:
     return int(run.get("variant_count") or 0)
 
 
-def stored_runs(empty_hint: str, *, limit: int, kind: str | None = None) -> list[dict]:
-    """Run summaries, newest first (a run's variants are read only when it is shown). Stops the
-    page with a message when the store cannot be read or holds nothing yet."""
+def stored_runs(empty_hint: str, *, limit: int, kind: str | None = None,
+                owner: str | None = None) -> list[dict]:
+    """Run summaries, newest first (a run's variants are read only when it is shown), all or
+    one owner's. Stops the page with a message when the store cannot be read or holds none."""
     try:
         store().mark_dead_runs()  # a CLI sweep killed meanwhile shows as interrupted
-        runs = store().runs(limit=limit, kind=kind, with_variants=False)
+        runs = store().runs(limit=limit, kind=kind, with_variants=False, owner=owner)
     except Exception as exc:
         st.error(f"Cannot read the results store: {one_line(exc)}")
         st.stop()

@@ -56,18 +56,33 @@ class TrainData:
         base = key_seed(self.seed, *key)
         counter = itertools.count()
 
-        def epoch() -> Iterator[Batch]:
+        def epoch() -> Epoch:
             g = torch.Generator().manual_seed((base + next(counter)) % 2**63)
-            order = torch.randperm(len(self), generator=g)
-            for i in range(0, len(self), self.batch_size):
-                idx = order[i:i + self.batch_size]
-                yield self.x[idx], self.y[idx], idx
+            return Epoch(self, torch.randperm(len(self), generator=g))
         return epoch
 
     def ordered(self, batch_size: int = 256) -> Iterator[Batch]:
         for i in range(0, len(self), batch_size):
             idx = torch.arange(i, min(i + batch_size, len(self)))
             yield self.x[idx], self.y[idx], idx
+
+
+class Epoch:
+    """One epoch's batches in a drawn order, made as they are iterated: the training split
+    (kept as stored, uint8 pixels for images) is never copied whole. Sized, so a training
+    loop knows its steps without listing them."""
+
+    def __init__(self, data: TrainData, order: torch.Tensor):
+        self.data, self.order = data, order
+
+    def __len__(self) -> int:
+        return -(-len(self.order) // self.data.batch_size)
+
+    def __iter__(self) -> Iterator[Batch]:
+        step = self.data.batch_size
+        for i in range(0, len(self.order), step):
+            idx = self.order[i:i + step]
+            yield self.data.x[idx], self.data.y[idx], idx
 
 
 @dataclass(frozen=True)

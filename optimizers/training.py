@@ -49,7 +49,9 @@ def fit(model: nn.Module, batches: Callable[[], Iterable[Batch]], epochs: int, *
     # GradScaler only matters for fp16; disabled it is a transparent pass-through.
     scaler = torch.amp.GradScaler(device.type, enabled=(amp == "fp16"))
     for epoch in range(epochs):
-        data = list(batches())
+        data = batches()
+        if not hasattr(data, "__len__"):  # a plain iterator: listed, to count its steps
+            data = list(data)
         for step, batch in enumerate(iterate(data, device)):
             if should_stop is not None and should_stop():
                 model.eval()

@@ -53,10 +53,10 @@ if job_id:
     if job is not None and job.run_id:
         run = state.store().run(job.run_id)
 if run is None:
-    past = state.store().runs(limit=1, kind="distributed")
+    past = state.store().runs(limit=1, kind="distributed", owner=state.owner())
     if past:
         run = past[0]
-        st.caption(f"Latest stored distributed run: {widgets.run_label(run)}")
+        st.caption(f"Your latest distributed run: {widgets.run_label(run)}")
 
 if run and run["variants"]:
     results = run["variants"]

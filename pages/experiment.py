@@ -83,9 +83,13 @@ with left:
     dataset, input_shape = dataset_label, None
     shape_text = ""
     if dataset_label.startswith("imagefolder"):
-        directory = st.text_input("Image folder (one sub-folder per class, on the server)",
-                                  key="exp_imagefolder")
-        dataset = f"imagefolder:{directory.strip()}" if directory.strip() else None
+        folders = state.data_folders()
+        directory = st.text_input(
+            "Image folder (in the server's data folder; one sub-folder per class)",
+            key="exp_imagefolder",
+            help="A path relative to the operator's data folder (COMPRESSION_BENCH_DATA_DIR)" +
+                 (f"; it holds: {', '.join(folders)}" if folders else "; it is empty"))
+        dataset = directory.strip() or None  # checked against the data folder below
         shape_text = st.text_input("Resize to C,H,W (optional)", key="exp_shape_if")
     elif dataset_label == "synthetic":
         shape_text = st.text_input("Input shape C,H,W", value="3,32,32", key="exp_shape",
@@ -126,7 +130,8 @@ def _sweep_fields(checkpoint: str | None = None) -> dict:
         raise ValueError("choose a model file and its factory function")
     if dataset is None:
         raise ValueError("give the image folder's directory")
-    return dict(model=model, dataset=dataset, checkpoint=checkpoint,
+    return dict(model=model, dataset=state.image_folder(dataset) if dataset_label.startswith(
+                    "imagefolder") else dataset, checkpoint=checkpoint,
                 input_shape=_shape(shape_text), device=device, batch_size=int(batch_size),
                 epochs=int(epochs), seeds=int(seeds), normalize=normalize)
 
@@ -157,8 +162,10 @@ def submit() -> None:
     except ValueError as exc:
         st.error(str(exc))
         return
-    try:
-        st.session_state[state.JOB_ID] = state.submit("sweep", spec.to_dict(), device)
+    try:  # the checkpoint moves into the job's own folder: it lives as long as the job
+        st.session_state[state.JOB_ID] = state.submit(
+            "sweep", spec.to_dict(), device,
+            attachments={"checkpoint": checkpoint} if checkpoint else None)
     except ValueError as exc:
         st.error(str(exc))
     except Exception as exc:

@@ -1,5 +1,5 @@
-"""History: past runs from the store; compare two runs or two variants, download their HTML
-report; delete a run."""
+"""History: everyone's past runs (one click opens any, read-only, on the Results page);
+compare two runs or two variants and download their HTML report; delete a run of your own."""
 
 from __future__ import annotations
 
@@ -16,11 +16,17 @@ if flash:
 runs = widgets.stored_runs("No stored runs yet.", limit=500)
 
 by_id = {r["run_id"]: r for r in runs}
+me, admin = state.owner(), state.is_admin()
 st.dataframe(pd.DataFrame([{
-    "run": r["run_id"], "kind": r.get("kind"), "model": r["model"], "dataset": r["dataset"],
-    "device": r.get("device"), "date": (r["created_at"] or "")[:19].replace("T", " "),
-    "status": r["status"], "variants": r["variant_count"], "error": r.get("error")}
-    for r in runs]), hide_index=True, key="history_table")
+    "run": r["run_id"],
+    "open": state.run_link(r["run_id"]) if r.get("kind", "sweep") == "sweep" else None,
+    "yours": r.get("owner") == me, "kind": r.get("kind"), "model": r["model"],
+    "dataset": r["dataset"], "device": r.get("device"),
+    "date": (r["created_at"] or "")[:19].replace("T", " "), "status": r["status"],
+    "variants": r["variant_count"], "error": r.get("error")}
+    for r in runs]), hide_index=True, key="history_table",
+    column_config={"open": st.column_config.LinkColumn("Open", display_text="results ↗"),
+                   "yours": st.column_config.CheckboxColumn("Yours")})
 
 st.subheader("Compare")
 mode = st.radio("Compare", ["two runs", "two variants"], horizontal=True, key="history_mode",
@@ -94,18 +100,23 @@ else:
         st.caption("Pick two variants: the table shows every figure and its change.")
 
 st.subheader("Delete a run")
-victim = st.selectbox("Run to delete", ids, format_func=lambda i: widgets.run_label(by_id[i]),
-                      key="history_delete_pick")
-sure = st.checkbox("I understand the run and its variants are removed for everyone",
-                   key="history_delete_sure")
-if st.button("Delete run", disabled=not sure, key="history_delete"):
-    try:
-        if by_id[victim]["status"] == "running":
-            st.error("This run is still going; cancel its job first.")
-        elif state.store().delete_run(victim):
-            st.session_state["history_flash"] = f"Deleted {victim}."
-            st.rerun()
-        else:
-            st.warning(f"{victim} was already gone.")
-    except Exception as exc:
-        st.error(f"Cannot delete {victim}: {state.one_line(exc)}")
+deletable = [rid for rid in ids if admin or by_id[rid].get("owner") == me]
+if not deletable:
+    st.caption("Only the person who ran a run can delete it; you have none here.")
+else:
+    victim = st.selectbox("Run to delete (yours)" if not admin else "Run to delete",
+                          deletable, format_func=lambda i: widgets.run_label(by_id[i]),
+                          key="history_delete_pick")
+    sure = st.checkbox("I understand the run and its variants are removed for everyone",
+                       key="history_delete_sure")
+    if st.button("Delete run", disabled=not sure, key="history_delete"):
+        try:
+            if by_id[victim]["status"] == "running":
+                st.error("This run is still going; cancel its job first.")
+            elif state.store().delete_run(victim, by=me, admin=admin):
+                st.session_state["history_flash"] = f"Deleted {victim}."
+                st.rerun()
+            else:
+                st.warning(f"{victim} was already gone.")
+        except Exception as exc:
+            st.error(f"Cannot delete {victim}: {state.one_line(exc)}")

@@ -1,5 +1,9 @@
 """Results: every figure of one stored sweep, charts side by side, table, downloads (CSV,
-JSON, the HTML report), and a chosen variant's model as files."""
+JSON, the HTML report), and a chosen variant's model as files.
+
+By default this session's (or signed-in user's) own runs; ``?run=RUN_ID`` opens any run,
+read-only: that is the link to share, never the session's URL. Other people's runs are one
+click away under History."""
 
 from __future__ import annotations
 
@@ -9,32 +13,28 @@ from dashboard import state, widgets
 
 st.title("Results")
 
-runs = widgets.stored_runs("No stored runs yet: start one on the Experiment page.", limit=200,
-                           kind="sweep")
-
-
-def _session_run_id() -> str | None:
-    """The run of this session's latest sweep job, if it has one."""
-    try:
-        job_id = st.session_state.get(state.JOB_ID)
-        job = state.queue().get(job_id) if job_id else None
-        if job is None:
-            jobs = state.queue().jobs(session=state.session_key(), limit=20)
-            job = next((j for j in jobs if j.kind == "sweep" and j.run_id), None)
-        return job.run_id if job else None
-    except Exception:
-        return None
-
-
-ids = [r["run_id"] for r in runs]
-by_id = {r["run_id"]: r for r in runs}
-mine = _session_run_id()
-run_id = st.selectbox("Run", ids, index=ids.index(mine) if mine in ids else 0,
-                      format_func=lambda i: widgets.run_label(by_id[i]), key="results_run")
+shared = st.query_params.get(state.RUN_PARAM)
+if shared:
+    run_id = shared
+else:
+    runs = widgets.stored_runs("You have no runs yet: start one on the Experiment page. "
+                               "Everyone's runs are listed under History, where one click "
+                               "opens any of them here.", limit=200, kind="sweep",
+                               owner=state.owner())
+    ids = [r["run_id"] for r in runs]
+    by_id = {r["run_id"]: r for r in runs}
+    mine = state.current_run_id(state.JOB_ID, "sweep")
+    run_id = st.selectbox("Your runs", ids, index=ids.index(mine) if mine in ids else 0,
+                          format_func=lambda i: widgets.run_label(by_id[i]), key="results_run")
 run = state.store().run(run_id)
 if run is None:
-    st.warning("This run was deleted meanwhile.")
+    st.warning("No such run: it was deleted, or the link is wrong." if shared
+               else "This run was deleted meanwhile.")
     st.stop()
+if shared:
+    st.caption(f"A shared run (read-only): {widgets.run_label(run)}")
+st.caption(f"Link to this run, read-only, for anyone who can open this dashboard: "
+           f"`{state.run_link(run_id)}`")
 if run.get("status") == "running":
     st.info("This run is still going: variants appear as they finish (reload to update).")
 elif run.get("error"):

@@ -30,3 +30,131 @@ def process_holding_a_run(store_path: Path):
     return proc, proc.stdout.readline().strip()
 
 
+
+
+def wait_until(predicate, timeout: float, what: str, every: float = 0.05):
+    """Poll ``predicate`` until it returns something true; fail naming ``what`` after
+    ``timeout`` seconds. Returns what the predicate returned."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout:g} s")
+        time.sleep(every)
+
+
+class MemoryWatchdog:
+    """Samples the machine's available memory (MemAvailable) every few milliseconds on a
+    thread, for a test to assert it never fell below a share of the total."""
+
+    def __init__(self, every: float = 0.02):
+        import threading
+        self.every = every
+        self.lowest = None
+        self.total = self._read("MemTotal")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    @staticmethod
+    def _read(field: str) -> int:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError(f"/proc/meminfo has no {field}")
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            available = self._read("MemAvailable")
+            self.lowest = available if self.lowest is None else min(self.lowest, available)
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> "MemoryWatchdog":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def listening_addresses(pids) -> list[str]:
+    """The local addresses (host:port, as /proc shows them, hex) the processes ``pids`` listen
+    on over TCP: their socket inodes matched against /proc/net/tcp and tcp6."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                try:
+                    target = os.readlink(fd)
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                found.append(fields[1])
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children, their children...)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def zombies_of(pid: int) -> list[int]:
+    """Children of ``pid`` that died and were never reaped."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            after = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if after[0] == "Z" and int(after[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def chromium():
+    """A context manager giving a headless Debian Chromium (playwright's Browser); the test is
+    skipped where Chromium is missing (failed with REQUIRE_BROWSER=1)."""
+    from contextlib import contextmanager
+
+    import pytest
+    from playwright.sync_api import sync_playwright
+
+    from tools.browser import CHROMIUM, CHROMIUM_ARGS
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{CHROMIUM} is missing and REQUIRE_BROWSER=1")
+        pytest.skip("chromium is missing")
+
+    @contextmanager
+    def launched():
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                        args=CHROMIUM_ARGS)
+            try:
+                yield browser
+            finally:
+                browser.close()
+    return launched()

@@ -90,7 +90,8 @@ def test_invalid_toggles_show_error_and_submit_nothing(store):
     assert_clean(at)
     assert any("combine needs at least two" in e for e in errors(at))
     from benchmarks.service.jobs import JobQueue
-    assert JobQueue(store).jobs(session=at.session_state["cb_session"]) == []
+    from dashboard.identity import session_owner
+    assert JobQueue(store).jobs(owner=session_owner(at.session_state["cb_session"])) == []
 
 
 def test_small_sweep_end_to_end(store):
@@ -195,9 +196,9 @@ def test_results_page_draws_20_variants(store):
     for v in _synthetic_variants(20):
         rs.add_variant(run_id, v)
     rs.finish_run(run_id, "failed")
-    at = new_app()
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["run"] = run_id  # the read-only link to one run
     at.switch_page("pages/results.py").run()
-    at.selectbox(key="results_run").set_value(run_id)
     start = time.perf_counter()
     at.run()
     elapsed = time.perf_counter() - start
@@ -210,9 +211,12 @@ def test_results_page_draws_20_variants(store):
 
 def test_distributed_page_charts_a_stored_run(store):
     from benchmarks.service.store import ResultsStore
+    from dashboard.identity import session_owner
+    at = new_app()
     rs = ResultsStore(store)
     run_id = rs.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
-                          environment={}, kind="distributed")
+                          environment={}, kind="distributed",
+                          owner=session_owner(at.session_state["cb_session"]))
     for w, tput in ((1, 1000.0), (2, 1700.0)):
         for comp in ("none", "fp16"):
             rs.add_variant(run_id, {
@@ -221,7 +225,6 @@ def test_distributed_page_charts_a_stored_run(store):
                 "bytes_per_step": 4e5 / (2 if comp == "fp16" else 1),
                 "comm_ms_per_step": 1.0, "loss": 0.5, "accuracy": 0.9, "error": None})
     rs.finish_run(run_id, "complete")
-    at = new_app()
     at.switch_page("pages/distributed.py").run()
     assert_clean(at)
     assert len(at.get("plotly_chart")) == 3

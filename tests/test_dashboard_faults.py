@@ -87,8 +87,9 @@ def test_a_server_restart_marks_the_job_interrupted_and_it_can_run_again(tmp_pat
             assert job.status == "running"  # nobody has noticed yet
             with running_server(store) as (_, url):
                 page.goto(session_url.replace(session_url.split("/?")[0], url))
-                expect(page.get_by_text("interrupted", exact=False).first).to_be_visible(
-                    timeout=60_000)
+                # (visible: the sidebar's collapsed My jobs panel says it too)
+                expect(page.get_by_text("interrupted", exact=False).filter(visible=True).first
+                       ).to_be_visible(timeout=60_000)
                 (job,) = queue.jobs()
                 assert job.status == "interrupted"
                 assert queue.store.run(job.run_id)["status"] == "interrupted"

@@ -75,6 +75,7 @@ def test_a_killed_worker_leaves_its_job_interrupted_and_the_next_worker_goes_on(
     while not (queue.get(job_id).run_id and queue.store.run(queue.get(job_id).run_id)["variants"]):
         assert time.monotonic() < deadline
         time.sleep(0.1)
+    queue.stop_supervising()  # what a worker started afresh does on its own (no supervisor)
     os.kill(queue.worker_card("cpu")["worker_pid"], signal.SIGKILL)
     while queue.worker_alive("cpu"):
         time.sleep(0.05)
@@ -103,3 +104,26 @@ def test_a_distributed_job_runs_through_the_same_queue(queue):
     by_name = {v["name"]: v for v in run["variants"]}
     assert set(by_name) == {"w1-none", "w2-none", "w1-fp16", "w2-fp16"}
     assert by_name["w2-fp16"]["bytes_per_step"] * 2 == by_name["w2-none"]["bytes_per_step"]
+
+
+def test_an_older_jobs_table_gains_its_new_columns(store_path):
+    """A store made before owners, time limits and job folders: opened, its jobs table gains
+    the columns and its old jobs still read."""
+    import sqlite3
+    db = sqlite3.connect(store_path)
+    db.executescript("""
+        CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT UNIQUE NOT NULL,
+            kind TEXT NOT NULL, status TEXT NOT NULL, session TEXT NOT NULL,
+            device TEXT NOT NULL, payload TEXT NOT NULL, submitted_at TEXT NOT NULL,
+            started_at TEXT, finished_at TEXT, run_id TEXT, progress TEXT NOT NULL DEFAULT '{}',
+            error TEXT, cancel_requested INTEGER NOT NULL DEFAULT 0, worker_pid INTEGER);
+        INSERT INTO jobs (job_id, kind, status, session, device, payload, submitted_at)
+            VALUES ('old', 'sweep', 'complete', 's', 'cpu', '{}', '2020-01-01T00:00:00+00:00');
+    """)
+    db.close()
+    queue = JobQueue(store_path)
+    old = queue.get("old")
+    assert old.status == "complete" and old.owner is None and old.time_limit_s is None
+    new = queue.submit("sweep", SweepSpec(**FAST).to_dict(), session="s", owner="user:a")
+    assert queue.get(new).owner == "user:a" and queue.get(new).time_limit_s == 7200
+    assert queue.cancel(new, by="user:a")

@@ -358,6 +358,6 @@ def test_any_bytes_with_an_image_suffix_load_or_are_one_line(image_folder, data,
         one_line_value_error(exc)
         assert "hostile" in str(exc)
     else:
-        assert bundle.num_classes == 2 and bool(torch.isfinite(bundle.train.x).all())
+        assert bundle.num_classes == 2 and bool(torch.isfinite(bundle.train.x[:]).all())
     finally:
         hostile.unlink()

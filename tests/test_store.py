@@ -77,3 +77,58 @@ def test_a_folder_is_not_a_store(tmp_path):
     junk.write_bytes(b"not sqlite" * 100)
     with pytest.raises(ValueError, match="not a usable SQLite database"):
         ResultsStore(junk)
+
+
+def test_a_fast_models_variant_stays_small_and_its_samples_round_trip(tmp_path, cli):
+    """A fast model's variant held 10,000+ latency samples as JSON text: 200 KB per variant.
+    Now at most KEPT_SAMPLES float32 values are kept, packed, with the statistics of every
+    sample: each stored variant is 20 KB or less, and what is stored reads back exactly."""
+    import json
+
+    from benchmarks.results import KEPT_SAMPLES
+    store, report = tmp_path / "s.db", tmp_path / "r.json"
+    out = cli("run", "--model", "mlp", "--batch-size", "1", "--epochs", "1", "--min-time",
+              "1.5", "--store", str(store), "--json", str(report), "--quiet")
+    assert out.returncode == 0, out.stderr
+    (variant,) = json.loads(report.read_text())["variants"]
+    assert variant["latency_ms"]["n"] > 2 * KEPT_SAMPLES  # statistics from every sample
+    raw = variant["raw"]
+    assert len(raw["latency_samples_ms"]) == KEPT_SAMPLES
+    assert raw["sample_stats"]["latency_samples_ms"]["n"] == variant["latency_ms"]["n"]
+    sizes = [n for (n,) in sqlite3.connect(store).execute(
+        "SELECT length(result) FROM variants")]
+    assert sizes and max(sizes) <= 20 * 1024, sizes
+    (run,) = json.loads(cli("history", "--json", "--store", str(store)).stdout)
+    stored = run["variants"][0]
+    assert stored["raw"] == raw and stored["latency_ms"] == variant["latency_ms"]
+    assert VariantResult.from_dict(stored).to_dict()["raw"] == raw
+
+
+def test_samples_that_are_not_float32_exact_round_trip_too(store_path):
+    store = ResultsStore(store_path)
+    run_id = store.start_run(model="m", dataset="d", device="cpu", spec={}, environment={})
+    result = VariantResult(name="baseline", latency_samples_ms=[0.1, 1 / 3, 2.5e-7],
+                           batch_size=1)
+    store.add_variant(run_id, result)
+    assert store.variant_results(run_id) == [result]
+
+
+def test_an_older_store_gains_the_owner_column(store_path):
+    db = sqlite3.connect(store_path)
+    db.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, "
+               "finished_at TEXT, kind TEXT NOT NULL DEFAULT 'sweep', model TEXT NOT NULL, "
+               "dataset TEXT NOT NULL, device TEXT, status TEXT NOT NULL, error TEXT, "
+               "spec TEXT NOT NULL, environment TEXT NOT NULL, host TEXT NOT NULL, "
+               "pid INTEGER NOT NULL, pid_start TEXT)")
+    db.execute("INSERT INTO runs VALUES ('old', '2020', NULL, 'sweep', 'm', 'd', 'cpu', "
+               "'complete', NULL, '{}', '{}', 'h', 1, NULL)")
+    db.commit()
+    db.close()
+    store = ResultsStore(store_path)
+    assert store.run("old")["owner"] is None
+    run_id = store.start_run(model="m", dataset="d", device="cpu", spec={}, environment={},
+                             owner="session:abc")
+    assert [r["run_id"] for r in store.runs(owner="session:abc")] == [run_id]
+    with pytest.raises(PermissionError):
+        store.delete_run(run_id, by="session:other")
+    assert store.delete_run(run_id, by="session:abc")

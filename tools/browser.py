@@ -1,5 +1,5 @@
 """A real Streamlit server and Debian's Chromium for the browser tests and ``make perf``: start
-``streamlit run app.py`` on a free port in its own process group, wait for its health check,
+``streamlit run serve.py`` (app.py behind the Host check) on a free port in its own process group, wait for its health check,
 stop it and the queue's worker together. Nothing here imports Streamlit.
 """
 
@@ -45,11 +45,11 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
 
 
 def start_server(store: Path, env: dict | None = None) -> tuple[subprocess.Popen, str]:
-    """`streamlit run app.py` on a free port, in its own process group (so the server and the
+    """`streamlit run serve.py` on a free port, in its own process group (so the server and the
     worker it starts are stopped together)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
          "--server.headless", "true"], cwd=ROOT,
         env={**os.environ, "COMPRESSION_BENCH_STORE": str(store), **(env or {})},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -75,7 +75,7 @@ def _first_draws(browser, tmp: Path, repeats: int) -> dict:
     for i in range(repeats):
         env = {"COMPRESSION_BENCH_STORE": str(tmp / f"first-{i}.db"),
                "COMPRESSION_BENCH_CACHE": str(tmp / "cache")}
-        ours.append(_first_draw(browser, ROOT / "app.py", ROOT, env, lambda page: [
+        ours.append(_first_draw(browser, ROOT / "serve.py", ROOT, env, lambda page: [
             page.get_by_role("heading", name="Compression experiment"),
             page.get_by_role("button", name="Run benchmark")]))
         floor.append(_first_draw(browser, one_button, tmp, {}, lambda page: [

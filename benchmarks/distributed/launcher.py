@@ -4,8 +4,14 @@ The article trains with Horovod; Horovod does not build against current PyTorch,
 its PyTorch-native equivalent (docs/distributed.md maps every Horovod call). For each worker
 count and compression the launcher starts one process per rank (gloo on CPU, NCCL on GPU),
 watches them, and turns a crash or a hang into a failed run with the worker's reason, leaving
-no process behind. Multi-node runs use the same worker under torchrun
+no process behind. A cancel (``should_stop``) is checked every WAIT_S while the ranks run, and
+stops every rank at once. Multi-node runs use the same worker under torchrun
 (``python -m benchmarks.distributed_worker``).
+
+On one machine everything listens on loopback only: the rendezvous store on a socket bound to
+127.0.0.1 (torch's TCPStore would otherwise bind every interface, with no authentication),
+gloo's connections on the ``lo`` interface. Ranks share the launcher's hard memory limit
+between them.
 """
 
 from __future__ import annotations
@@ -16,10 +22,13 @@ import json
 import multiprocessing as mp
 import os
 import queue
+import socket
 import sys
 import time
 
 from optimizers.errors import first_line
+from ..cancel import Cancelled
+from ..service.limits import apply_memory_limit, data_segment_bytes, memory_limit
 from ..specs import COMPRESSIONS
 from ..environment import resolve_device
 from .config import DEVICES, DistributedConfig  # noqa: F401  (re-exported)
@@ -34,6 +43,8 @@ STARTUP_TIMEOUT_S = 180.0
 # A terminated worker gets this long to exit before it is killed.
 TERMINATE_GRACE_S = 3.0
 HOST = "127.0.0.1"
+LOOPBACK_IFNAME = "lo"  # gloo's interface for ranks on one machine (GLOO_SOCKET_IFNAME)
+WAIT_S = 0.2            # how often the launcher looks at its ranks (and at a cancel)
 
 
 class WorkerFailure(RuntimeError):
@@ -70,12 +81,24 @@ def check_capacity(workers: tuple[int, ...], device: str) -> list[str]:
     return []
 
 
-def _preflight(config: DistributedConfig) -> None:
-    """Bad model or dataset names fail here, in one line, before any worker starts."""
-    from ..datasets import load_dataset
+def _preflight(config: DistributedConfig, memory_share: float | None = None,
+               should_stop=None) -> None:
+    """Bad model or dataset names fail here, in one line, before any worker starts; so does a
+    run whose ranks together would need more memory than it may use (every rank loads the
+    data set), before anything is loaded."""
+    from ..datasets import load_dataset, stored_size
+    from ..footprint import admit, describe_data, distributed_footprint
     from ..models import build_model
+    from ..service.limits import Limits
+    size = stored_size(config.dataset, config.data_root, config.input_shape)
+    share = memory_share if memory_share is not None else Limits.from_env().memory_share
+    footprint = distributed_footprint(config, size, lambda: build_model(
+        config.model, size.classes, size.shape[0], size.shape[1:]))
+    admit(f"{describe_data(config.dataset, size, config.batch_size)} on "
+          f"{max(config.workers)} workers", footprint, share)
     bundle = load_dataset(config.dataset, data_root=config.data_root, download=False,
-                          input_shape=config.input_shape, seed=config.seed)
+                          input_shape=config.input_shape, seed=config.seed,
+                          should_stop=should_stop)
     build_model(config.model, bundle.num_classes, bundle.in_channels, bundle.input_size)
     shard = len(bundle.train) // max(config.workers)
     if config.batch_size > shard:
@@ -86,23 +109,49 @@ def _preflight(config: DistributedConfig) -> None:
 
 # -- the launcher ----------------------------------------------------------------------------
 
+def _loopback_socket(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((HOST, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def _open_store(port: int | None, timeout_s: float):
-    """The rendezvous store, hosted by the launcher: port 0 lets the OS pick a free port, so
-    there is no window in which another process can take it between choosing and binding."""
+    """The rendezvous store, hosted by the launcher on a socket it bound to loopback (port 0:
+    the OS picks a free one, with no window in which another process could take it).
+    Returns (store, warning); the store owns the socket from then on."""
     import torch.distributed as dist
     timeout = datetime.timedelta(seconds=timeout_s)
-    warning = None
+    warning, sock = None, None
     if port:
         try:
-            return dist.TCPStore(HOST, port, None, True, timeout, wait_for_workers=False), None
-        except (RuntimeError, OSError) as exc:
+            sock = _loopback_socket(port)
+        except OSError as exc:
             warning = f"port {port} is not usable ({first_line(exc)}); using a free port"
-    return dist.TCPStore(HOST, 0, None, True, timeout, wait_for_workers=False), warning
+    if sock is None:
+        sock = _loopback_socket(0)
+    try:
+        store = dist.TCPStore(HOST, sock.getsockname()[1], None, True, timeout,
+                              wait_for_workers=False, master_listen_fd=sock.fileno())
+    except BaseException:
+        sock.close()
+        raise
+    sock.detach()  # the store closes the descriptor when it goes
+    return store, warning
 
 
-def _child(rank, world_size, port, backend, job, results, progress, timeout_s):
+def _child(rank, world_size, port, backend, job, results, progress, timeout_s,
+           memory_headroom=None):
     """Entry point of one launched rank: reports ("ok", rank, result) or ("error", rank, why)."""
     _die_with_parent()
+    if memory_headroom is not None:  # this rank's share of what the launcher's limit leaves
+        apply_memory_limit(data_segment_bytes() + memory_headroom)
+    # gloo connects the ranks over loopback: nothing listens on the machine's other addresses.
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", LOOPBACK_IFNAME)
     try:
         import torch.distributed as dist
         # Collectives time out well after the launcher's watchdog, which names the rank that
@@ -153,28 +202,42 @@ def _context():
     return mp.get_context("spawn")
 
 
+def _rank_headroom(world_size: int) -> int | None:
+    """Each rank's share of what the launcher's memory limit leaves, or None (no limit)."""
+    limit = memory_limit()
+    if limit is None:
+        return None
+    return max(0, limit - data_segment_bytes()) // world_size
+
+
 def launch(job: WorkerJob, world_size: int, *, backend: str, timeout_s: float,
-           port: int | None = None, warn=None) -> dict:
-    """Run one job on world_size local ranks; rank 0's figures, or WorkerFailure."""
+           port: int | None = None, warn=None, should_stop=None, on_step=None) -> dict:
+    """Run one job on world_size local ranks; rank 0's figures, or WorkerFailure; Cancelled
+    (every rank stopped) when ``should_stop()`` says so. ``on_step(steps)``: the slowest
+    rank's steps so far, as they change."""
     store, warning = _open_store(port, STARTUP_TIMEOUT_S + timeout_s)
     if warning and warn:
         warn(warning)
     ctx = _context()
     results = ctx.Queue()
     progress = ctx.Array("q", world_size * PROGRESS_SLOTS, lock=False)
+    headroom = _rank_headroom(world_size)
     procs = [ctx.Process(target=_child, name=f"bench-ddp-rank{r}", daemon=True,
                          args=(r, world_size, store.port, backend, job, results, progress,
-                               timeout_s))
+                               timeout_s, headroom))
              for r in range(world_size)]
     result, ok = None, set()
+    steps_seen = 0
     try:
         for p in procs:
             p.start()
         started = time.monotonic()
         last_change, last_seen = started, list(progress)
         while len(ok) < world_size:
+            if should_stop is not None and should_stop():
+                raise Cancelled()
             try:
-                kind, rank, payload = results.get(timeout=0.2)
+                kind, rank, payload = results.get(timeout=WAIT_S)
             except queue.Empty:
                 kind = None
             if kind == "error":
@@ -192,6 +255,10 @@ def launch(job: WorkerJob, world_size: int, *, backend: str, timeout_s: float,
             now, seen = time.monotonic(), list(progress)
             if seen != last_seen:
                 last_change, last_seen = now, seen
+            steps = min(seen[r * PROGRESS_SLOTS] for r in range(world_size))
+            if on_step is not None and steps != steps_seen:
+                steps_seen = steps
+                on_step(steps)
             all_up = all(seen[r * PROGRESS_SLOTS] > 0 for r in range(world_size))
             if all_up and now - last_change > timeout_s:
                 raise WorkerFailure(_hang_message(seen, world_size, timeout_s))
@@ -258,19 +325,24 @@ def _threads_per_worker(world_size: int, device: str) -> int:
     return max(1, (available_cores() - 1) // world_size)
 
 
-def run_distributed(config: DistributedConfig, on_progress=None, warn=None) -> list[dict]:
+def run_distributed(config: DistributedConfig, on_progress=None, warn=None, *,
+                    should_stop=None, on_step=None, memory_share: float | None = None
+                    ) -> list[dict]:
     """Every (compression, workers) pair, fewest workers first so the one-worker run is there
     to compute scaling efficiency from. on_progress(done, total, run) after each run;
-    warn(text) for what the caller should show (default: stderr)."""
+    on_step(index, total, name, steps, of) while one trains; warn(text) for what the caller
+    should show (default: stderr). ``should_stop()`` true: Cancelled, every rank stopped."""
     warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr))
     device = resolve_device(config.device).type
     for text in check_capacity(config.workers, device):
         warn(text)
-    _preflight(config)
+    _preflight(config, memory_share, should_stop)
     backend = "nccl" if device == "cuda" else "gloo"
     pairs = [(c, w) for c in config.compressions for w in config.workers]
     runs: list[dict] = []
     for done, (compression, workers) in enumerate(pairs, 1):
+        if should_stop is not None and should_stop():
+            raise Cancelled()
         job = WorkerJob(model=config.model, dataset=config.dataset, compression=compression,
                         amp=config.amp, steps=config.steps, batch_size=config.batch_size,
                         device=device, seed=config.seed, data_root=config.data_root,
@@ -284,9 +356,13 @@ def run_distributed(config: DistributedConfig, on_progress=None, warn=None) -> l
                "loss": None, "accuracy": None, "steps": config.steps,
                "global_batch_size": config.batch_size * workers, "error": None}
         t0 = time.monotonic()
+        stepped = None if on_step is None else (
+            lambda steps, i=done - 1, name=run["name"]: on_step(i, len(pairs), name, steps,
+                                                                config.steps))
         try:
             run.update(launch(job, workers, backend=backend, timeout_s=config.timeout_s,
-                              port=config.port, warn=warn))
+                              port=config.port, warn=warn, should_stop=should_stop,
+                              on_step=stepped))
             run["error"] = _sync_error(run)
         except WorkerFailure as exc:
             run["error"] = str(exc)

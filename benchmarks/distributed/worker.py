@@ -32,8 +32,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, DistributedSampler, Subset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
+from ..results import kept_samples
 from ..specs import COMPRESSIONS
 from .config import FAULT_STEP
 WIRE_DTYPES = {"none": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -179,6 +180,20 @@ def _build(job: WorkerJob, rank: int, device: torch.device):
     return bundle, model
 
 
+class _Pairs(Dataset):
+    """A split as (input, label) pairs: inputs are made float32 per sample from what is
+    stored (uint8 pixels), so a rank never holds a float copy of its data set."""
+
+    def __init__(self, split):
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, i):
+        return self.split.x[i], self.split.y[i]
+
+
 def run_worker(job: WorkerJob, rank: int, world_size: int, local_rank: int,
                progress=None) -> dict | None:
     """The body of one rank; rank 0 returns the run's figures, the others None."""
@@ -198,7 +213,7 @@ def run_worker(job: WorkerJob, rank: int, world_size: int, local_rank: int,
     if job.mode == "grads":
         return _first_step_grads(job, ddp, model, bundle, rank, world_size, device)
 
-    train = TensorDataset(bundle.train.x, bundle.train.y)
+    train = _Pairs(bundle.train)
     sampler = make_sampler(train, world_size, rank, job.seed)
     loader = DataLoader(train, batch_size=job.batch_size, sampler=sampler, drop_last=True)
     if len(loader) == 0:
@@ -259,7 +274,7 @@ def run_worker(job: WorkerJob, rank: int, world_size: int, local_rank: int,
         "bytes_per_step": bytes_per_step,
         "comm_ms_per_step": sum(comm_ms) / len(comm_ms),
         "step_ms": wall_ms / len(step_ms),
-        "step_ms_samples": [round(t, 3) for t in step_ms],  # rank 0's, raw
+        "step_ms_samples": kept_samples(step_ms),  # rank 0's, raw (at most KEPT_SAMPLES)
         "loss": test_loss,
         "train_loss": float(train_loss.item()) / world_size,
         "accuracy": accuracy,
@@ -279,7 +294,7 @@ def _first_step_grads(job, ddp, model, bundle, rank, world_size, device) -> dict
     all-reduced (averaged) gradients."""
     global_batch = job.batch_size * world_size
     order = torch.randperm(len(bundle.train), generator=torch.Generator().manual_seed(job.seed))
-    batch = Subset(TensorDataset(bundle.train.x, bundle.train.y), order[:global_batch].tolist())
+    batch = Subset(_Pairs(bundle.train), order[:global_batch].tolist())
     sampler = make_sampler(batch, world_size, rank, job.seed, shuffle=False)
     x, y = next(iter(DataLoader(batch, batch_size=job.batch_size, sampler=sampler)))
     # eval(): dropout masks and BatchNorm batch statistics depend on how the batch is split;

@@ -9,6 +9,22 @@ file beside the store; the kernel drops the lock when the process dies, however 
 end up with one. The worker exits when the process that started it (the server) is gone; the
 next worker marks the jobs it left running as interrupted.
 
+The supervisor is a daemon thread of the process that starts the workers (the dashboard's
+server, through its one shared ``JobQueue``), not a page load and not a further process:
+only a parent can reap its child, so the parent watches. Every WATCH_S it reaps workers that
+exited (no zombies), ends the job a dead worker held (``interrupted`` when it was killed from
+outside, ``failed`` when it crashed, with the signal or status) together with its stored run,
+kills a worker whose job overran its wall-time limit, and starts a fresh worker when jobs
+wait. A worker claims its next job before it imports torch, so a job queued behind a killed
+one starts within a second or two.
+
+The worker runs under the operator's hard memory limit (RLIMIT_DATA, ``limits.py``): a job
+that goes over it fails with "out of memory (limit X)" instead of taking the machine. Files a
+job needs (an uploaded checkpoint) are moved into the job's own folder at submission and
+removed when it ends, so a closed browser session never breaks a queued job. Jobs carry an
+owner (signed-in user, else the browser session, as a digest): only the owner or an admin
+cancels them, and the operator caps how many one owner may have queued or running.
+
 Import-light on purpose (no torch): the dashboard imports this module; only the worker loads
 the engine.
 """
@@ -18,16 +34,23 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from optimizers.errors import first_line
+from ..folders import data_dir, private_file, private_folder
 from ..models import models_dir
-from .store import ResultsStore, now_iso
+from .limits import Limits, apply_memory_limit, is_out_of_memory, out_of_memory_label
+from .store import (ResultsStore, add_missing_columns, default_store_path, now_iso,
+                    process_alive, process_start_token)
 
 JOB_KINDS = ("sweep", "distributed", "export")
 JOB_STATUSES = ("queued", "running", "complete", "failed", "cancelled", "interrupted")
@@ -35,6 +58,13 @@ FINISHED = ("complete", "failed", "cancelled", "interrupted")
 POLL_S = 0.25            # how often an idle worker looks for work
 PROGRESS_EVERY_S = 0.2   # progress writes are throttled; a phase change is always written
 WORKER_START_TIMEOUT_S = 60.0
+WATCH_S = 0.5            # how often the supervisor looks at its workers and their jobs
+# A job past its wall-time limit is asked to stop (between phases); one still running this
+# long after the limit is stopped by killing its worker.
+TIME_LIMIT_GRACE_S = 30.0
+# Signals that mean someone (an operator, a shutdown, the kernel's OOM killer) stopped the
+# worker: its job was interrupted, not broken, and can run again.
+STOP_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -52,7 +82,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     progress      TEXT NOT NULL DEFAULT '{}',
     error         TEXT,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
-    worker_pid    INTEGER
+    worker_pid    INTEGER,
+    worker_token  TEXT,
+    owner         TEXT,
+    time_limit_s  REAL,
+    folder        TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(device, status, seq);
 CREATE TABLE IF NOT EXISTS workers (
@@ -62,6 +96,8 @@ CREATE TABLE IF NOT EXISTS workers (
     card        TEXT NOT NULL
 );
 """
+JOB_COLUMNS = {"worker_token": "TEXT", "owner": "TEXT", "time_limit_s": "REAL",
+               "folder": "TEXT"}
 
 
 @dataclass
@@ -80,6 +116,10 @@ class Job:
     error: str | None = None
     cancel_requested: bool = False
     position: int | None = None  # 0 running now; n >= 1 the n-th in its device's queue
+    owner: str | None = None
+    time_limit_s: float | None = None
+    folder: str | None = None    # the job's own files (an uploaded checkpoint), removed at its end
+    worker_pid: int | None = None
 
     @property
     def finished(self) -> bool:
@@ -89,6 +129,37 @@ class Job:
 def _lock_path(store_path: Path, device: str) -> Path:
     safe = device.replace(":", "-")
     return store_path.with_name(f"{store_path.name}.worker-{safe}.lock")
+
+
+def _log_path(store_path: Path, device: str) -> Path:
+    return store_path.with_name(f"{store_path.name}.worker-{device.replace(':', '-')}.log")
+
+
+def exit_cause(returncode: int | None) -> tuple[str, str]:
+    """(job status, reason) for a job whose worker died with ``returncode`` (None: not known,
+    the worker was not this process's child)."""
+    if returncode is None:
+        return "interrupted", "its worker stopped while it ran; run it again"
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() \
+            else f"signal {-returncode}"
+        if -returncode in STOP_SIGNALS:
+            return "interrupted", (f"its worker was killed ({name}: stopped by someone, or "
+                                   f"by the kernel when memory ran out); run it again")
+        return "failed", f"its worker crashed ({name}) while it ran"
+    return "failed", f"its worker exited with status {returncode} while it ran"
+
+
+def _holder_alive(row) -> bool:
+    """Whether the worker that claimed a running job still runs (a zombie does not)."""
+    pid = row["worker_pid"] or 0
+    return pid > 0 and process_alive(pid, row["worker_token"])
+
+
+def _age_s(iso: str | None) -> float:
+    if not iso:
+        return 0.0
+    return (datetime.now(timezone.utc) - datetime.fromisoformat(iso)).total_seconds()
 
 
 def _try_lock(path: Path):
@@ -103,24 +174,94 @@ def _try_lock(path: Path):
 
 
 class JobQueue:
-    def __init__(self, store_path: str | os.PathLike | None = None):
+    def __init__(self, store_path: str | os.PathLike | None = None,
+                 limits: Limits | None = None):
         self.store = ResultsStore(store_path)  # creates the file and the results tables
         self.path = self.store.path
+        self.limits = limits if limits is not None else Limits.from_env()
+        self.jobs_dir = self.path.with_name(f"{self.path.name}.jobs")
         with self.store.connect() as db:
             db.executescript(SCHEMA)
+        with self.store.transaction() as db:
+            add_missing_columns(db, "jobs", JOB_COLUMNS)
         self._spawned: list[subprocess.Popen] = []
+        self._exits: dict[int, int] = {}  # pid -> return code of reaped workers
+        self._lock = threading.Lock()
+        self._supervisor: Supervisor | None = None
+
+    @classmethod
+    def shared(cls, store_path: str | os.PathLike | None = None) -> "JobQueue":
+        """This process's one queue over a store, supervising: the workers it starts are its
+        children, so it alone can reap them and tell how they died. The dashboard's server
+        takes it at start-up (serve.py) and in its pages."""
+        path = Path(store_path) if store_path is not None else None
+        with _SHARED_LOCK:
+            key = str((path or default_store_path()).resolve())
+            queue = _SHARED.get(key)
+            if queue is None:
+                queue = _SHARED[key] = cls(path)
+        queue.supervise()
+        return queue
 
     # -- submitting and reading ----------------------------------------------------------
 
-    def submit(self, kind: str, payload: dict, *, session: str, device: str = "cpu") -> str:
+    def submit(self, kind: str, payload: dict, *, session: str, device: str = "cpu",
+               owner: str | None = None, attachments: dict[str, str] | None = None) -> str:
+        """Queue a job. ``attachments`` maps payload fields to files (an uploaded checkpoint)
+        that are moved into the job's own folder; the payload then names them there."""
         if kind not in JOB_KINDS:
             raise ValueError(f"job kind must be one of {', '.join(JOB_KINDS)}; got {kind!r}")
+        owner = owner or session
+        self._check_cap(owner)
         job_id = uuid.uuid4().hex[:12]
-        with self.store.transaction() as db:
-            db.execute("INSERT INTO jobs (job_id, kind, status, session, device, payload, "
-                       "submitted_at) VALUES (?,?,?,?,?,?,?)",
-                       (job_id, kind, "queued", session, device, json.dumps(payload), now_iso()))
+        payload, folder = dict(payload), None
+        if attachments:
+            folder = self.jobs_dir / job_id
+            private_folder(folder)
+            for key, source in attachments.items():
+                target = folder / Path(source).name
+                shutil.move(source, target)
+                payload[key] = str(target)
+        try:
+            with self.store.transaction() as db:
+                self._check_cap(owner, db)
+                db.execute("INSERT INTO jobs (job_id, kind, status, session, device, payload, "
+                           "submitted_at, owner, time_limit_s, folder) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?)",
+                           (job_id, kind, "queued", session, device, json.dumps(payload),
+                            now_iso(), owner, self.limits.job_time_s,
+                            None if folder is None else str(folder)))
+        except BaseException:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
         return job_id
+
+    def _check_cap(self, owner: str, db=None) -> None:
+        """One person may have at most ``limits.max_jobs`` jobs queued or running."""
+        sql = "SELECT COUNT(*) FROM jobs WHERE owner=? AND status IN ('queued', 'running')"
+        if db is None:
+            with self.store.connect() as conn:
+                (active,) = conn.execute(sql, (owner,)).fetchone()
+        else:
+            (active,) = db.execute(sql, (owner,)).fetchone()
+        cap = self.limits.max_jobs
+        if active >= cap:
+            raise ValueError(f"you already have {active} job{'s' * (active != 1)} queued or "
+                             f"running, the most one person may have here ({cap}, "
+                             f"COMPRESSION_BENCH_MAX_JOBS): cancel one under My jobs or wait "
+                             f"for it to finish")
+
+    def attachment_bytes(self) -> int:
+        """What the queued and running jobs' own folders hold (uploads count against a cap)."""
+        total = 0
+        if self.jobs_dir.is_dir():
+            for path in self.jobs_dir.rglob("*"):
+                try:
+                    total += path.stat().st_size if path.is_file() else 0
+                except OSError:
+                    continue
+        return total
 
     def _job(self, db, row) -> Job:
         position = None
@@ -136,33 +277,65 @@ class JobQueue:
                    started_at=row["started_at"], finished_at=row["finished_at"],
                    run_id=row["run_id"], progress=json.loads(row["progress"] or "{}"),
                    error=row["error"], cancel_requested=bool(row["cancel_requested"]),
-                   position=position)
+                   position=position, owner=row["owner"], time_limit_s=row["time_limit_s"],
+                   folder=row["folder"], worker_pid=row["worker_pid"])
 
     def get(self, job_id: str) -> Job | None:
         with self.store.connect() as db:
             row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             return None if row is None else self._job(db, row)
 
-    def jobs(self, session: str | None = None, limit: int = 50) -> list[Job]:
-        sql, args = "SELECT * FROM jobs", []
-        if session is not None:
-            sql += " WHERE session=?"
-            args.append(session)
+    def jobs(self, session: str | None = None, limit: int = 50, owner: str | None = None
+             ) -> list[Job]:
+        """Jobs, newest first; optionally only one session's or one owner's."""
+        sql, args, where = "SELECT * FROM jobs", [], []
+        for column, value in (("session", session), ("owner", owner)):
+            if value is not None:
+                where.append(f"{column}=?")
+                args.append(value)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY seq DESC LIMIT ?"
         args.append(int(limit))
         with self.store.connect() as db:
             return [self._job(db, r) for r in db.execute(sql, args).fetchall()]
 
-    def cancel(self, job_id: str) -> bool:
-        """A queued job is cancelled at once; a running one stops between phases."""
+    def cancel(self, job_id: str, *, by: str | None = None, admin: bool = False) -> bool:
+        """A queued job is cancelled at once, and so is a running one whose worker is dead; a
+        running one stops between phases (a distributed one at once: every rank is stopped).
+        With ``by``, only the job's owner (or ``admin``) may: PermissionError otherwise."""
         with self.store.transaction() as db:
-            cur = db.execute("UPDATE jobs SET status='cancelled', finished_at=? "
-                             "WHERE job_id=? AND status='queued'", (now_iso(), job_id))
-            if cur.rowcount:
+            row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if row is None or row["status"] in FINISHED:
+                return False
+            if by is not None and not admin and row["owner"] != by:
+                raise PermissionError("only the person who submitted it can cancel this job")
+            if row["status"] == "queued" or not _holder_alive(row):
+                self._end(db, row, "cancelled",
+                          None if row["status"] == "queued" else "cancelled (its worker had "
+                          "stopped)")
+            else:
+                db.execute("UPDATE jobs SET cancel_requested=1 WHERE job_id=?", (job_id,))
                 return True
-            cur = db.execute("UPDATE jobs SET cancel_requested=1 WHERE job_id=? "
-                             "AND status='running'", (job_id,))
-            return cur.rowcount > 0
+        self._remove_folder(row["folder"])
+        return True
+
+    def _end(self, db, row, status: str, error: str | None) -> None:
+        """End a job that no worker will finish, and its stored run with it (a cancelled
+        job's run reads interrupted)."""
+        db.execute("UPDATE jobs SET status=?, error=?, finished_at=? WHERE job_id=? "
+                   "AND status IN ('queued', 'running')", (status, error, now_iso(),
+                                                           row["job_id"]))
+        if row["run_id"]:
+            run_status = "interrupted" if status == "cancelled" else status
+            db.execute("UPDATE runs SET status=?, error=?, finished_at=? WHERE run_id=? "
+                       "AND status IN ('running', 'interrupted')",
+                       (run_status, error or "cancelled by the user", now_iso(), row["run_id"]))
+
+    @staticmethod
+    def _remove_folder(folder: str | None) -> None:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
     # -- workers -------------------------------------------------------------------------
 
@@ -176,18 +349,85 @@ class JobQueue:
     def ensure_worker(self, device: str = "cpu", *, wait: bool = False) -> None:
         """Start the device's worker unless one is alive. Several sessions may call this at
         once: surplus workers find the lock taken and exit."""
-        if self.worker_alive(device):
-            return
-        log = self.path.with_name(f"{self.path.name}.worker-{device.replace(':', '-')}.log")
-        root = Path(__file__).resolve().parents[2]
-        with open(log, "ab") as out:
-            self._spawned.append(subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.service.jobs", "worker", "--store", str(self.path),
-                 "--device", device, "--parent", str(os.getpid())],
-                cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONPATH": str(root)}))
+        self.supervise()
+        with self._lock:
+            if self.worker_alive(device):
+                return
+            log = _log_path(self.path, device)
+            private_file(log)
+            root = Path(__file__).resolve().parents[2]
+            with open(log, "ab") as out:
+                self._spawned.append(subprocess.Popen(
+                    [sys.executable, "-m", "benchmarks.service.jobs", "worker", "--store",
+                     str(self.path), "--device", device, "--parent", str(os.getpid())],
+                    cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    env={**os.environ, "PYTHONPATH": str(root)}))
         if wait:
             self.wait_for_worker(device)
+
+    # -- the supervisor ------------------------------------------------------------------
+
+    def supervise(self) -> None:
+        """Start this queue's supervisor thread (once)."""
+        with self._lock:
+            if self._supervisor is None or not self._supervisor.is_alive():
+                self._supervisor = Supervisor(self)
+                self._supervisor.start()
+
+    def watch(self) -> None:
+        """One pass of the supervisor: reap, end dead workers' jobs, enforce time limits,
+        start a worker where jobs wait."""
+        with self._lock:
+            for p in list(self._spawned):
+                code = p.poll()  # reaps an exited child: no zombie is left behind
+                if code is not None:
+                    self._exits[p.pid] = code
+                    self._spawned.remove(p)
+        with self.store.connect() as db:
+            running = db.execute("SELECT * FROM jobs WHERE status='running'").fetchall()
+            waiting = {r["device"] for r in db.execute(
+                "SELECT DISTINCT device FROM jobs WHERE status='queued'")}
+        for row in running:
+            pid = row["worker_pid"] or 0
+            if not _holder_alive(row):
+                status, reason = exit_cause(self._exit_code(pid))
+                self._finish_dead(row, status, reason)
+            elif row["time_limit_s"] and _age_s(row["started_at"]) > \
+                    row["time_limit_s"] + TIME_LIMIT_GRACE_S:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self._finish_dead(row, "failed", f"stopped at its time limit "
+                                  f"({row['time_limit_s']:g} s, COMPRESSION_BENCH_JOB_TIME_"
+                                  f"LIMIT): it did not stop between phases, so its worker "
+                                  f"was killed")
+        for device in waiting:
+            if not self.worker_alive(device):
+                self.ensure_worker(device)
+
+    def _exit_code(self, pid: int) -> int | None:
+        """How a dead worker ended, if it was this queue's child (reaped now if it died
+        since this pass began)."""
+        with self._lock:
+            for p in list(self._spawned):
+                if p.pid == pid:
+                    try:
+                        self._exits[pid] = p.wait(timeout=5)
+                        self._spawned.remove(p)
+                    except subprocess.TimeoutExpired:
+                        pass
+        return self._exits.get(pid)
+
+    def _finish_dead(self, row, status: str, reason: str) -> None:
+        with self.store.transaction() as db:
+            self._end(db, row, status, reason)
+        self._remove_folder(row["folder"])
+
+    def stop_supervising(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.stop()
+            self._supervisor = None
 
     def wait_for_worker(self, device: str = "cpu", timeout: float = WORKER_START_TIMEOUT_S
                         ) -> dict | None:
@@ -207,7 +447,9 @@ class JobQueue:
 
     def stop_worker(self, device: str = "cpu", timeout: float = 10.0) -> None:
         """Ask the device's worker to exit (used by tests and shutdown), including one that is
-        still starting: its pid is in the lock file before it registers."""
+        still starting: its pid is in the lock file before it registers. This queue stops
+        supervising first, so it does not start another."""
+        self.stop_supervising()
         pids = set()
         try:
             text = _lock_path(self.path, device).read_text().strip()
@@ -237,6 +479,30 @@ class JobQueue:
         self._spawned = [p for p in self._spawned if p.poll() is None]
 
 
+_SHARED: dict[str, JobQueue] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+class Supervisor(threading.Thread):
+    """The queue's watchdog thread: ``JobQueue.watch`` every WATCH_S until stopped or the
+    process exits (a daemon thread)."""
+
+    def __init__(self, queue: JobQueue, interval: float = WATCH_S):
+        super().__init__(name="bench-queue-supervisor", daemon=True)
+        self.queue, self.interval = queue, interval
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.wait(self.interval):
+            try:
+                self.queue.watch()
+            except Exception as exc:  # a busy or broken store: try again next tick
+                print(f"supervisor: {first_line(exc)}", file=sys.stderr)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
 # -- the worker process ---------------------------------------------------------------------
 
 class Worker:
@@ -251,33 +517,56 @@ class Worker:
         self._last_phase = None
         self._last_cancel_check = 0.0
         self._cancel = False
+        self._over_time: float | None = None  # the limit a job overran, in seconds
+        self._limit = self.queue.limits.job_time_s
+        self._deadline = float("inf")
+        self._registered = False
 
     def parent_alive(self) -> bool:
         return self.parent is None or os.getppid() == self.parent
 
-    def register(self) -> None:
-        from ..environment import default_threads, environment_card, resolve_device
-        from ..peaks import sweep_peaks
-        import torch
-        devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-        dev = resolve_device("cuda" if self.device.startswith("cuda") else "cpu")
-        # The threads a sweep is timed with (pinned), not the process's default.
-        card = {**environment_card(dev, default_threads()), "devices": devices,
-                "worker_pid": os.getpid()}
-        # The roofline's roofs, measured once per device and machine (then read from the
-        # store): here, before any job, on an idle worker.
-        card["peaks"] = sweep_peaks(self.store, dev, default_threads())
+    def take_over(self) -> None:
+        """Holding the lock, no other worker of this device is alive: what it left running
+        was interrupted (unless the supervisor ended it already, with its cause)."""
         with self.store.transaction() as db:
-            db.execute("INSERT OR REPLACE INTO workers (device, pid, started_at, card) "
-                       "VALUES (?,?,?,?)", (self.device, os.getpid(), now_iso(),
-                                            json.dumps(card, default=str)))
-            # Holding the lock, no other worker of this device is alive: what it left running
-            # was interrupted.
             db.execute("UPDATE jobs SET status='interrupted', finished_at=?, "
                        "error=COALESCE(error, 'the worker stopped (server restart or crash) "
                        "while this job ran; run it again') "
                        "WHERE device=? AND status='running'", (now_iso(), self.device))
         self.store.mark_dead_runs()
+
+    def register(self) -> None:
+        """Publish this worker's environment card (imports torch: after the first claim, so
+        a queued job starts without waiting for it)."""
+        if self._registered:
+            return
+        from ..environment import (default_threads, environment_card, quiet_library_noise,
+                                   resolve_device)
+        import torch
+        quiet_library_noise()
+        devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+        dev = resolve_device("cuda" if self.device.startswith("cuda") else "cpu")
+        # The threads a sweep is timed with (pinned), not the process's default.
+        card = {**environment_card(dev, default_threads()), "devices": devices,
+                "worker_pid": os.getpid(), "memory_limit": self.queue.limits.worker_memory}
+        # Warm the engine first: its imports (the loaders' splitter too) and the first
+        # meta-device dry run cost seconds that a job's admission check, or a cancel while it
+        # loads its data, should not wait for.
+        import sklearn.model_selection  # noqa: F401
+
+        from .. import runner  # noqa: F401
+        from ..footprint import activation_bytes
+        from ..models import build_model
+        from ..peaks import sweep_peaks
+        activation_bytes(lambda: build_model("mlp", 2, 1, (8, 8)), (1, 8, 8))
+        # The roofline's roofs, measured once per device and machine (then read from the
+        # store): here, before the worker's card is published.
+        card["peaks"] = sweep_peaks(self.store, dev, default_threads())
+        with self.store.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO workers (device, pid, started_at, card) "
+                       "VALUES (?,?,?,?)", (self.device, os.getpid(), now_iso(),
+                                            json.dumps(card, default=str)))
+        self._registered = True
 
     def claim(self) -> Job | None:
         with self.store.transaction() as db:
@@ -285,8 +574,10 @@ class Worker:
                              "ORDER BY seq LIMIT 1", (self.device,)).fetchone()
             if row is None:
                 return None
-            db.execute("UPDATE jobs SET status='running', started_at=?, worker_pid=? "
-                       "WHERE job_id=?", (now_iso(), os.getpid(), row["job_id"]))
+            db.execute("UPDATE jobs SET status='running', started_at=?, worker_pid=?, "
+                       "worker_token=? WHERE job_id=?",
+                       (now_iso(), os.getpid(), process_start_token(os.getpid()),
+                        row["job_id"]))
         return self.queue.get(row["job_id"])
 
     def _update(self, job_id: str, **fields) -> None:
@@ -304,7 +595,10 @@ class Worker:
         self._update(job_id, progress=progress)
 
     def should_stop(self, job_id: str) -> bool:
+        """Cancelled by its owner, past its wall-time limit, or the server is gone."""
         now = time.monotonic()
+        if not self._cancel and now >= self._deadline:
+            self._cancel, self._over_time = True, self._limit
         if not self._cancel and now - self._last_cancel_check >= POLL_S:
             self._last_cancel_check = now
             with self.store.connect() as db:
@@ -316,9 +610,23 @@ class Worker:
     def finish(self, job_id: str, status: str, error: str | None = None) -> None:
         self._update(job_id, status=status, error=error, finished_at=now_iso())
 
+    def _stopped_how(self) -> tuple[str, str | None, str]:
+        """(job status, job error, run error) of a job that stopped early."""
+        if self._over_time is not None:
+            why = (f"stopped at its time limit ({self._over_time:g} s, "
+                   f"COMPRESSION_BENCH_JOB_TIME_LIMIT); the variants finished before are kept")
+            return "failed", why, why
+        if not self.parent_alive():  # the server went away mid-job: not the user's doing
+            return "interrupted", "the server stopped while this job ran; run it again", \
+                "the server stopped"
+        return "cancelled", None, "cancelled by the user"
+
     def run_job(self, job: Job) -> None:
-        self._cancel = False
+        from ..cancel import Cancelled
+        self._cancel, self._over_time = False, None
         self._last_phase = None
+        self._limit = job.time_limit_s or self.queue.limits.job_time_s
+        self._deadline = time.monotonic() + self._limit
         try:
             if job.kind == "sweep":
                 self.run_sweep_job(job)
@@ -326,15 +634,27 @@ class Worker:
                 self.run_export_job(job)
             else:
                 self.run_distributed_job(job)
+        except Cancelled:  # stopped before its run was recorded (while loading data)
+            status, error, _ = self._stopped_how()
+            self.finish(job.job_id, status, error)
         except ValueError as exc:  # bad input found by the engine: the user's to fix
-            self.finish(job.job_id, "failed", f"invalid input: {first_line(exc, 400)}")
+            self.finish(job.job_id, "failed", f"{out_of_memory_label()}: {first_line(exc, 300)}"
+                        if is_out_of_memory(exc) else f"invalid input: {first_line(exc, 400)}")
         except Exception as exc:  # a failing job never takes the queue down
-            self.finish(job.job_id, "failed", f"{type(exc).__name__}: {first_line(exc, 400)}")
+            if is_out_of_memory(exc):
+                reason = f"{out_of_memory_label()}: {first_line(exc, 300)}"
+            else:
+                reason = f"{type(exc).__name__}: {first_line(exc, 400)}"
+            self.finish(job.job_id, "failed", reason)
+        finally:
+            self.queue._remove_folder(job.folder)
 
     def _record(self, job: Job, recorder, run) -> None:
         """Run ``run(recorder)`` with the stored run sharing the job's fate: interrupted when
         the worker is stopped or the server goes away, failed with the reason when it raises
-        (run_job records the job's error), cancelled when the user asked."""
+        (run_job records the job's error), cancelled when the user asked, failed when it
+        reached its time limit."""
+        from ..cancel import Cancelled
         self._update(job.job_id, run_id=recorder.run_id)
         with recorder:
             try:
@@ -343,14 +663,16 @@ class Worker:
                 recorder.finish("interrupted", "the worker was stopped")
                 self.finish(job.job_id, "interrupted", "the worker was stopped; run it again")
                 raise
+            except Cancelled:
+                pass  # self._cancel says why
+            except Exception as exc:
+                if is_out_of_memory(exc):
+                    recorder.finish("failed", f"{out_of_memory_label()}: {first_line(exc)}")
+                raise
             if self._cancel:
-                if not self.parent_alive():  # the server went away mid-job: not the user's
-                    recorder.finish("interrupted", "the server stopped")
-                    self.finish(job.job_id, "interrupted",
-                                "the server stopped while this job ran; run it again")
-                else:
-                    recorder.finish("interrupted", "cancelled by the user")
-                    self.finish(job.job_id, "cancelled", None)
+                status, error, run_error = self._stopped_how()
+                recorder.finish("failed" if status == "failed" else "interrupted", run_error)
+                self.finish(job.job_id, status, error)
                 return
             status = recorder.finish()
         failed = list(recorder.failed.values())
@@ -364,8 +686,12 @@ class Worker:
         spec = SweepSpec.from_dict(job.payload)
         self.progress(job.job_id, variant="", index=-1, total=len(spec.variants),
                       phase="preparing", fraction=0.0, message="loading data and model")
-        # Jobs come from the dashboard: model files only from the operator's folder.
-        sweep = prepare_sweep(spec, allowed_models_dir=models_dir())
+        stop = lambda: self.should_stop(job.job_id)  # noqa: E731
+        # Jobs come from the dashboard: model files and image folders only from the
+        # operator's folders; the data set is checked against memory before it is loaded.
+        sweep = prepare_sweep(spec, allowed_models_dir=models_dir(),
+                              allowed_data_dir=data_dir(), should_stop=stop,
+                              memory_share=self.queue.limits.memory_share)
 
         def on_progress(event):
             self.progress(job.job_id, variant=event.variant, index=event.index,
@@ -373,7 +699,6 @@ class Worker:
                           message=event.describe())
 
         def run(recorder):
-            stop = lambda: self.should_stop(job.job_id)  # noqa: E731
             for index, result in enumerate(sweep.run(
                     on_progress, stop, on_partial=lambda i, r: recorder.add(r, i))):
                 recorder.add(result, index)
@@ -381,7 +706,7 @@ class Worker:
         sweep.environment["peaks"] = sweep_peaks(self.store, sweep.device, sweep.threads)
         recorder = self.store.record(model=spec.model, dataset=spec.dataset,
                                      device=str(sweep.device), spec=spec.to_dict(),
-                                     environment=sweep.environment)
+                                     environment=sweep.environment, owner=job.owner)
         self._record(job, recorder, run)
 
     def run_distributed_job(self, job: Job) -> None:
@@ -389,6 +714,7 @@ class Worker:
         from ..distributed.launcher import distributed_environment, run_distributed
         config = DistributedConfig.from_dict(job.payload)
         environment = distributed_environment(config)
+        stop = lambda: self.should_stop(job.job_id)  # noqa: E731
 
         def run(recorder):
             def on_progress(done, total, result):
@@ -396,11 +722,19 @@ class Worker:
                 self.progress(job.job_id, variant=result.get("name", ""), index=done - 1,
                               total=total, phase="done", fraction=done / max(total, 1),
                               message=f"{done}/{total} runs")
-            run_distributed(config, on_progress=on_progress, warn=lambda m: None)
+
+            def on_step(index, total, name, steps, of):
+                self.progress(job.job_id, variant=name, index=index, total=total,
+                              phase="training", fraction=steps / max(of, 1),
+                              message=f"{index + 1}/{total} {name}: step {steps}/{of}")
+            run_distributed(config, on_progress=on_progress, warn=lambda m: None,
+                            should_stop=stop, on_step=on_step,
+                            memory_share=self.queue.limits.memory_share)
 
         recorder = self.store.record(model=config.model, dataset=config.dataset,
                                      device=environment["device"], spec=config.to_dict(),
-                                     environment=environment, kind="distributed")
+                                     environment=environment, kind="distributed",
+                                     owner=job.owner)
         self._record(job, recorder, run)
 
     def run_export_job(self, job: Job) -> None:
@@ -411,7 +745,7 @@ class Worker:
         self.progress(job.job_id, variant=variant, index=0, total=1, phase="exporting",
                       fraction=0.0, message=f"rebuilding {variant} and writing its files")
         folder = export_folder(self.store.path, run_id, variant)
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(folder.parent)
         export_variant(self.store, run_id, variant, folder, allowed_models_dir=models_dir())
         archive(folder)
         self.finish(job.job_id, "complete")
@@ -419,6 +753,7 @@ class Worker:
     def loop(self) -> None:
         while self.parent_alive():
             job = self.claim()
+            self.register()
             if job is None:
                 time.sleep(POLL_S)
                 continue
@@ -427,14 +762,12 @@ class Worker:
 
 def worker_main(argv: list[str]) -> int:
     import argparse
-    import signal
     parser = argparse.ArgumentParser(prog="python -m benchmarks.service.jobs worker")
     parser.add_argument("--store", required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--parent", type=int)
     args = parser.parse_args(argv)
-    from ..environment import quiet_library_noise
-    quiet_library_noise()
+    os.umask(0o077)  # the runs, caches and files it writes are its owner's only
     lock = _try_lock(_lock_path(Path(args.store), args.device))
     if lock is None:
         return 0  # another worker serves this device
@@ -444,7 +777,10 @@ def worker_main(argv: list[str]) -> int:
     # worker as interrupted and the store stays consistent.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     worker = Worker(args.store, args.device, args.parent)
-    worker.register()
+    # Before torch is imported: the limit must cover everything the worker will allocate.
+    if worker.queue.limits.worker_memory is not None:
+        apply_memory_limit(worker.queue.limits.worker_memory)
+    worker.take_over()
     try:
         worker.loop()
     finally:

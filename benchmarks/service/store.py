@@ -8,20 +8,29 @@ gone, or belongs to another process now) and marked ``interrupted``.
 ``RunRecorder`` is the one run lifecycle (start, record each variant, finish or fail) that the
 CLI, the queue's worker and the distributed benchmark share. ``connect``/``transaction`` are
 the public handles other tables in the same file (the job queue's) use.
+
+A run may have an owner (the dashboard's signed-in user or browser session, as a digest,
+never a session key): only its owner, or an admin, deletes it. The file is created owner-only
+(0600, its folder 0700): it holds every team member's results. Raw latency samples are stored
+as base64 float32 arrays (float64 where a value is not float32-exact), not JSON text: a fast
+model's thousands of samples took 200 KB per variant as text.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
 import sqlite3
 import time
 import uuid
+from array import array
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..folders import private_file, private_folder
 from ..results import VariantResult
 
 RUN_STATUSES = ("running", "complete", "failed", "interrupted")
@@ -42,7 +51,8 @@ CREATE TABLE IF NOT EXISTS runs (
     environment TEXT NOT NULL,
     host        TEXT NOT NULL,
     pid         INTEGER NOT NULL,
-    pid_start   TEXT
+    pid_start   TEXT,
+    owner       TEXT
 );
 CREATE TABLE IF NOT EXISTS variants (
     run_id     TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
@@ -66,6 +76,12 @@ CREATE TABLE IF NOT EXISTS device_peaks (
 """
 # What a device's measured peaks are cached under (benchmarks.peaks.peaks_key).
 PEAKS_KEY = ("host", "device", "device_name", "torch", "threads")
+# Columns added after the first release: a store created before them gains them on open.
+RUN_COLUMNS = {"owner": "TEXT"}
+# The variant's sample lists stored as packed arrays ("raw" block, and a distributed run's
+# per-step times at the top level).
+SAMPLE_KEYS = ("latency_samples_ms", "host_samples_ms", "cpu_latency_samples_ms")
+TOP_SAMPLE_KEYS = ("step_ms_samples",)
 
 
 def default_store_path() -> Path:
@@ -75,6 +91,57 @@ def default_store_path() -> Path:
         return Path(env)
     base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     return base / "compression-bench" / "results.db"
+
+
+def add_missing_columns(db, table: str, columns: dict[str, str]) -> None:
+    """ALTER TABLE for the columns a store made by an older version lacks."""
+    have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    for name, decl in columns.items():
+        if name not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+
+
+def pack_floats(values: list) -> dict:
+    """A list of floats as {"float32": base64} (exact for float32 values) or {"float64": ...}."""
+    packed = array("f", values)
+    if packed.tolist() != [float(v) for v in values]:
+        return {"float64": base64.b64encode(array("d", values).tobytes()).decode()}
+    return {"float32": base64.b64encode(packed.tobytes()).decode()}
+
+
+def unpack_floats(value):
+    """The inverse of pack_floats; a plain list (older stores) is returned as it is."""
+    if not isinstance(value, dict):
+        return value
+    for code, kind in (("f", "float32"), ("d", "float64")):
+        if kind in value:
+            return array(code, base64.b64decode(value[kind])).tolist()
+    return value
+
+
+def _packed(data: dict) -> dict:
+    data = dict(data)
+    for key in TOP_SAMPLE_KEYS:
+        if isinstance(data.get(key), list) and data[key]:
+            data[key] = pack_floats(data[key])
+    if isinstance(data.get("raw"), dict):
+        raw = data["raw"] = dict(data["raw"])
+        for key in SAMPLE_KEYS:
+            if isinstance(raw.get(key), list) and raw[key]:
+                raw[key] = pack_floats(raw[key])
+    return data
+
+
+def _unpacked(data: dict) -> dict:
+    for key in TOP_SAMPLE_KEYS:
+        if key in data:
+            data[key] = unpack_floats(data[key])
+    raw = data.get("raw")
+    if isinstance(raw, dict):
+        for key in SAMPLE_KEYS:
+            if key in raw:
+                raw[key] = unpack_floats(raw[key])
+    return data
 
 
 def now_iso() -> str:
@@ -123,12 +190,15 @@ class ResultsStore:
         if self.path.exists() and self.path.is_dir():
             raise ValueError(f"store {self.path} is a directory; give a file path for --store")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(self.path.parent)
+            # SQLite gives its -wal and -shm files the database file's mode.
+            private_file(self.path)
         except OSError as exc:
-            raise ValueError(f"store {self.path}: cannot create its folder ({exc.strerror})")
+            raise ValueError(f"store {self.path}: cannot create it ({exc.strerror})")
         try:
             with self.connect() as db:
                 db.executescript(SCHEMA)
+                add_missing_columns(db, "runs", RUN_COLUMNS)
         except sqlite3.DatabaseError as exc:
             raise ValueError(f"store {self.path} is not a usable SQLite database ({exc})")
         self.mark_dead_runs()
@@ -164,16 +234,18 @@ class ResultsStore:
     # -- runs ----------------------------------------------------------------------------
 
     def start_run(self, *, model: str, dataset: str, device: str | None, spec: dict,
-                  environment: dict, kind: str = "sweep", pid: int | None = None) -> str:
+                  environment: dict, kind: str = "sweep", pid: int | None = None,
+                  owner: str | None = None) -> str:
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:8]
         pid = os.getpid() if pid is None else pid
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO runs (run_id, created_at, kind, model, dataset, device, status, "
-                "spec, environment, host, pid, pid_start) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "spec, environment, host, pid, pid_start, owner) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run_id, now_iso(), kind, model, dataset, device, "running",
                  json.dumps(spec, default=str), json.dumps(environment, default=str),
-                 socket.gethostname(), pid, process_start_token(pid)))
+                 socket.gethostname(), pid, process_start_token(pid), owner))
         return run_id
 
     def add_variant(self, run_id: str, result: VariantResult | dict,
@@ -187,16 +259,17 @@ class ResultsStore:
                                          (run_id,)).fetchone()
             db.execute("INSERT OR REPLACE INTO variants (run_id, position, name, result, "
                        "created_at) VALUES (?,?,?,?,?)",
-                       (run_id, position, data["name"], json.dumps(data, default=str),
+                       (run_id, position, data["name"], json.dumps(_packed(data), default=str),
                         now_iso()))
         return position
 
     def record(self, *, model: str, dataset: str, device: str | None, spec: dict,
-               environment: dict, kind: str = "sweep") -> "RunRecorder":
+               environment: dict, kind: str = "sweep", owner: str | None = None
+               ) -> "RunRecorder":
         """Start a run and return its recorder (a context manager)."""
         return RunRecorder(self, self.start_run(model=model, dataset=dataset, device=device,
                                                 spec=spec, environment=environment,
-                                                kind=kind))
+                                                kind=kind, owner=owner))
 
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
         if status not in RUN_STATUSES:
@@ -227,15 +300,22 @@ class ResultsStore:
                     "WHERE run_id=? AND status='running'", [(now_iso(), d) for d in dead])
         return len(dead)
 
-    def delete_run(self, run_id: str) -> bool:
+    def delete_run(self, run_id: str, *, by: str | None = None, admin: bool = False) -> bool:
+        """Delete a run; with ``by``, only if ``by`` owns it (or ``admin``): PermissionError
+        otherwise."""
         with self.transaction() as db:
+            row = db.execute("SELECT owner FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            if row is None:
+                return False
+            if by is not None and not admin and row["owner"] != by:
+                raise PermissionError("only the person who ran it can delete this run")
             db.execute("DELETE FROM variants WHERE run_id=?", (run_id,))
             cur = db.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
         return cur.rowcount > 0
 
     def _run_dict(self, db, row, with_variants: bool = True) -> dict:
         if with_variants:
-            variants = [json.loads(v["result"]) for v in db.execute(
+            variants = [_unpacked(json.loads(v["result"])) for v in db.execute(
                 "SELECT result FROM variants WHERE run_id=? ORDER BY position",
                 (row["run_id"],))]
             count = len(variants)
@@ -250,15 +330,17 @@ class ResultsStore:
             "dataset": row["dataset"], "device": row["device"], "status": row["status"],
             "error": row["error"], "spec": json.loads(row["spec"]),
             "environment": json.loads(row["environment"]), "variants": variants,
+            "owner": row["owner"],
         }
 
     def runs(self, limit: int | None = None, kind: str | None = None,
              with_variants: bool = True, model: str | None = None,
-             dataset: str | None = None) -> list[dict]:
+             dataset: str | None = None, owner: str | None = None) -> list[dict]:
         """Past runs, newest first, each with its variants (or only their count); optionally
-        only those of one kind, model or data set."""
+        only those of one kind, model, data set or owner."""
         where, args = [], []
-        for column, value in (("kind", kind), ("model", model), ("dataset", dataset)):
+        for column, value in (("kind", kind), ("model", model), ("dataset", dataset),
+                              ("owner", owner)):
             if value is not None:
                 where.append(f"{column}=?")
                 args.append(value)

@@ -1,0 +1,94 @@
+"""Who is asking: server-minted session keys, bound to the browser, and owners.
+
+A session key is ``ID`` + ``MAC``: a random id and an HMAC of it, made with the server's
+secret, over the id and the browser's XSRF cookie token (Streamlit sets that cookie on the
+first page load; it stays with the browser). The key travels in the URL so a refresh finds
+the session's jobs again, yet a key the server did not mint, or one copied into another
+browser (a shared link, a proxy log), does not verify there: that browser gets a session of
+its own. What is shared between people is a read-only link to a run, never a session.
+
+An owner is the signed-in user (``user:EMAIL``) when sign-in is configured, else the session
+as a digest of its id (``session:...``): the store never holds a key that would verify.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+SECRET_ENV = "COMPRESSION_BENCH_SECRET"
+XSRF_COOKIE = "_streamlit_xsrf"  # Streamlit's double-submit cookie, one token per browser
+ID_HEX, MAC_HEX = 16, 24
+
+
+def server_secret(store_path: Path) -> bytes:
+    """$COMPRESSION_BENCH_SECRET, else a random secret kept beside the store (0600), made
+    once: every server over the same store verifies the same keys, across restarts."""
+    env = os.environ.get(SECRET_ENV)
+    if env:
+        return env.encode()
+    from benchmarks.folders import private_folder
+    path = Path(store_path).with_name(Path(store_path).name + ".secret")
+    private_folder(path.parent)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        secret = path.read_bytes()
+        if len(secret) >= 32:
+            return secret
+        raise RuntimeError(f"{path} is not a usable secret (too short); delete it to make a "
+                           f"new one (sessions then start afresh)") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(secrets.token_bytes(32))
+    return path.read_bytes()
+
+
+def browser_binding(xsrf_cookie: str | None) -> str:
+    """The browser's XSRF token (stable across page loads; the cookie's mask is not), as hex;
+    "" where there is none (no XSRF protection, a test harness)."""
+    if not isinstance(xsrf_cookie, str) or not xsrf_cookie:
+        return ""
+    value = xsrf_cookie.strip("\"'")
+    try:
+        version, mask_hex, masked_hex, _ = value.split("|")
+        if version != "2":
+            raise ValueError
+        mask, masked = binascii.a2b_hex(mask_hex), binascii.a2b_hex(masked_hex)
+    except ValueError:
+        return hashlib.sha256(value.encode()).hexdigest()[:32]  # an unmasked token
+    token = bytes(b ^ mask[i % len(mask)] for i, b in enumerate(masked))
+    return token.hex()
+
+
+def _mac(secret: bytes, session_id: str, binding: str) -> str:
+    return hmac.new(secret, f"{session_id}|{binding}".encode(), hashlib.sha256
+                    ).hexdigest()[:MAC_HEX]
+
+
+def mint(secret: bytes, binding: str) -> str:
+    session_id = secrets.token_hex(ID_HEX // 2)
+    return session_id + _mac(secret, session_id, binding)
+
+
+def verify(key, secret: bytes, binding: str) -> bool:
+    """Minted by this server, for this browser."""
+    if not isinstance(key, str) or len(key) != ID_HEX + MAC_HEX:
+        return False
+    try:
+        int(key, 16)
+    except ValueError:
+        return False
+    return hmac.compare_digest(key[ID_HEX:], _mac(secret, key[:ID_HEX], binding))
+
+
+def session_owner(key: str) -> str:
+    """The session as an owner: a digest of its id, never the key itself."""
+    return "session:" + hashlib.sha256(key[:ID_HEX].encode()).hexdigest()[:16]
+
+
+def user_owner(email: str) -> str:
+    return "user:" + email.strip().lower()

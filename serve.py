@@ -1,0 +1,39 @@
+"""The dashboard's server: `streamlit run serve.py` (what `make run` starts).
+
+``app.py`` is the page script; this wraps it in Streamlit's ASGI app with one addition: an
+HTTP request or WebSocket whose Host header is not in ``server.allowedHosts``
+(``.streamlit/config.toml``: localhost by default) is refused with 400 before Streamlit sees
+it. Streamlit itself checks that list on its WebSocket only, so a DNS-rebinding page (an
+attacker's name resolving to 127.0.0.1, opened in a team member's browser) would still load.
+To serve under another name (behind a reverse proxy), add that name to ``allowedHosts``.
+
+It also starts the job queue's supervisor with the server, so jobs left queued by a restart
+run again without waiting for someone to open a page.
+"""
+
+from contextlib import asynccontextmanager
+
+import streamlit as st
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from streamlit import config
+
+# An empty list means "any host" to Streamlit; here it falls back to the safe default.
+ALLOWED_HOSTS = list(config.get_option("server.allowedHosts") or ["localhost", "127.0.0.1"])
+
+
+@asynccontextmanager
+async def supervised(_app):
+    from benchmarks.service.jobs import JobQueue
+    from benchmarks.service.store import default_store_path
+    # The same queue object the pages take (dashboard.state.queue): one supervisor, which
+    # starts and so reaps every worker of this server.
+    queue = JobQueue.shared(default_store_path())
+    try:
+        yield None
+    finally:
+        queue.stop_supervising()
+
+
+app = st.App("app.py", lifespan=supervised, middleware=[
+    Middleware(TrustedHostMiddleware, allowed_hosts=ALLOWED_HOSTS, www_redirect=False)])

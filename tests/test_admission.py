@@ -1,0 +1,180 @@
+"""Finding 1: one input could exhaust the machine's memory. A job's peak is estimated from
+what it will allocate and refused up front when it does not fit; data sets are kept as uint8
+without copies; the worker runs under a hard limit. Each test runs a real worker while a
+watchdog checks that the machine's available memory never drops below a quarter of its total.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from benchmarks.service.jobs import JobQueue
+from benchmarks.specs import SweepSpec
+
+from helpers import ROOT, MemoryWatchdog, wait_until
+
+FAST = dict(epochs=1, min_time_s=0.05, min_runs=10, warmup=1)
+
+
+def png_folder(root: Path, count: int, classes: int = 2, size: int = 8) -> Path:
+    """``count`` small PNGs in ``classes`` class folders: one image per class, the rest hard
+    links to it (a large folder in a second, the loader still opens every file)."""
+    from PIL import Image
+    per_class = count // classes
+    for c in range(classes):
+        folder = root / f"class{c}"
+        folder.mkdir(parents=True)
+        first = folder / "0.png"
+        Image.new("RGB", (size, size), (60 * c, 90, 200 - 60 * c)).save(first)
+        for i in range(1, per_class):
+            os.link(first, folder / f"{i}.png")
+    return root
+
+
+def status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def seconds(job) -> float:
+    return (datetime.fromisoformat(job.finished_at)
+            - datetime.fromisoformat(job.started_at)).total_seconds()
+
+
+@pytest.fixture
+def queue(tmp_path, monkeypatch):
+    """A real queue and worker over a private store, the images under the data folder."""
+    monkeypatch.setenv("COMPRESSION_BENCH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("COMPRESSION_BENCH_WORKER_MEMORY", "3G")
+    q = JobQueue(tmp_path / "results.db")
+    q.ensure_worker("cpu", wait=True)
+    yield q
+    q.stop_worker("cpu")
+
+
+def run(queue: JobQueue, spec: SweepSpec, timeout: float = 240):
+    job_id = queue.submit("sweep", spec.to_dict(), session="a")
+    return wait_until(lambda: (j := queue.get(job_id)).finished and j, timeout,
+                      f"job {job_id} finishing")
+
+
+def test_a_synthetic_batch_too_large_for_memory_is_refused_before_it_allocates(queue):
+    """3,1380,1380 at batch 512: each part once passed a 'half of RAM' check, together they
+    took 22 GB of 24. Now: refused in one line within 2 s, nothing allocated."""
+    worker = queue.worker_card("cpu")["worker_pid"]
+    before = status_kb(worker, "VmHWM")
+    spec = SweepSpec(dataset="synthetic", input_shape=(3, 1380, 1380), batch_size=512, **FAST)
+    with MemoryWatchdog() as watchdog:
+        job = run(queue, spec)
+    assert job.status == "failed"
+    assert job.error.startswith("invalid input: synthetic (512 samples of 3,1380,1380) at "
+                                "batch size 512 needs about")
+    assert "\n" not in job.error and "a job may use at most" in job.error
+    assert seconds(job) <= 2.0, seconds(job)
+    assert status_kb(worker, "VmHWM") - before < 100 * 1024  # KiB: nothing was allocated
+    assert watchdog.lowest >= watchdog.total / 4
+    assert queue.store.runs() == []  # refused before a run was recorded
+
+
+def test_an_image_folder_of_100000_pngs_is_refused_before_a_file_is_read(queue, tmp_path):
+    """100,000 PNGs at 3,64,64 were estimated at 4.9 GB and took 21.9 GB. As stored (uint8)
+    they take 1.2 GB: more than the worker's 3 GB limit leaves beside its libraries and the
+    model. Refused in 2 s, before one image is decoded."""
+    folder = png_folder(tmp_path / "data" / "big", 100_000)
+    spec = SweepSpec(dataset=f"imagefolder:{folder}", input_shape=(3, 64, 64), **FAST)
+    with MemoryWatchdog() as watchdog:
+        job = run(queue, spec)
+    assert job.status == "failed", job.error
+    assert job.error.startswith(f"invalid input: imagefolder:{folder} (100000 samples of "
+                                f"3,64,64) at batch size 32 needs about")
+    assert "data set 1.1 GiB" in job.error and "hard limit of 3.0 GiB" in job.error
+    assert seconds(job) <= 2.0, seconds(job)
+    assert watchdog.lowest >= watchdog.total / 4
+
+
+def test_an_image_folder_completes_under_the_limit_within_its_estimate(queue, tmp_path):
+    """The 3,32,32 case, scaled to 20,000 images: it used to peak at 5x its estimate (float
+    copies of the whole set). The worker's resident memory now grows by less than the
+    estimate recorded with the run."""
+    warm = png_folder(tmp_path / "data" / "warm", 40)
+    assert run(queue, SweepSpec(model="mlp", dataset=f"imagefolder:{warm}", **FAST)
+               ).status == "complete"  # imports done: what follows is the job's own memory
+    folder = png_folder(tmp_path / "data" / "mid", 20_000)
+    worker = queue.worker_card("cpu")["worker_pid"]
+    idle = status_kb(worker, "VmRSS") * 1024
+    with MemoryWatchdog() as watchdog:
+        job = run(queue, SweepSpec(model="mlp", dataset=f"imagefolder:{folder}", **FAST))
+    assert job.status == "complete", job.error
+    grown = status_kb(worker, "VmHWM") * 1024 - idle
+    memory = queue.store.run(job.run_id)["environment"]["memory"]
+    assert memory["estimate"]["data"] == 20_000 * 3 * 32 * 32  # as stored: uint8
+    assert grown <= memory["estimated_peak_bytes"], (grown, memory)
+    assert memory["limit_bytes"] == 3 * 2**30
+    assert watchdog.lowest >= watchdog.total / 4
+
+
+def test_loading_images_makes_no_float_or_repeated_copies(tmp_path):
+    """Decoded straight into one uint8 array in split order: the process grows by about the
+    stored bytes, not the 4x (float32) and more that the copies took."""
+    folder = png_folder(tmp_path / "imgs", 20_000)
+    script = textwrap.dedent(f"""
+        import resource
+        import sklearn.model_selection, PIL.Image, torch  # imports are not the data
+        from benchmarks.datasets import load_dataset, stored_size
+        name = "imagefolder:{folder}"
+        size = stored_size(name, None, (3, 64, 64))
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        bundle = load_dataset(name, input_shape=(3, 64, 64))
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        assert bundle.train.x.raw.dtype == torch.uint8
+        print(size.nbytes, after - before)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    stored, grown = map(int, out.stdout.split())
+    assert stored == 20_000 * 3 * 64 * 64
+    assert grown <= 1.2 * stored + 48 * 2**20, (grown, stored)
+
+
+def test_going_over_the_hard_limit_fails_the_job_not_the_machine(queue, tmp_path,
+                                                                  monkeypatch):
+    """What the estimate cannot see (a model file that allocates 8 GB as it is built) meets
+    the worker's hard limit: that job fails with "out of memory (limit 3.0 GiB)", the machine
+    keeps its memory, and the next job runs."""
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "hog.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        class Hog(nn.Module):
+            def __init__(self, num_classes, in_channels):
+                super().__init__()
+                self.fc = nn.Linear(in_channels * 64, num_classes)
+                self.register_buffer("ballast", torch.ones(2 * 2**30))  # 8 GB, hidden
+
+            def forward(self, x):
+                return self.fc(x.flatten(1))
+
+        def build(num_classes, in_channels):
+            return Hog(num_classes, in_channels)
+    """))
+    queue.stop_worker("cpu")  # restarted with the models folder in its environment
+    monkeypatch.setenv("COMPRESSION_BENCH_MODELS_DIR", str(models))
+    queue.ensure_worker("cpu", wait=True)
+    with MemoryWatchdog() as watchdog:
+        job = run(queue, SweepSpec(model=f"{models / 'hog.py'}:build", **FAST))
+    assert job.status == "failed"
+    assert job.error.startswith("out of memory (limit 3.0 GiB)"), job.error
+    assert watchdog.lowest >= watchdog.total / 4
+    assert run(queue, SweepSpec(model="mlp", **FAST)).status == "complete"

@@ -1,0 +1,63 @@
+"""Finding 10: the weights cache grew without bound. It is capped, least recently used
+entries go first, and the sidebar shows its use against the cap."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+from streamlit.testing.v1 import AppTest
+from torch import nn
+
+from benchmarks.cache import WeightsCache, usage_bytes
+from helpers import ROOT
+
+
+def _entry_bytes(tmp_path) -> int:
+    probe = WeightsCache(tmp_path / "probe", max_bytes=2**30)
+    probe(("probe",), lambda: nn.Linear(64, 64), lambda m: None)
+    return usage_bytes(tmp_path / "probe")
+
+
+def test_the_cache_keeps_its_cap_evicting_the_least_recently_used(tmp_path):
+    size = _entry_bytes(tmp_path)
+    cache = WeightsCache(tmp_path / "cache", max_bytes=int(2.5 * size))
+    trained = []
+
+    def train(m):
+        trained.append(m)
+
+    build = lambda: nn.Linear(64, 64)  # noqa: E731
+    cache(("a",), build, train)
+    time.sleep(0.02)
+    cache(("b",), build, train)
+    time.sleep(0.02)
+    cache(("a",), build, train)  # a hit: "a" is now the most recently used
+    time.sleep(0.02)
+    cache(("c",), build, train)  # over the cap: "b", the least recently used, goes
+    assert len(trained) == 3
+    assert cache.path(("a",)).exists() and cache.path(("c",)).exists()
+    assert not cache.path(("b",)).exists()
+    assert usage_bytes(cache.directory) <= cache.max_bytes
+    assert (cache.directory.stat().st_mode & 0o777) == 0o700
+    assert all((p.stat().st_mode & 0o777) == 0o600 for p in cache.directory.iterdir())
+    # An evicted entry is only a retrain: the same key gives the same weights again.
+    torch.manual_seed(0)
+    again = cache(("b",), lambda: nn.Linear(64, 64), train)
+    assert len(trained) == 4 and isinstance(again, nn.Linear)
+
+
+def test_the_sidebar_shows_the_cache_use_against_its_cap(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(tmp_path / "results.db"))
+    monkeypatch.setenv("COMPRESSION_BENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COMPRESSION_BENCH_CACHE_MB", "64")
+    WeightsCache(tmp_path / "cache")(("x",), lambda: nn.Linear(512, 512), lambda m: None)
+    used = os.path.getsize(next((tmp_path / "cache").glob("*.safetensors"))) / 2**20
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert not at.exception
+    captions = [c.value for c in at.sidebar.caption]
+    assert f"Weights cache: {used:,.0f} MB of 64 MB (least recently used entries are " \
+           f"evicted beyond)" in captions, captions
+    from benchmarks.service.jobs import JobQueue
+    JobQueue(tmp_path / "results.db").stop_worker("cpu")
