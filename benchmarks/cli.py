@@ -276,7 +276,6 @@ def _check_writable(path: str | None, flag: str) -> None:
 def cmd_run(args) -> int:
     from .cache import WeightsCache
     from .estimate import estimate_sweep
-    from .peaks import sweep_peaks
     from .report import RunReport
     from .runner import prepare_sweep
     from .service.store import ResultsStore
@@ -291,8 +290,7 @@ def cmd_run(args) -> int:
         from .executors.ray_executor import RaySweep
         sweep = RaySweep(sweep, args.ray_address)
     store = ResultsStore(args.store)
-    # The roofline's roofs: measured once per machine, then read from the store.
-    sweep.environment["peaks"] = sweep_peaks(store, sweep.device, sweep.threads)
+    sweep.attach_peaks(store)
     if not args.quiet:
         print(estimate_sweep(spec, store, sweep.baseline_cached()).describe(), file=sys.stderr)
     for warning in sweep.warnings:

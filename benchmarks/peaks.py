@@ -176,6 +176,9 @@ def cached_peaks(store, device: torch.device, threads: int) -> dict:
 
 def sweep_peaks(store, device: torch.device, threads: int) -> dict:
     """The environment card's ``peaks``: the sweep's device, and the CPU, where the INT8
-    variants of a GPU sweep run."""
+    variants of a GPU sweep run. Without a store (a cluster's timing node) they are measured
+    afresh."""
     devices = [device] + ([torch.device("cpu")] if device.type != "cpu" else [])
+    if store is None:
+        return {str(d): measure_peaks(d, threads) for d in devices}
     return {str(d): cached_peaks(store, d, threads) for d in devices}

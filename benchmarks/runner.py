@@ -264,6 +264,12 @@ class PreparedSweep:
                                              "misses": self.cache.misses - misses}}
         return model
 
+    def attach_peaks(self, store=None) -> None:
+        """The roofline's roofs in the environment card: measured once per machine, then read
+        from ``store``."""
+        from .peaks import sweep_peaks
+        self.environment["peaks"] = sweep_peaks(store, self.device, self.threads)
+
     def baseline_cached(self) -> bool | None:
         """Whether the baseline's weights are in the cache already (None: nothing to train,
         a checkpoint or synthetic data)."""
@@ -645,12 +651,13 @@ def prepare_sweep(spec: SweepSpec, *, cache: WeightsCache | None = None,
                   allowed_models_dir: str | Path | None = None,
                   allowed_data_dir: str | Path | None = None,
                   should_stop: Callable[[], bool] | None = None,
-                  memory_share: float | None = None) -> PreparedSweep:
+                  memory_share: float | None = None, executor=None) -> PreparedSweep:
     """Validate everything and load the data: ValueError (one line) for bad input, a sweep
-    too large for memory included; ``Cancelled`` if ``should_stop`` says so while loading."""
+    too large for memory included; ``Cancelled`` if ``should_stop`` says so while loading.
+    ``executor``: where its trainable builds run (None: here; see benchmarks/executors)."""
     return PreparedSweep(spec, cache=cache, allowed_models_dir=allowed_models_dir,
                          allowed_data_dir=allowed_data_dir, should_stop=should_stop,
-                         memory_share=memory_share)
+                         memory_share=memory_share, executor=executor)
 
 
 def run_sweep(spec: SweepSpec, on_progress: ProgressFn | None = None,

@@ -40,6 +40,22 @@ def device_card(card: dict | None, where=None) -> None:
         text += (f"  \npeaks ({device}): {gemm} GFLOP/s · "
                  f"{peaks['memory_bytes_per_s'] / 1e9:,.1f} GB/s")
     where.markdown(text)
+    cluster = card.get("cluster")
+    if cluster:
+        where.markdown(cluster_text(cluster))
+
+
+def cluster_text(cluster: dict) -> str:
+    """The Ray cluster the worker drives: its nodes and what is free on them."""
+    if cluster.get("error"):
+        return f"**Ray cluster**: {cluster['error']}"
+    lines = [f"**Ray cluster**: {len(cluster['nodes'])} node(s) · GPUs "
+             f"{cluster['gpus_free']:g}/{cluster['gpus']:g} free · bench slots "
+             f"{cluster['slots_free']:g}/{cluster['slots']:g} free"]
+    for node in cluster["nodes"]:
+        lines.append(f"- {node['id']} ({node['address']}): {node['cpus']:g} CPU, "
+                     f"{node['gpus']:g} GPU, {node['slots']:g} slot(s)")
+    return "  \n".join(lines[:1]) + "\n" + "\n".join(lines[1:])
 
 
 # -- a job's progress ------------------------------------------------------------------------

@@ -32,8 +32,12 @@ class DistributedConfig:
     input_shape: tuple[int, int, int] | None = None
     crash_rank: int | None = None   # test hooks: make one rank raise / hang (at step 2)
     hang_rank: int | None = None
+    executor: str = "local"         # local: ranks on this machine; ray: across a cluster
+    ray_address: str | None = None  # the cluster's head (default: $RAY_ADDRESS)
 
     def __post_init__(self):
+        from ..executors import EXECUTORS
+
         def bad(name, accepted, got):
             raise ValueError(f"{name} must be {accepted}; got {got!r}")
 
@@ -64,6 +68,11 @@ class DistributedConfig:
             bad("timeout_s", "a number of seconds > 0", self.timeout_s)
         if self.port is not None and (not isinstance(self.port, int) or not 0 < self.port < 65536):
             bad("port", "an integer in 1..65535 or None", self.port)
+        if self.executor not in EXECUTORS:
+            bad("executor", f"one of {', '.join(EXECUTORS)}", self.executor)
+        if self.ray_address is not None and (not isinstance(self.ray_address, str)
+                                             or not self.ray_address.strip()):
+            bad("ray_address", "HOST:PORT", self.ray_address)
         for name in ("crash_rank", "hang_rank"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 0):

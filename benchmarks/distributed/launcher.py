@@ -333,9 +333,16 @@ def run_distributed(config: DistributedConfig, on_progress=None, warn=None, *,
     on_step(index, total, name, steps, of) while one trains; warn(text) for what the caller
     should show (default: stderr). ``should_stop()`` true: Cancelled, every rank stopped."""
     warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr))
-    device = resolve_device(config.device).type
-    for text in check_capacity(config.workers, device):
-        warn(text)
+    on_ray = config.executor == "ray"
+    if on_ray:
+        from ..executors.ray_executor import check_cluster_capacity, connect
+        connect(config.ray_address)
+        device = config.device if config.device != "auto" else "cpu"
+        check_cluster_capacity(max(config.workers), device)
+    else:
+        device = resolve_device(config.device).type
+        for text in check_capacity(config.workers, device):
+            warn(text)
     _preflight(config, memory_share, should_stop)
     backend = "nccl" if device == "cuda" else "gloo"
     pairs = [(c, w) for c in config.compressions for w in config.workers]
@@ -360,14 +367,19 @@ def run_distributed(config: DistributedConfig, on_progress=None, warn=None, *,
             lambda steps, i=done - 1, name=run["name"]: on_step(i, len(pairs), name, steps,
                                                                 config.steps))
         try:
-            run.update(launch(job, workers, backend=backend, timeout_s=config.timeout_s,
-                              port=config.port, warn=warn, should_stop=should_stop,
-                              on_step=stepped))
+            if on_ray:
+                from .ray_ranks import launch_on_ray
+                run.update(launch_on_ray(job, workers, backend=backend,
+                                         timeout_s=config.timeout_s, should_stop=should_stop))
+            else:
+                run.update(launch(job, workers, backend=backend, timeout_s=config.timeout_s,
+                                  port=config.port, warn=warn, should_stop=should_stop,
+                                  on_step=stepped))
             run["error"] = _sync_error(run)
         except WorkerFailure as exc:
             run["error"] = str(exc)
         run["wall_s"] = round(time.monotonic() - t0, 3)
-        run["oversubscribed"] = device == "cpu" and workers > available_cores()
+        run["oversubscribed"] = not on_ray and device == "cpu" and workers > available_cores()
         run["scaling_efficiency"] = scaling_efficiency(run, runs)
         runs.append(run)
         if on_progress:
@@ -462,6 +474,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write the runs to this JSON file")
     p.add_argument("--store", help="the SQLite results store (default: per user)")
     p.add_argument("--no-store", action="store_true", help="do not record in the store")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: ranks on this machine; ray: ranks spread over a Ray cluster")
+    p.add_argument("--ray-address", metavar="HOST:PORT",
+                   help="the Ray cluster's head (default: $RAY_ADDRESS)")
     p.add_argument("--crash-rank", type=int, help=argparse.SUPPRESS)
     p.add_argument("--hang-rank", type=int, help=argparse.SUPPRESS)
     return p
@@ -477,6 +493,9 @@ def distributed_environment(config: DistributedConfig) -> dict:
     environment = environment_card(torch.device("cuda:0") if device.type == "cuda" else device)
     environment.update(device=device.type, cores=available_cores(),
                        start_method=_context().get_start_method())
+    if config.executor == "ray":
+        from ..executors.ray_executor import cluster_card
+        environment["cluster"] = cluster_card()
     return environment
 
 
@@ -489,9 +508,18 @@ def main(argv: list[str]) -> int:
             compressions=args.compression, amp=args.amp, steps=args.steps,
             batch_size=args.batch_size, device=args.device, seed=args.seed,
             timeout_s=args.timeout, port=args.port, data_root=args.data_root,
-            crash_rank=args.crash_rank, hang_rank=args.hang_rank)
-        device = resolve_device(config.device).type
-        check_capacity(config.workers, device)  # refuse before the store records anything
+            crash_rank=args.crash_rank, hang_rank=args.hang_rank, executor=args.executor,
+            ray_address=args.ray_address)
+        # Refuse what the machine (or the cluster) cannot host before the store records
+        # anything.
+        if config.executor == "ray":
+            from ..executors.ray_executor import check_cluster_capacity, connect
+            connect(config.ray_address)
+            device = config.device if config.device != "auto" else "cpu"
+            check_cluster_capacity(max(config.workers), device)
+        else:
+            device = resolve_device(config.device).type
+            check_capacity(config.workers, device)
         _preflight(config)
         store = None
         if not args.no_store:

@@ -100,6 +100,16 @@ def cluster_card() -> dict:
             "slots": ray.cluster_resources().get(SLOT, 0), "slots_free": free.get(SLOT, 0)}
 
 
+def check_cluster_capacity(ranks: int, device_type: str) -> None:
+    """Refuse, in one line, more ranks than the cluster has GPUs or bench slots for."""
+    import ray
+    have = ray.cluster_resources().get("GPU" if device_type == "cuda" else SLOT, 0)
+    if ranks > have:
+        what = "GPUs" if device_type == "cuda" else f"{SLOT}s"
+        raise ValueError(f"{ranks} workers need {ranks} {what} on the cluster; it has "
+                         f"{int(have)}")
+
+
 def _resources(device_type: str) -> dict:
     return {"num_gpus": 1} if device_type == "cuda" else {"resources": {SLOT: 1}}
 
@@ -122,6 +132,9 @@ class RaySweep:
     def baseline_cached(self) -> bool | None:
         return None  # the cluster trains it: the local cache says nothing of that
 
+    def attach_peaks(self, store=None) -> None:
+        """Nothing here: the timing node measures its own roofs (its environment card)."""
+
     def run(self, on_progress=None, should_stop=None, on_partial=None, on_environment=None):
         import ray
 
@@ -131,7 +144,10 @@ class RaySweep:
         total = len(spec.variants)
         res = _resources(self.device.type)
         spec_dict, files = ship(spec)
-        remote_train = ray.remote(train).options(max_retries=1, retry_exceptions=False, **res)
+        # SPREAD: Ray's default would place every variant beside the baseline's weights (data
+        # locality) and queue them on that node's one slot.
+        remote_train = ray.remote(train).options(max_retries=1, retry_exceptions=False,
+                                                 scheduling_strategy="SPREAD", **res)
 
         def report(task: TrainTask, phase: str):
             if on_progress:

@@ -156,6 +156,7 @@ def measure(spec_dict: dict, files: dict | None, failed: dict | None, built_on: 
         sweep = prepare_sweep(spec, cache=MemoryCache(merged(given)))
         sweep.failed_builds = dict(failed or {})
         sweep.built_on = dict(built_on or {})
+        sweep.attach_peaks(None)  # this node's roofs: the run's environment is this node's
         yield ("environment", {**sweep.environment, "timed_on": where}, None)
         # The sweep runs in a thread so each variant goes back the moment it is measured
         # (``run`` hands partial results to a callback, final ones at the end).

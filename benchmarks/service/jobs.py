@@ -46,6 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from optimizers.errors import first_line
+from ..executors.devices import fake_gpus
 from ..folders import data_dir, private_file, private_folder
 from ..models import models_dir
 from .limits import Limits, apply_memory_limit, is_out_of_memory, out_of_memory_label
@@ -124,6 +125,16 @@ class Job:
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+
+# How often an idle worker driving a Ray cluster refreshes the sidebar's view of it.
+CLUSTER_REFRESH_S = 10.0
+RAY_ADDRESS_ENV = "COMPRESSION_BENCH_RAY_ADDRESS"
+
+
+def ray_address() -> str | None:
+    """The cluster the dashboard's worker drives, if the operator gave one."""
+    return os.environ.get(RAY_ADDRESS_ENV) or None
 
 
 def _lock_path(store_path: Path, device: str) -> Path:
@@ -347,8 +358,14 @@ class JobQueue:
         return False
 
     def ensure_worker(self, device: str = "cpu", *, wait: bool = False) -> None:
-        """Start the device's worker unless one is alive. Several sessions may call this at
-        once: surplus workers find the lock taken and exit."""
+        """Start the device's worker unless one is alive; ``cuda`` starts one per GPU
+        (``cuda:0`` ...). Several sessions may call this at once: surplus workers find the
+        lock taken and exit."""
+        if device == "cuda":
+            from ..executors.devices import gpu_devices
+            for gpu in gpu_devices() or ["cuda:0"]:
+                self.ensure_worker(gpu, wait=wait)
+            return
         self.supervise()
         with self._lock:
             if self.worker_alive(device):
@@ -356,12 +373,17 @@ class JobQueue:
             log = _log_path(self.path, device)
             private_file(log)
             root = Path(__file__).resolve().parents[2]
+            env = {**os.environ, "PYTHONPATH": str(root)}
+            if device.startswith("cuda:") and not fake_gpus():
+                # The worker sees only its GPU (as cuda:0): a sweep there never touches
+                # another, and its borrowed GPUs are set per process (executors.pool).
+                env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
             with open(log, "ab") as out:
                 self._spawned.append(subprocess.Popen(
                     [sys.executable, "-m", "benchmarks.service.jobs", "worker", "--store",
                      str(self.path), "--device", device, "--parent", str(os.getpid())],
                     cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    env={**os.environ, "PYTHONPATH": str(root)}))
+                    env=env))
         if wait:
             self.wait_for_worker(device)
 
@@ -403,7 +425,7 @@ class JobQueue:
                                   f"LIMIT): it did not stop between phases, so its worker "
                                   f"was killed")
         for device in waiting:
-            if not self.worker_alive(device):
+            if device == "cuda" or not self.worker_alive(device):
                 self.ensure_worker(device)
 
     def _exit_code(self, pid: int) -> int | None:
@@ -521,6 +543,7 @@ class Worker:
         self._limit = self.queue.limits.job_time_s
         self._deadline = float("inf")
         self._registered = False
+        self._cluster_at = 0.0
 
     def parent_alive(self) -> bool:
         return self.parent is None or os.getppid() == self.parent
@@ -544,8 +567,11 @@ class Worker:
                                    resolve_device)
         import torch
         quiet_library_noise()
-        devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-        dev = resolve_device("cuda" if self.device.startswith("cuda") else "cpu")
+        from ..executors.devices import gpu_devices
+        devices = ["cpu"] + gpu_devices()
+        from ..executors.devices import compute_device
+        dev = resolve_device("cuda" if compute_device(self.device).startswith("cuda")
+                             else "cpu")
         # The threads a sweep is timed with (pinned), not the process's default.
         card = {**environment_card(dev, default_threads()), "devices": devices,
                 "worker_pid": os.getpid(), "memory_limit": self.queue.limits.worker_memory}
@@ -562,6 +588,9 @@ class Worker:
         # The roofline's roofs, measured once per device and machine (then read from the
         # store): here, before the worker's card is published.
         card["peaks"] = sweep_peaks(self.store, dev, default_threads())
+        card["queue_device"] = self.device
+        if ray_address():
+            card["cluster"] = self._cluster()
         with self.store.transaction() as db:
             db.execute("INSERT OR REPLACE INTO workers (device, pid, started_at, card) "
                        "VALUES (?,?,?,?)", (self.device, os.getpid(), now_iso(),
@@ -569,9 +598,13 @@ class Worker:
         self._registered = True
 
     def claim(self) -> Job | None:
+        """The oldest queued job for this worker: its device's, or on a GPU worker one for
+        any GPU (``cuda``), so jobs from different sessions run on different GPUs at once."""
+        kinds = (self.device, "cuda") if self.device.startswith("cuda:") else (self.device,)
         with self.store.transaction() as db:
-            row = db.execute("SELECT * FROM jobs WHERE device=? AND status='queued' "
-                             "ORDER BY seq LIMIT 1", (self.device,)).fetchone()
+            row = db.execute("SELECT * FROM jobs WHERE device IN (%s) AND status='queued' "
+                             "ORDER BY seq LIMIT 1" % ",".join("?" * len(kinds)),
+                             kinds).fetchone()
             if row is None:
                 return None
             db.execute("UPDATE jobs SET status='running', started_at=?, worker_pid=?, "
@@ -622,6 +655,15 @@ class Worker:
         return "cancelled", None, "cancelled by the user"
 
     def run_job(self, job: Job) -> None:
+        """One job; on a GPU, holding the GPU's busy lock throughout, so no sweep borrows it
+        to train while this one times (``executors.devices``)."""
+        if not self.device.startswith("cuda:"):
+            return self._run_job(job)
+        from ..executors.devices import busy
+        with busy(self.store.path, self.device):
+            return self._run_job(job)
+
+    def _run_job(self, job: Job) -> None:
         from ..cancel import Cancelled
         self._cancel, self._over_time = False, None
         self._last_phase = None
@@ -680,7 +722,6 @@ class Worker:
                     if failed else None)
 
     def run_sweep_job(self, job: Job) -> None:
-        from ..peaks import sweep_peaks
         from ..runner import prepare_sweep
         from ..specs import SweepSpec
         spec = SweepSpec.from_dict(job.payload)
@@ -689,9 +730,13 @@ class Worker:
         stop = lambda: self.should_stop(job.job_id)  # noqa: E731
         # Jobs come from the dashboard: model files and image folders only from the
         # operator's folders; the data set is checked against memory before it is loaded.
-        sweep = prepare_sweep(spec, allowed_models_dir=models_dir(),
+        sweep = prepare_sweep(self._on_this_device(spec), allowed_models_dir=models_dir(),
                               allowed_data_dir=data_dir(), should_stop=stop,
-                              memory_share=self.queue.limits.memory_share)
+                              memory_share=self.queue.limits.memory_share,
+                              executor=self._executor())
+        if ray_address():
+            from ..executors.ray_executor import RaySweep
+            sweep = RaySweep(sweep, ray_address())
 
         def on_progress(event):
             self.progress(job.job_id, variant=event.variant, index=event.index,
@@ -700,19 +745,43 @@ class Worker:
 
         def run(recorder):
             for index, result in enumerate(sweep.run(
-                    on_progress, stop, on_partial=lambda i, r: recorder.add(r, i))):
+                    on_progress, stop, on_partial=lambda i, r: recorder.add(r, i),
+                    on_environment=recorder.set_environment)):
                 recorder.add(result, index)
 
-        sweep.environment["peaks"] = sweep_peaks(self.store, sweep.device, sweep.threads)
+        sweep.attach_peaks(self.store)
+        sweep.environment["queue_device"] = self.device
         recorder = self.store.record(model=spec.model, dataset=spec.dataset,
                                      device=str(sweep.device), spec=spec.to_dict(),
                                      environment=sweep.environment, owner=job.owner)
         self._record(job, recorder, run)
 
+    def _on_this_device(self, spec):
+        """The spec as this worker runs it: a fake GPU computes on the CPU."""
+        from dataclasses import replace
+
+        from ..executors.devices import compute_device
+        if self.device.startswith("cuda:") and compute_device(self.device) == "cpu":
+            return replace(spec, device="cpu")
+        return spec
+
+    def _executor(self):
+        """On a machine with several GPUs, a GPU worker's sweep trains on the idle ones."""
+        from ..executors.devices import gpu_devices
+        gpus = gpu_devices() if self.device.startswith("cuda:") else []
+        if len(gpus) < 2 or ray_address():
+            return None
+        from ..executors.pool import DevicePool
+        return DevicePool(self.store.path, gpus, own=self.device)
+
     def run_distributed_job(self, job: Job) -> None:
+        from dataclasses import replace
+
         from ..distributed.config import DistributedConfig
         from ..distributed.launcher import distributed_environment, run_distributed
         config = DistributedConfig.from_dict(job.payload)
+        if ray_address():  # the dashboard's worker drives the operator's cluster
+            config = replace(config, executor="ray", ray_address=ray_address())
         environment = distributed_environment(config)
         stop = lambda: self.should_stop(job.job_id)  # noqa: E731
 
@@ -750,11 +819,35 @@ class Worker:
         archive(folder)
         self.finish(job.job_id, "complete")
 
+    def _cluster(self) -> dict:
+        from ..executors.ray_executor import cluster_card, connect
+        try:
+            connect(ray_address())
+            return cluster_card()
+        except ValueError as exc:
+            return {"error": first_line(exc)}
+
+    def _refresh_cluster(self) -> None:
+        """The sidebar's view of the cluster (nodes, free GPUs or slots), kept current while
+        the worker waits for jobs."""
+        now = time.monotonic()
+        if not ray_address() or now - self._cluster_at < CLUSTER_REFRESH_S:
+            return
+        self._cluster_at = now
+        with self.store.transaction() as db:
+            row = db.execute("SELECT card FROM workers WHERE device=?", (self.device,)
+                             ).fetchone()
+            if row is not None:
+                card = {**json.loads(row["card"]), "cluster": self._cluster()}
+                db.execute("UPDATE workers SET card=? WHERE device=?",
+                           (json.dumps(card, default=str), self.device))
+
     def loop(self) -> None:
         while self.parent_alive():
             job = self.claim()
             self.register()
             if job is None:
+                self._refresh_cluster()
                 time.sleep(POLL_S)
                 continue
             self.run_job(job)
@@ -777,6 +870,12 @@ def worker_main(argv: list[str]) -> int:
     # worker as interrupted and the store stays consistent.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     worker = Worker(args.store, args.device, args.parent)
+    # The CPU worker's timed threads and a GPU worker's launches (and its INT8 variants' CPU
+    # timings) on disjoint cores, where the machine has a GPU (environment.worker_cores).
+    if hasattr(os, "sched_setaffinity"):
+        from ..environment import worker_cores
+        from ..executors.devices import gpu_devices
+        os.sched_setaffinity(0, worker_cores(args.device, gpus=len(gpu_devices())))
     # Before torch is imported: the limit must cover everything the worker will allocate.
     if worker.queue.limits.worker_memory is not None:
         apply_memory_limit(worker.queue.limits.worker_memory)
