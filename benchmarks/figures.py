@@ -73,7 +73,10 @@ def _labels(rows: list[dict]) -> list[str]:
     for r in rows:
         label = short(r["variant"])
         seen[label] += 1
-        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+        if seen[label] > 1:  # the tag fits in the same width
+            tag = f" ({seen[label]})"
+            label = short(r["variant"], SHORT_LABEL - len(tag)) + tag
+        out.append(label)
     return out
 
 
@@ -223,6 +226,60 @@ def pareto_front_of(rows: list[dict]) -> list[str]:
                          for r in pareto_points(rows)])
 
 
+# Where a frontier label may go around its point, in order of preference, as plotly names
+# them and as offsets of the label's centre in label widths and heights.
+LABEL_SPOTS = (("top center", 0, 1), ("bottom center", 0, -1), ("middle right", 0.6, 0),
+               ("middle left", -0.6, 0), ("top right", 0.6, 1), ("top left", -0.6, 1),
+               ("bottom right", 0.6, -1), ("bottom left", -0.6, -1))
+# The plot area assumed when placing labels: smaller than any the pages draw, so labels
+# placed apart here are at least as far apart on the page.
+PLOT_PX = (480.0, 260.0)
+CHAR_PX, LINE_PX = 7.5, 16.0
+
+
+def _label_positions(rows: list[dict], front: list[str]) -> dict[str, str]:
+    """A position for each frontier variant's label such that no two labels (nor a label and
+    a point) overlap; a frontier point with no free spot is named on hover only. Greedy, by
+    latency, in pixels of an assumed plot area (plotly places no labels apart itself)."""
+    by_name = {r["variant"]: r for r in rows}
+    pts = [by_name[n] for n in front if n in by_name]
+    if not pts:
+        return {}
+    xs = [r["p50_ms"] for r in rows]
+    ys = [100 * r["accuracy"] for r in rows]
+    lows = [100 * (_num(r.get("accuracy_ci_low")) or r["accuracy"]) for r in rows]
+    highs = [100 * (_num(r.get("accuracy_ci_high")) or r["accuracy"]) for r in rows]
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = min(lows), max(highs)
+    xpad, ypad = 0.06 * ((x1 - x0) or 1.0), 0.06 * ((y1 - y0) or 1.0)
+    x0, x1, y0, y1 = x0 - xpad, x1 + xpad, y0 - ypad, y1 + ypad
+
+    def px(x, y):
+        return ((x - x0) / (x1 - x0) * PLOT_PX[0], (y - y0) / (y1 - y0) * PLOT_PX[1])
+
+    taken = [(cx - 6, cy - 6, cx + 6, cy + 6) for cx, cy in (px(x, y) for x, y in zip(xs, ys))]
+    placed: dict[str, str] = {}
+    for r in pts:
+        cx, cy = px(r["p50_ms"], 100 * r["accuracy"])
+        w, h = CHAR_PX * len(short(r["variant"])), LINE_PX
+        for name, dx, dy in LABEL_SPOTS:
+            left = cx + dx * w - w / 2 + (8 if dx > 0 else -8 if dx < 0 else 0)
+            bottom = cy + dy * (h / 2 + 8) - h / 2
+            box = (left, bottom, left + w, bottom + h)
+            inside = box[0] >= -40 and box[2] <= PLOT_PX[0] + 40 and box[1] >= -20 and \
+                box[3] <= PLOT_PX[1] + 30
+            if inside and not any(_overlap(box, t) for t in taken
+                                  if t != (cx - 6, cy - 6, cx + 6, cy + 6)):
+                placed[r["variant"]] = name
+                taken.append(box)
+                break
+    return placed
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
 def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
     """Accuracy against latency, marker area proportional to size, the non-dominated
     variants (``front``, ordered by latency) joined by a line and labelled; the others are
@@ -237,11 +294,13 @@ def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
             100 * ((_num(r.get("accuracy_ci_high")) or r["accuracy"]) - r["accuracy"])]
            for r in rows]
     fig = go.Figure()
+    positions = _label_positions(rows, front)
     fig.add_scatter(x=[r["p50_ms"] for r in rows], y=[100 * r["accuracy"] for r in rows],
                     mode="markers+text",
-                    text=[short(r["variant"]) if r["variant"] in on_front else ""
+                    text=[short(r["variant"]) if r["variant"] in positions else ""
                           for r in rows],
-                    textposition="top center", name="variants",
+                    textposition=[positions.get(r["variant"], "top center") for r in rows],
+                    name="variants",
                     error_y=dict(type="data", symmetric=False, array=[e[1] for e in err],
                                  arrayminus=[e[0] for e in err], thickness=1, width=0,
                                  color="#9ca3af"),
@@ -328,9 +387,9 @@ def curve_chart(rows: list[dict], axis: str) -> go.Figure:
                                 hovertemplate="%{customdata}<extra>failed</extra>",
                                 row=1, col=col)
             if base is not None and _num(base.get(figure)) is not None:
+                note = {"annotation_text": "baseline"} if g == 0 else {}
                 fig.add_hline(y=base[figure] * scale, line_dash="dash",
-                              line_color=BASELINE_COLOR, row=1, col=col,
-                              annotation_text="baseline" if g == 0 else None)
+                              line_color=BASELINE_COLOR, row=1, col=col, **note)
     fig.update_xaxes(title=axis)
     fig.update_layout(title=f"Trade-off against {axis}", height=CHART_HEIGHT + 40,
                       margin=dict(l=10, r=10, t=60, b=10),

@@ -15,8 +15,8 @@ import streamlit as st
 from optimizers import registry
 
 AUTO = "(default)"
-# A slider beyond this many steps is too fine to drag: a number box instead.
-MAX_SLIDER_STEPS = 400
+# A slider beyond this many steps is too fine to drag (temperature 0.5-100): a number box.
+MAX_SLIDER_STEPS = 60
 MAX_POINTS = 12
 
 
@@ -82,7 +82,8 @@ def _sweep(technique, field, meta, default, key, models):
                       step, key=f"{key}_range", help=help_text)
     count = b.number_input("points", 1, MAX_POINTS, min(5, MAX_POINTS), 1, key=f"{key}_count")
     from benchmarks.specs import expand_range
-    return expand_range(lo, hi, int(count), meta.integer)
+    # Whole numbers over a short range repeat when rounded (0, 0, 1, 2, 2): once each.
+    return tuple(dict.fromkeys(expand_range(lo, hi, int(count), meta.integer)))
 
 
 def technique_controls(technique: registry.Technique, models: list[str], *,
@@ -93,7 +94,7 @@ def technique_controls(technique: registry.Technique, models: list[str], *,
                    value=default_on, key=f"exp_{name}")
     if not on:
         return False, {}
-    sweepable = any(meta.sweep for _, meta, _ in technique.fields())
+    sweepable = any(meta.sweep and not meta.advanced for _, meta, _ in technique.fields())
     sweep = sweepable and st.checkbox(f"Sweep {name} settings", key=f"exp_{name}_sweep",
                                       help="Each swept setting takes several values: one "
                                            "variant per point (cross product within the "
@@ -108,11 +109,11 @@ def technique_controls(technique: registry.Technique, models: list[str], *,
             choices[(name, field)] = make(technique, field, meta, default,
                                           f"exp_{name}_{field}", models)
     if advanced:
+        # Budgets and such: one value each; a sweep of them is for the CLI.
         with st.expander(f"More {name} settings"):
             for field, meta, default in advanced:
-                make = _sweep if sweep and meta.sweep else _single
-                choices[(name, field)] = make(technique, field, meta, default,
-                                              f"exp_{name}_{field}", models)
+                choices[(name, field)] = _single(technique, field, meta, default,
+                                                 f"exp_{name}_{field}", models)
     return True, choices
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import catalog, charts, state, widgets
+from dashboard import catalog, charts, shell, state, widgets
+
+shell.standalone()
 
 st.title("Distributed data-parallel training")
 st.caption("DDP with gradient compression as a communication hook (PyTorch's equivalent of "

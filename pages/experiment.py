@@ -8,7 +8,9 @@ import re
 
 import streamlit as st
 
-from dashboard import catalog, state, technique_form, widgets
+from dashboard import catalog, shell, state, technique_form, widgets
+
+shell.standalone()
 
 ZOO, FILE = "Model zoo", "Model file (server folder)"
 UPLOAD_TYPES = ["safetensors", "pt", "pth"]

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import state, widgets
+from dashboard import shell, state, widgets
+
+shell.standalone()
 
 st.title("History")
 flash = st.session_state.pop("history_flash", None)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import state, widgets
+from dashboard import shell, state, widgets
+
+shell.standalone()
 
 st.title("Results")
 

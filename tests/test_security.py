@@ -59,17 +59,24 @@ def test_the_running_server_listens_on_loopback_only_and_refuses_forged_uploads(
             assert err.code == 403
 
 
-def test_sign_in_is_required_once_an_identity_provider_is_configured(tmp_path, monkeypatch):
+@pytest.mark.parametrize("script", ["app.py", "pages/results.py", "pages/history.py",
+                                    "pages/experiment.py", "pages/distributed.py"])
+def test_sign_in_is_required_once_an_identity_provider_is_configured(tmp_path, monkeypatch,
+                                                                     script):
+    """On the app and on every page's own URL: a deep link (``/results?run=...``) is served
+    by Streamlit as the page file alone, without app.py, and must ask for sign-in too."""
     from streamlit.testing.v1 import AppTest
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(tmp_path / "results.db"))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / script), default_timeout=60)
     at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback",
                           "cookie_secret": "x" * 32, "client_id": "bench",
                           "client_secret": "s", "server_metadata_url":
                               "http://localhost:9/.well-known/openid-configuration"}
+    at.query_params["run"] = "any"
     at.run()
     assert not at.exception
     assert [b.label for b in at.button] == ["Log in"]  # nothing else is reachable
+    assert not at.title or [t.value for t in at.title] == ["Compression benchmark"]
 
 
 # -- the team server: DNS rebinding, private files, sessions bound to their browser -----------

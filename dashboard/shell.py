@@ -1,0 +1,70 @@
+"""The frame every page is drawn in: page config, sign-in, the session, the worker, the
+sidebar. ``app.py`` draws it and routes with ``st.navigation``.
+
+A deep link (``/results?run=...`` opened in a new browser) is served by Streamlit as the page
+file on its own, without ``app.py`` (its ``pages/`` folder is also a classic multipage app):
+every page therefore calls ``standalone()`` first, which draws the same frame when
+``app.py`` did not, so sign-in and the session hold on every URL. Both ways the page links are
+drawn here (``st.page_link``); Streamlit's own lists are hidden
+(``client.showSidebarNavigation = false``, ``st.navigation(position="hidden")``), so every
+URL shows the same sidebar.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import streamlit as st
+
+from . import state, widgets
+
+PAGES = (("pages/experiment.py", "Experiment", ":material/science:"),
+         ("pages/results.py", "Results", ":material/bar_chart:"),
+         ("pages/history.py", "History", ":material/history:"),
+         ("pages/distributed.py", "Distributed", ":material/hub:"))
+
+_routed = threading.local()  # set while app.py runs the page it routed to
+
+
+def frame() -> None:
+    """Everything a page needs before it draws; stops the run for sign-in."""
+    st.set_page_config(page_title="Compression benchmark", page_icon=":material/compress:",
+                       layout="wide")
+    state.require_login()
+    state.session_key()
+    state.ensure_worker_once()
+    if st.session_state.pop(state.NEW_SESSION, False):
+        st.warning("This link's session was not issued to this browser, so a new session "
+                   "started. To show someone a run, send the link on its Results page.")
+
+
+def sidebar() -> None:
+    with st.sidebar:
+        for path, title, icon in PAGES:
+            st.page_link(path, label=title, icon=icon)
+        st.caption("Benchmark worker")
+        widgets.device_card(widgets.worker_card("cpu"))
+        widgets.my_jobs_panel()
+        st.caption(state.cache_line())
+
+
+def route() -> None:
+    """app.py: the frame, the navigation, the sidebar, then the chosen page."""
+    frame()
+    page = st.navigation([st.Page(path, title=title, icon=icon, default=i == 0)
+                          for i, (path, title, icon) in enumerate(PAGES)], position="hidden")
+    sidebar()
+    _routed.active = True
+    try:
+        page.run()
+    finally:
+        _routed.active = False
+
+
+def standalone() -> None:
+    """At the top of every page: the frame and links to the other pages, unless app.py has
+    drawn them already in this run."""
+    if getattr(_routed, "active", False):
+        return
+    frame()
+    sidebar()
