@@ -39,9 +39,13 @@ def frame() -> None:
 
 
 def sidebar() -> None:
+    from streamlit.errors import StreamlitAPIException
     with st.sidebar:
         for path, title, icon in PAGES:
-            st.page_link(path, label=title, icon=icon)
+            try:
+                st.page_link(path, label=title, icon=icon)
+            except StreamlitAPIException:  # a page script run as its own app (AppTest)
+                break
         st.caption("Benchmark worker")
         widgets.device_card(widgets.worker_card("cpu"))
         widgets.my_jobs_panel()
