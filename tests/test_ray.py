@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,54 +15,21 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT
+from tools.ray_cluster import free_port, local_cluster
 
 ray = pytest.importorskip("ray")
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-RAY = str(Path(sys.executable).with_name("ray"))
 SWEEP = ["--prune", "0.5", "--distill", "--temperature", "2,4", "--epochs", "1",
          "--finetune-epochs", "1", "--min-time", "0.05"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ray_processes() -> list[int]:
-    pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes()
-        except OSError:
-            continue
-        if b"raylet" in text or b"gcs_server" in text or b"ray::" in text:
-            pids.append(int(cmdline.parent.name))
-    return pids
-
-
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """A two-node cluster on this machine; every Ray process gone afterwards."""
-    port = _free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    common = ["--num-cpus", "1", "--resources", '{"bench_slot": 1}',
-              "--object-store-memory", str(200 * 2**20), "--disable-usage-stats"]
-    subprocess.run([RAY, "start", "--head", "--port", str(port), "--node-ip-address",
-                    "127.0.0.1", "--include-dashboard", "false", *common], env=env, check=True,
-                   capture_output=True, timeout=180)
-    address = f"127.0.0.1:{port}"
-    try:
-        subprocess.run([RAY, "start", "--address", address, "--node-ip-address", "127.0.0.1",
-                        *common], env=env, check=True, capture_output=True, timeout=180)
+def cluster():
+    """A two-node cluster on this machine; every Ray process gone afterwards (the helper
+    raises if one is left)."""
+    with local_cluster(nodes=2) as address:
         yield address
-    finally:
-        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
-        deadline = time.monotonic() + 30
-        while _ray_processes() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert _ray_processes() == [], "Ray processes outlived the cluster"
 
 
 def _run(*args, timeout=600, **kwargs):
@@ -192,7 +158,7 @@ def test_ddp_across_two_nodes_sends_the_bytes_of_a_local_run(cluster, tmp_path):
 
 
 def test_a_bad_address_is_one_line_and_exit_2(tmp_path):
-    p = _run("run", "--executor", "ray", "--ray-address", f"127.0.0.1:{_free_port()}",
+    p = _run("run", "--executor", "ray", "--ray-address", f"127.0.0.1:{free_port()}",
              "--store", str(tmp_path / "s.db"), "--quiet", timeout=120)
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()

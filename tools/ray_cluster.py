@@ -1,0 +1,60 @@
+"""A real Ray cluster on this machine for the tests and ``make perf``: a head and further
+raylets started with ``ray start`` (each one CPU and one bench slot), so several nodes, on
+loopback; stopped afterwards with nothing of it left running."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+RAY = str(Path(sys.executable).with_name("ray"))
+ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray_processes() -> list[int]:
+    """Every process of a Ray cluster on this machine (raylets, GCS, task workers)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes()
+        except OSError:
+            continue
+        if b"raylet" in text or b"gcs_server" in text or text.startswith(b"ray::"):
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+@contextmanager
+def local_cluster(nodes: int = 2, object_store_mb: int = 200):
+    """Yields the head's address; raises if any process of the cluster outlives it."""
+    port = free_port()
+    common = ["--num-cpus", "1", "--resources", '{"bench_slot": 1}', "--object-store-memory",
+              str(object_store_mb * 2**20), "--disable-usage-stats", "--node-ip-address",
+              "127.0.0.1"]
+    subprocess.run([RAY, "start", "--head", "--port", str(port), "--include-dashboard",
+                    "false", *common], env=ENV, check=True, capture_output=True, timeout=180)
+    address = f"127.0.0.1:{port}"
+    try:
+        for _ in range(nodes - 1):
+            subprocess.run([RAY, "start", "--address", address, *common], env=ENV, check=True,
+                           capture_output=True, timeout=180)
+        yield address
+    finally:
+        subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+        deadline = time.monotonic() + 30
+        while ray_processes() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = ray_processes()
+        if left:
+            raise RuntimeError(f"Ray processes outlived the cluster: {left}")
