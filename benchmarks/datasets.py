@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .inputs import IMAGENET_CLASSES
+
 if TYPE_CHECKING:  # torch loads with the data, so menus can list data sets without it
     import torch
 
@@ -107,7 +109,7 @@ def list_datasets() -> list[str]:
 def _stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str) -> tuple:
     from sklearn.model_selection import train_test_split
     idx = np.arange(len(y))
-    counts = np.bincount(y, minlength=num_classes)
+    counts = np.bincount(y, minlength=num_classes)[np.unique(y)]  # the classes present
     stratify = y if counts.min() >= 3 else None  # tiny folders cannot be stratified
     if len(y) < 5:
         raise ValueError(f"data set {name} has {len(y)} samples; at least 5 are needed")
@@ -242,16 +244,18 @@ def _cifar10(data_root: str | None, download: bool, normalize: str = "dataset") 
     return _bundle("cifar10", x, y, 10, normalize=normalize)
 
 
-def _imagefolder(directory: str, input_shape, normalize: str = "dataset") -> DataBundle:
+def _imagefolder(directory: str, input_shape, normalize: str = "dataset",
+                 labels: str | None = None, pipeline=None) -> DataBundle:
+    """One sub-folder per class. ``labels="imagenet"``: the folders are ImageNet-1k ids and
+    the labels their indices among its 1000 classes. ``pipeline`` (an ``InputPipeline``):
+    each image resized and centre-cropped as a pretrained model's weights expect."""
     from PIL import Image
     root = Path(directory).expanduser()
     if not root.is_dir():
         raise ValueError(f"imagefolder: {root} is not a directory")
     classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if len(classes) < 2:
-        raise ValueError(f"imagefolder: {root} needs one sub-folder per class (at least 2), "
-                         f"found {len(classes)}")
-    channels, h, w = input_shape or (3, 32, 32)
+    index = _class_index(root, classes, labels)
+    channels, h, w = input_shape or (pipeline.shape if pipeline is not None else (3, 32, 32))
     if channels not in (1, 3):
         raise ValueError(f"imagefolder: --input-shape channels must be 1 or 3, got {channels}")
     mode = "L" if channels == 1 else "RGB"
@@ -268,11 +272,14 @@ def _imagefolder(directory: str, input_shape, normalize: str = "dataset") -> Dat
     check_in_memory_size(f"imagefolder {root}", sum(map(len, files.values())),
                          (channels, h, w))
     xs, ys = [], []
-    for label, cls in enumerate(classes):
+    for cls in classes:
         for f in files[cls]:
             try:
                 with Image.open(f) as im:
-                    arr = np.asarray(im.convert(mode).resize((w, h)), dtype=np.float32) / 255.0
+                    im = im.convert(mode)
+                    im = pipeline.at((h, w)).prepare(im) if pipeline is not None \
+                        else im.resize((w, h))
+                    arr = np.asarray(im, dtype=np.float32) / 255.0
             except Exception as exc:  # noqa: BLE001
                 # Pillow raises many types on hostile files (UnidentifiedImageError, OSError,
                 # DecompressionBombError for a header claiming gigapixels, SyntaxError,
@@ -280,9 +287,28 @@ def _imagefolder(directory: str, input_shape, normalize: str = "dataset") -> Dat
                 raise ValueError(f"imagefolder: {f} is not a readable image "
                                  f"({type(exc).__name__})") from None
             xs.append(arr[None] if channels == 1 else arr.transpose(2, 0, 1))
-            ys.append(label)
-    return _bundle(f"imagefolder:{root}", np.stack(xs), np.asarray(ys), len(classes),
+            ys.append(index[cls])
+    num_classes = len(classes) if labels is None else IMAGENET_CLASSES
+    return _bundle(f"imagefolder:{root}", np.stack(xs), np.asarray(ys), num_classes,
                    normalize=normalize)
+
+
+def _class_index(root: Path, classes: list[str], labels: str | None) -> dict[str, int]:
+    if labels is None:
+        if len(classes) < 2:
+            raise ValueError(f"imagefolder: {root} needs one sub-folder per class (at least "
+                             f"2), found {len(classes)}")
+        return {cls: i for i, cls in enumerate(classes)}
+    from .inputs import imagenet_class_index
+    wnids = imagenet_class_index()
+    if not classes:
+        raise ValueError(f"imagefolder: {root} needs one sub-folder per ImageNet class id")
+    unknown = [cls for cls in classes if cls not in wnids]
+    if unknown:
+        raise ValueError(f"imagefolder: --labels imagenet needs folders named by ImageNet-1k "
+                         f"class ids (n01440764 ...); {unknown[0]!r} under {root} is not one "
+                         f"({len(unknown)} of {len(classes)} folders)")
+    return {cls: wnids[cls] for cls in classes}
 
 
 def _synthetic(input_shape, seed: int) -> DataBundle:
@@ -300,13 +326,15 @@ def _synthetic(input_shape, seed: int) -> DataBundle:
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False,
                  input_shape: tuple[int, int, int] | None = None, seed: int = 0,
-                 normalize: str = "dataset") -> DataBundle:
+                 normalize: str = "dataset", labels: str | None = None,
+                 pipeline=None) -> DataBundle:
+    """``labels`` and ``pipeline`` apply to image folders (``_imagefolder``)."""
     if name == "digits":
         bundle = _digits(normalize)
     elif name == "cifar10":
         bundle = _cifar10(data_root, download, normalize)
     elif name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
-        bundle = _imagefolder(name.split(":", 1)[1], input_shape, normalize)
+        bundle = _imagefolder(name.split(":", 1)[1], input_shape, normalize, labels, pipeline)
     elif name == "synthetic":
         bundle = _synthetic(input_shape, seed)
     else:
