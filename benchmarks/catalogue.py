@@ -28,8 +28,10 @@ TIMM_WEIGHTS = "pretrained"
 
 @lru_cache(maxsize=1)
 def catalogue() -> dict:
-    """{"versions": {...}, "torchvision": {name: entry}, "timm": {name: entry}}; an entry is
-    {"family": str, "weights": [names]} (timm: [] or ["pretrained"])."""
+    """{"versions": {...}, "torchvision": {name: entry}, "timm": {name: entry}}. An entry is
+    {"family", "weights": [names]}; torchvision's add "default" (what DEFAULT means) and
+    "urls" (weights name -> its file's URL); timm's with weights add "hf_hub_id" (the default
+    tag's repository) and "hf_hub_filename" (None: timm's usual file names)."""
     return json.loads(CATALOGUE_FILE.read_text())
 
 
@@ -159,14 +161,18 @@ def generate() -> dict:
     tv = {}
     for name in torchvision.models.list_models(module=torchvision.models):
         module = get_model_builder(name).__module__.rsplit(".", 1)[-1]
-        tv[name] = {"family": module,
-                    "weights": [w.name for w in get_model_weights(name)]}
+        enum = get_model_weights(name)
+        tv[name] = {"family": module, "weights": [w.name for w in enum],
+                    "default": enum.DEFAULT.name, "urls": {w.name: w.url for w in enum}}
     pretrained = {n.split(".", 1)[0] for n in timm.list_models(pretrained=True)}
     tm = {}
     for module in timm.list_modules():
         for name in timm.list_models(module=module):
-            tm[name] = {"family": module,
-                        "weights": [TIMM_WEIGHTS] if name in pretrained else []}
+            tm[name] = {"family": module, "weights": []}
+            cfg = timm.models.get_pretrained_cfg(name) if name in pretrained else None
+            if cfg is not None and cfg.hf_hub_id:
+                tm[name].update(weights=[TIMM_WEIGHTS], hf_hub_id=cfg.hf_hub_id,
+                                hf_hub_filename=cfg.hf_hub_filename)
     return {"versions": {"torchvision": version("torchvision"), "timm": version("timm")},
             "torchvision": dict(sorted(tv.items())), "timm": dict(sorted(tm.items()))}
 

@@ -269,13 +269,16 @@ def _check_writable(path: str | None, flag: str) -> None:
 # -- commands ------------------------------------------------------------------------------
 
 def cmd_run(args) -> int:
+    from .models import preflight
+    spec = spec_from_args(args)
+    preflight(spec.model, spec.weights, spec.download)  # before torch loads: refused at once
+
     from .cache import WeightsCache
     from .estimate import estimate_sweep
     from .report import RunReport
     from .runner import prepare_sweep
     from .service.store import ResultsStore
 
-    spec = spec_from_args(args)
     _check_writable(args.json_file, "--json")
     _check_writable(args.csv_file, "--csv")
     # Validate everything before the store is touched: bad input writes nothing.

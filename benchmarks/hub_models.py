@@ -143,6 +143,15 @@ def _replace_head(model: nn.Module, classes: int, num_classes: int) -> str:
     return name
 
 
+def torch_hub_dir() -> Path:
+    """``torch.hub.get_dir()`` as torch computes it (TORCH_HOME, else XDG_CACHE_HOME/torch,
+    else ~/.cache/torch; then ``hub``), without importing torch: the refusal of a missing
+    file comes in well under the seconds torch and torchvision take to import."""
+    home = os.getenv("TORCH_HOME") or os.path.join(
+        os.getenv("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "torch")
+    return Path(os.path.expanduser(home)) / "hub"
+
+
 class TorchvisionSource(HubSource):
     name = "torchvision"
 
@@ -150,23 +159,27 @@ class TorchvisionSource(HubSource):
         found = catalogue.entry(self.name, name)
         return found["family"] if found else ""
 
+    def resolved(self, spec: str, weights: str) -> str:
+        """The weights' own name (DEFAULT -> IMAGENET1K_V2 for ResNet-50)."""
+        self.check_weights(spec, weights)
+        found = catalogue.entry(self.name, self.split(spec))
+        return found["default"] if weights == "DEFAULT" else weights
+
     def weights_enum(self, spec: str, weights: str):
         from torchvision.models import get_model_weights
-        self.check_weights(spec, weights)
-        return get_model_weights(self.split(spec))[weights]
+        return get_model_weights(self.split(spec))[self.resolved(spec, weights)]
 
     def weights_file(self, spec: str, weights: str, download: bool = False) -> Path:
-        """The weights' file in torch hub's checkpoints folder; refused in one line when it
-        is absent (fetched first with ``download``)."""
-        import torch
-        w = self.weights_enum(spec, weights)
-        folder = Path(torch.hub.get_dir()) / "checkpoints"
-        path = folder / os.path.basename(urlparse(w.url).path)
+        """The weights' file in torch hub's checkpoints folder (torch-free); refused in one
+        line when it is absent (fetched first with ``download``)."""
+        url = catalogue.entry(self.name, self.split(spec))["urls"][self.resolved(spec, weights)]
+        folder = torch_hub_dir() / "checkpoints"
+        path = folder / os.path.basename(urlparse(url).path)
         if not path.is_file() and download:
-            _download(w.url, path)
+            _download(url, path)
         if not path.is_file():
             raise ValueError(f"weights {weights} of {spec} are not in the local cache: put "
-                             f"{path.name} in {folder} (it is {w.url}), or add --download to "
+                             f"{path.name} in {folder} (it is {url}), or add --download to "
                              f"fetch it")
         return path
 
@@ -179,8 +192,7 @@ class TorchvisionSource(HubSource):
     def identity(self, spec: str, weights: str | None, download: bool = False) -> list:
         if weights is None:
             return [self.name, self.split(spec)]
-        w = self.weights_enum(spec, weights)
-        return [self.name, self.split(spec), w.name,
+        return [self.name, self.split(spec), self.resolved(spec, weights),
                 file_digest(self.weights_file(spec, weights, download))]
 
     def build(self, spec: str, num_classes: int, in_channels: int,
@@ -265,15 +277,23 @@ class TimmSource(HubSource):
     def check_weights(self, spec: str, weights: str) -> None:
         catalogue.check_weights(self.name, self.split(spec).split(".", 1)[0], weights)
 
+    def hub_file(self, spec: str) -> tuple[str, str | None]:
+        """(repository, file name or None for timm's usual ones) of the weights; a tagged
+        name (``resnet18.a1_in1k``) asks timm, the default tag reads the catalogue."""
+        name = self.split(spec)
+        found = catalogue.entry(self.name, name)
+        if "." not in name and found.get("hf_hub_id"):
+            return found["hf_hub_id"], found.get("hf_hub_filename")
+        cfg = self.pretrained_cfg(spec)
+        return cfg.hf_hub_id, cfg.hf_hub_filename
+
     def weights_file(self, spec: str, weights: str, download: bool = False) -> Path:
-        """The weights' file in the Hugging Face cache (looked up on disk only)."""
+        """The weights' file in the Hugging Face cache, looked up on disk only."""
         from huggingface_hub import constants, try_to_load_from_cache
         from huggingface_hub.file_download import repo_folder_name
         self.check_weights(spec, weights)
-        cfg = self.pretrained_cfg(spec)
-        repo = cfg.hf_hub_id
-        files = [cfg.hf_hub_filename] if cfg.hf_hub_filename else \
-            ["model.safetensors", "pytorch_model.bin"]
+        repo, filename = self.hub_file(spec)
+        files = [filename] if filename else ["model.safetensors", "pytorch_model.bin"]
         for filename in files:
             found = try_to_load_from_cache(repo, filename, cache_dir=constants.HF_HUB_CACHE)
             if isinstance(found, str):
@@ -309,7 +329,7 @@ class TimmSource(HubSource):
         parts = [self.name, self.split(spec), version("timm")]
         if weights is None:
             return parts
-        return parts + [self.pretrained_cfg(spec).hf_hub_id,
+        return parts + [self.hub_file(spec)[0],
                         file_digest(self.weights_file(spec, weights, download))]
 
     def build(self, spec: str, num_classes: int, in_channels: int,

@@ -326,8 +326,13 @@ def check_model(spec: str) -> None:
     model_source(spec).check(spec)
 
 
-def is_hub_model(spec: str) -> bool:
-    return model_source(spec).name in ("torchvision", "timm")
+def preflight(spec: str, weights: str | None, download: bool = False) -> None:
+    """What can be refused before torch loads (torch-free, milliseconds): a model no source
+    has, pretrained weights absent from the local caches."""
+    source = model_source(spec)
+    source.check(spec)
+    if weights is not None:
+        source.weights_file(spec, weights, download)
 
 
 def build_model(spec: str, num_classes: int, in_channels: int, input_size: tuple[int, int],
