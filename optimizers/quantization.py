@@ -117,7 +117,12 @@ def _static(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.
     if not calibration:
         raise RuntimeError("static INT8 needs calibration batches and the training data is empty")
     try:
-        return static_fx(copy.deepcopy(model), calibration), {"path": "fx"}
+        quantized = static_fx(copy.deepcopy(model), calibration)
+        # Some converted graphs fail only when run (a quantized mean over a channels-last
+        # tensor in ShuffleNet): one batch proves the FX result before it is taken.
+        with torch.no_grad():
+            quantized(calibration[0])
+        return quantized, {"path": "fx"}
     except Exception as fx_exc:
         fx_reason = described(fx_exc)
     try:
