@@ -123,7 +123,11 @@ NUMBERS = ("nan", "inf", "-inf", "-1", "0", "1e308", "abc", "", "0x10", " 3", "1
 FLAGS = {
     "--model": values("seed_cnn", "seed_cnn_narrow", "mlp", "mlp_small", "nope",
                       "{in}/good.py:build", "{in}/good.py:nothing", "{in}/none.py:f",
-                      "{in}/good.py:1bad", ":", ".py:"),
+                      "{in}/good.py:1bad", ":", ".py:", "torchvision:mobilenet_v3_small",
+                      "torchvision:resnt50", "timm:", "timm:nope"),
+    # No weights are in the (private) caches: refused in one line, or not a catalogue model.
+    "--weights": values("DEFAULT", "pretrained", "IMAGENET1K_V9"),
+    "--labels": values("imagenet", "coco"),
     "--checkpoint": values("{in}/junk.pt", "{in}/wrong.pt", "{in}/good.safetensors",
                            "{in}/none.safetensors", "{in}/model.onnx", "{in}"),
     "--dataset": values("digits", "digits", "synthetic", "cifar10", "imagefolder:",
