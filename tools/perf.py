@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
-SECTIONS = ("fidelity", "bench", "resnet", "distributed", "dashboard")
+SECTIONS = ("fidelity", "bench", "resnet", "catalogue", "distributed", "dashboard")
 DEFAULT_SWEEP = ["--prune", "0.5", "--distill", "--temperature", "4", "--amp", "--int8",
                  "static", "--combine"]
 
@@ -242,6 +242,47 @@ def resnet(repeats: int = 5) -> dict:
         ]}
 
 
+# -- issue 13: torchvision and timm models at ImageNet's resolution -------------------------
+
+def catalogue() -> dict:
+    """torchvision's ResNet-50 and timm's ResNet-18 through the engine on synthetic 3x224x224
+    batches of 16: channel pruning and static INT8 both run, and the speed-ups are the
+    sweep's own interleaved timings (every variant timed in the same rounds)."""
+    from benchmarks.cache import WeightsCache
+    from benchmarks.runner import prepare_sweep
+    from benchmarks.specs import BASELINE, Int8Settings, PruneSettings, SweepSpec, VariantSpec
+
+    variants = (BASELINE,
+                VariantSpec("prune-channel-0.5", ("prune",),
+                            prune=PruneSettings(0.5, "channel", 0)),
+                VariantSpec("int8-static", ("int8",), int8=Int8Settings("static", 2)))
+    checks, figures = [], {}
+    for model in ("torchvision:resnet50", "timm:resnet18"):
+        spec = SweepSpec(model=model, dataset="synthetic", input_shape=(3, 224, 224),
+                         batch_size=16, variants=variants, min_time_s=3.0)
+        with tempfile.TemporaryDirectory() as tmp:
+            results = {r.name: r for r in prepare_sweep(spec, cache=WeightsCache(tmp)).run()}
+        errors = [f"{name}: {r.error}" for name, r in results.items() if r.error]
+        if errors:
+            raise RuntimeError(f"{model}: {'; '.join(errors)}")
+        base = results["baseline"]
+        speedup = {n: base.latency.p50 / r.latency.p50 for n, r in results.items()}
+        figures[model] = {n: r.latency.p50 for n, r in results.items()}
+        params = results["prune-channel-0.5"].params / base.params
+        note = (f"{results['baseline'].timing.get('method')} timing, "
+                f"{results['baseline'].timing.get('rounds')} rounds; parameters {params:.1%}; "
+                f"static INT8 {speedup['int8-static']:.2f}x")
+        if model == "torchvision:resnet50":
+            checks.append(check("ResNet-50 (torchvision) b16 3x224x224 CPU: channel 0.5 "
+                                "speed-up", f"{speedup['prune-channel-0.5']:.2f}x", ">= 2x",
+                                speedup["prune-channel-0.5"] >= 2.0, note))
+        else:
+            checks.append(check(f"{model} b16 3x224x224: channel 0.5 and static INT8 run",
+                                f"{speedup['prune-channel-0.5']:.2f}x (channel)", "runs",
+                                True, note))
+    return {"p50_ms": figures, "checks": checks}
+
+
 # -- issue 5: distributed --------------------------------------------------------------------
 
 def distributed() -> dict:
@@ -319,6 +360,7 @@ def render(results: dict, env: dict) -> str:
     titles = {"fidelity": "Latency fidelity (issue 2)",
               "bench": "The default sweep: seed_cnn on digits (issues 2 and 3)",
               "resnet": "ResNet-18 speed-ups (issue 3)",
+              "catalogue": "torchvision and timm models at 224 (issue 13)",
               "distributed": "Data-parallel training (issue 5)",
               "dashboard": "Dashboard (issues 4 and 6)"}
     for name, section in results.items():
