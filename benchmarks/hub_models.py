@@ -78,9 +78,6 @@ class HubSource:
     def default_student(self, spec: str) -> str | None:
         return catalogue.default_student(self.name, self.split(spec))
 
-    def describe(self, spec: str) -> str:
-        return f"{self.name} {self.split(spec)}"
-
     def card(self, spec: str, weights: str | None, num_classes: int,
              keep_head: bool) -> dict:
         """What was loaded, for the run's record and the baseline's config."""
@@ -126,14 +123,12 @@ def _replace_head(model: nn.Module, classes: int, num_classes: int) -> str:
     """A fresh classifier for ``num_classes`` in place of the last layer emitting
     ``classes`` (a Linear, or SqueezeNet's 1x1 convolution); returns its name."""
     from torch import nn
-    head = None
-    for name, module in model.named_modules():
-        if (isinstance(module, nn.Linear) and module.out_features == classes) or (
-                isinstance(module, nn.Conv2d) and module.out_channels == classes):
-            head = (name, module)
-    if head is None:
+
+    from optimizers.pruning import classifier_layer
+    old = classifier_layer(model, classes)
+    if old is None:
         raise ValueError(f"found no classifier layer with {classes} outputs to replace")
-    name, old = head
+    name = next(n for n, m in model.named_modules() if m is old)
     if isinstance(old, nn.Linear):
         new = nn.Linear(old.in_features, num_classes, bias=old.bias is not None)
     else:
@@ -154,10 +149,6 @@ def torch_hub_dir() -> Path:
 
 class TorchvisionSource(HubSource):
     name = "torchvision"
-
-    def _family(self, name: str) -> str:
-        found = catalogue.entry(self.name, name)
-        return found["family"] if found else ""
 
     def resolved(self, spec: str, weights: str) -> str:
         """The weights' own name (DEFAULT -> IMAGENET1K_V2 for ResNet-50)."""
@@ -201,7 +192,7 @@ class TorchvisionSource(HubSource):
         from torchvision.models import get_model
 
         name = self.split(spec)
-        family = self._family(name)
+        family = self.family(spec)
         size = {}
         if family == "vision_transformer":
             size = {"image_size": _square(spec, input_size)}

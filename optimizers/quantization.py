@@ -9,7 +9,9 @@ a graph of quantize/dequantize ops around float ops that only becomes INT8 code 
 ``torch.compile`` fuses it, which costs tens of seconds per model on a small CPU and failed
 here (docs/optimizers.md). FX is therefore the primary path; pt2e, uncompiled, is the fallback
 for models FX cannot trace symbolically (Python control flow on tensor values or shapes),
-since torch.export specialises shapes to the example input instead.
+since torch.export specialises shapes to the example input instead (all but the batch
+dimension, which stays dynamic), and for FX results that fail when run. QAT takes the same two
+flows (``prepare_qat_fx``, else torchao's ``prepare_qat_pt2e``), chosen before any training.
 
 Quantized-engine choice: ``torch.backends.quantized.engine`` decides which library prepacks
 the weights (at convert time) and runs them, so it is set explicitly before converting and
@@ -90,6 +92,23 @@ def static_fx(model: nn.Module, calibration: list[torch.Tensor]) -> nn.Module:
     return convert_fx(prepared)
 
 
+def probe(model: nn.Module, example: torch.Tensor) -> None:
+    """One forward pass that must not raise. A failing FX graph prints its generated code to
+    stderr before raising; the exception alone says what failed, and stderr stays the
+    progress bar's."""
+    import contextlib
+    import io
+    with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
+        model(example)
+
+
+def export(model: nn.Module, example: torch.Tensor) -> nn.Module:
+    """torch.export's graph of ``model``, its batch dimension left dynamic: exported at the
+    calibration batch, the graph must still score the test split in larger batches."""
+    return torch.export.export(model, (example,),
+                               dynamic_shapes=({0: torch.export.Dim.AUTO},)).module()
+
+
 def static_pt2e(model: nn.Module, calibration: list[torch.Tensor]) -> nn.Module:
     """torchao pt2e PTQ, uncompiled: a reference graph (INT8 weights, float compute between
     quantize/dequantize ops). With torch 2.14 and torchao 0.18 on the CPUs measured, Inductor's
@@ -101,8 +120,7 @@ def static_pt2e(model: nn.Module, calibration: list[torch.Tensor]) -> nn.Module:
 
     quantizer = xiq.X86InductorQuantizer()
     quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
-    exported = torch.export.export(model.eval(), (calibration[0],)).module()
-    prepared = prepare_pt2e(exported, quantizer)
+    prepared = prepare_pt2e(export(model.eval(), calibration[0]), quantizer)
     with torch.no_grad():
         for x in calibration:
             prepared(x)
@@ -120,8 +138,7 @@ def _static(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.
         quantized = static_fx(copy.deepcopy(model), calibration)
         # Some converted graphs fail only when run (a quantized mean over a channels-last
         # tensor in ShuffleNet): one batch proves the FX result before it is taken.
-        with torch.no_grad():
-            quantized(calibration[0])
+        probe(quantized, calibration[0])
         return quantized, {"path": "fx"}
     except Exception as fx_exc:
         fx_reason = described(fx_exc)
@@ -135,9 +152,9 @@ def _static(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.
                                "quantize/dequantize ops; not expected to be faster"}
 
 
-# ---- QAT -------------------------------------------------------------------------------------
+# ---- QAT ----------------------------------------------------------------------------------
 
-def _qat_build(model: nn.Module, example: torch.Tensor):
+def _qat_build_fx(model: nn.Module, example: torch.Tensor):
     from torch.ao.quantization import get_default_qat_qconfig_mapping
     from torch.ao.quantization.quantize_fx import prepare_qat_fx
 
@@ -154,25 +171,77 @@ def _qat_build(model: nn.Module, example: torch.Tensor):
     return build
 
 
-def _qat(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Module, dict]:
-    from torch.ao.quantization.quantize_fx import convert_fx
+def _qat_build_pt2e(model: nn.Module, example: torch.Tensor):
+    """torchao's QAT flow on torch.export's graph, for models FX cannot trace or whose FX
+    result cannot run; ``train()``/``eval()`` then switch its batch norms and observers."""
+    from torchao.quantization.pt2e import allow_exported_model_train_eval
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
+    from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
 
+    quantizer = xiq.X86InductorQuantizer()
+    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config(is_qat=True))
+
+    def build() -> nn.Module:
+        prepared = prepare_qat_pt2e(export(copy.deepcopy(model).train(), example), quantizer)
+        allow_exported_model_train_eval(prepared)
+        prepared.eval()
+        with torch.no_grad():
+            prepared(example)
+        return prepared
+    return build
+
+
+def _convert_fx(prepared: nn.Module) -> nn.Module:
+    from torch.ao.quantization.quantize_fx import convert_fx
+    return convert_fx(prepared)
+
+
+def _convert_pt2e(prepared: nn.Module) -> nn.Module:
+    from torchao.quantization.pt2e import allow_exported_model_train_eval
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
+    converted = convert_pt2e(prepared)
+    allow_exported_model_train_eval(converted)
+    return converted
+
+
+# FX first (its modules call the INT8 kernels directly), pt2e where FX fails.
+QAT_FLOWS = (("fx-qat", _qat_build_fx, _convert_fx), ("pt2e-qat", _qat_build_pt2e, _convert_pt2e))
+
+
+def _qat(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Module, dict]:
     # The observers' set-up pass sees a training batch: test images never shape the model.
     example = ctx.calibration(1)[0]
-    build = _qat_build(model, example)
-    try:
-        build()  # untraceable graphs fail here, as one line, before any training
-    except Exception as exc:
-        raise RuntimeError(f"QAT needs an FX-traceable model: {described(exc)}") from exc
+    reasons = []
+    for path, make_build, convert in QAT_FLOWS:
+        make = make_build(model, example)
+        try:
+            # Untraceable graphs fail here, and converted graphs that cannot run (ShuffleNet's
+            # under FX), as one line, before any training.
+            spare = [make()]
+            probe(convert(copy.deepcopy(spare[0]).eval()), example)
+            break
+        except Exception as exc:
+            reasons.append((path, described(exc)))
+    else:
+        raise RuntimeError("QAT failed: " + "; ".join(f"{p} ({r})" for p, r in reasons))
+
+    def build() -> nn.Module:
+        # The probed build is the first one handed out: an export takes seconds.
+        return spare.pop() if spare else make()
 
     def train(prepared: nn.Module, data) -> None:
         fit(prepared, data, settings.qat_epochs, device=ctx.device,
             lr=ctx.lr * FINETUNE_LR_SCALE,
             seed=ctx.seed, on_progress=lambda f: ctx.progress("int8 qat", f))
 
-    key = ("int8-qat", settings.qat_epochs, ctx.lr * FINETUNE_LR_SCALE, ctx.seed)
+    # The FX flow keeps its key, so weights cached before the pt2e fallback stay valid.
+    key = ("int8-qat", settings.qat_epochs, ctx.lr * FINETUNE_LR_SCALE, ctx.seed) + \
+        (() if path == "fx-qat" else (path,))
     prepared = copy.deepcopy(ctx.train_cached(key, build, train)).to(CPU).eval()
-    return convert_fx(prepared), {"path": "fx-qat"}
+    extra = {"path": path}
+    if reasons:
+        extra["fx_error"] = reasons[0][1]
+    return convert(prepared), extra
 
 
 # ---- entry point -----------------------------------------------------------------------------
