@@ -179,7 +179,7 @@ class PreparedSweep:
                                     "input_shape": list(self.data.input_shape),
                                     "normalization": self.data.normalization,
                                     "test_examples": len(self.data.test)}
-        if self.pipeline is not None:
+        if self._resizes_images():
             self.environment["data"]["pipeline"] = self.pipeline.at(
                 self.data.input_size).to_dict()
         self.baseline: nn.Module | None = None
@@ -222,6 +222,11 @@ class PreparedSweep:
                 "say how with --normalize dataset|none|imagenet|MEAN,STD")
         return "dataset"
 
+    def _resizes_images(self) -> bool:
+        """The weights' resize and crop shape an image folder's pixels (other data sets keep
+        their own; the mean and std apply to every one)."""
+        return self.pipeline is not None and self.spec.dataset.startswith("imagefolder:")
+
     def _model_card(self) -> dict:
         """What the baseline starts from, for the run's record and the baseline's config."""
         spec, data = self.spec, self.data
@@ -261,7 +266,7 @@ class PreparedSweep:
         inputs = []  # only when set, so keys of runs without them stay as they were
         if spec.labels is not None:
             inputs += ["labels", spec.labels]
-        if self.pipeline is not None:
+        if self._resizes_images():
             inputs += ["pipeline", self.pipeline.at(self.data.input_size).to_dict()]
         return ("baseline", *self.model_key, *_dataset_identity(spec, self.data),
                 self.data.normalization, spec.epochs, seed, spec.lr, spec.batch_size,

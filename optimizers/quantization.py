@@ -204,29 +204,30 @@ def _convert_pt2e(prepared: nn.Module) -> nn.Module:
     return converted
 
 
-# FX first (its modules call the INT8 kernels directly), pt2e where FX fails.
-QAT_FLOWS = (("fx-qat", _qat_build_fx, _convert_fx), ("pt2e-qat", _qat_build_pt2e, _convert_pt2e))
-
-
 def _qat(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Module, dict]:
+    """FX first (its modules call the INT8 kernels directly); torchao's pt2e where FX cannot
+    trace the model or its converted graph cannot run, decided before any training."""
     # The observers' set-up pass sees a training batch: test images never shape the model.
     example = ctx.calibration(1)[0]
-    reasons = []
-    for path, make_build, convert in QAT_FLOWS:
-        make = make_build(model, example)
+    extra = {"path": "fx-qat"}
+    make, convert = _qat_build_fx(model, example), _convert_fx
+    try:
+        spare = [make()]
+        # Converting the untrained build is cheap under FX and shows a graph that cannot run.
+        probe(convert(copy.deepcopy(spare[0]).eval()), example)
+    except Exception as fx_exc:
+        extra = {"path": "pt2e-qat", "fx_error": described(fx_exc)}
+        make, convert = _qat_build_pt2e(model, example), _convert_pt2e
         try:
-            # Untraceable graphs fail here, and converted graphs that cannot run (ShuffleNet's
-            # under FX), as one line, before any training.
+            # No probe here: pt2e's convert takes a minute on a small CNN, and its reference
+            # graph runs wherever the export did.
             spare = [make()]
-            probe(convert(copy.deepcopy(spare[0]).eval()), example)
-            break
         except Exception as exc:
-            reasons.append((path, described(exc)))
-    else:
-        raise RuntimeError("QAT failed: " + "; ".join(f"{p} ({r})" for p, r in reasons))
+            raise RuntimeError(f"QAT failed: FX ({extra['fx_error']}); pt2e "
+                               f"({described(exc)})") from exc
 
     def build() -> nn.Module:
-        # The probed build is the first one handed out: an export takes seconds.
+        # The first build (probed) is handed out first: an export takes seconds.
         return spare.pop() if spare else make()
 
     def train(prepared: nn.Module, data) -> None:
@@ -236,11 +237,9 @@ def _qat(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Mod
 
     # The FX flow keeps its key, so weights cached before the pt2e fallback stay valid.
     key = ("int8-qat", settings.qat_epochs, ctx.lr * FINETUNE_LR_SCALE, ctx.seed) + \
-        (() if path == "fx-qat" else (path,))
-    prepared = copy.deepcopy(ctx.train_cached(key, build, train)).to(CPU).eval()
-    extra = {"path": path}
-    if reasons:
-        extra["fx_error"] = reasons[0][1]
+        (() if extra["path"] == "fx-qat" else (extra["path"],))
+    prepared = copy.deepcopy(ctx.train_cached(key, build, train)).to(CPU)
+    prepared.eval()  # not chained: an exported graph's eval() returns None
     return convert(prepared), extra
 
 

@@ -98,7 +98,8 @@ def measure_outcome(outcome, example) -> dict:
 
     from benchmarks import measure
     device = outcome.device or torch.device("cpu")
-    model = outcome.model.eval()
+    model = outcome.model
+    model.eval()  # not chained: an exported (pt2e) graph's eval() returns None
     autocast = outcome.autocast(device.type)
     with torch.inference_mode(), autocast:
         logits = model(example.to(device))
