@@ -30,6 +30,7 @@ from optimizers.errors import first_line
 
 from . import catalogue
 from .inputs import InputPipeline
+from .models import ModelSource
 
 if TYPE_CHECKING:
     from torch import nn
@@ -54,10 +55,8 @@ def file_digest(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()[:16]
 
 
-class HubSource:
-    """A catalogue of models (torchvision or timm): the ``models.ModelSource`` protocol."""
-
-    name = ""
+class HubSource(ModelSource):
+    """A catalogue of models (torchvision or timm), with pretrained weights."""
 
     def owns(self, spec: str) -> bool:
         return spec.startswith(self.name + ":")
@@ -91,7 +90,8 @@ class HubSource:
                             f"classes, trained by the baseline's epochs")
         return card
 
-    # Subclasses: build, weights_file, identity, pipeline.
+    # Subclasses add build, identity, weights_file (the file in the local cache) and
+    # pipeline (the weights' InputPipeline).
 
 
 def _replace_module(model: nn.Module, name: str, module: nn.Module) -> None:

@@ -69,13 +69,30 @@ def int8_weight_modules(model: nn.Module) -> dict[str, torch.dtype]:
 
 # ---- dynamic ---------------------------------------------------------------------------------
 
-def _dynamic(model: nn.Module) -> tuple[nn.Module, dict]:
-    if not any(isinstance(m, DYNAMIC_TYPES) for m in model.modules()):
+def _dynamic(model: nn.Module, example: torch.Tensor) -> tuple[nn.Module, dict]:
+    """Weights-only INT8 for the Linear/LSTM/GRU layers the forward pass calls. A layer whose
+    weight its parent reads directly (Swin's attention passes ``qkv.weight`` to F.linear)
+    would get a packed weight it cannot read, so it stays float and the config counts it."""
+    layers = {name for name, m in model.named_modules() if isinstance(m, DYNAMIC_TYPES)}
+    if not layers:
         raise RuntimeError("dynamic INT8 applies to Linear/LSTM/GRU layers and this model has "
                            "none; use static INT8 for convolutions")
-    quantized = torch.ao.quantization.quantize_dynamic(model, set(DYNAMIC_TYPES),
-                                                       dtype=torch.qint8)
-    return quantized, {"path": "eager-dynamic"}
+    called: set[str] = set()
+    hooks = [m.register_forward_pre_hook(lambda m, args, name=name: called.add(name))
+             for name, m in model.named_modules() if name in layers]
+    try:
+        with torch.no_grad():
+            model(example)
+    finally:
+        for h in hooks:
+            h.remove()
+    qconfig = torch.ao.quantization.default_dynamic_qconfig
+    quantized = torch.ao.quantization.quantize_dynamic(
+        model, {name: qconfig for name in called}, dtype=torch.qint8)
+    extra = {"path": "eager-dynamic"}
+    if layers - called:
+        extra["float_layers"] = len(layers - called)
+    return quantized, extra
 
 
 # ---- static: FX and pt2e ---------------------------------------------------------------------
@@ -252,7 +269,7 @@ def apply(model: nn.Module, settings: Int8Settings, ctx: Context) -> Outcome:
     flops = count_flops(working, ctx.example_input.to(CPU))
     ctx.progress("int8", 0.0)
     if settings.mode == "dynamic":
-        quantized, extra = _dynamic(working)
+        quantized, extra = _dynamic(working, ctx.example_input[:1].to(CPU))
     elif settings.mode == "static":
         quantized, extra = _static(working, settings, ctx)
     else:
