@@ -75,8 +75,12 @@ def _dynamic(model: nn.Module, example: torch.Tensor) -> tuple[nn.Module, dict]:
     would get a packed weight it cannot read, so it stays float and the config counts it."""
     layers = {name for name, m in model.named_modules() if isinstance(m, DYNAMIC_TYPES)}
     if not layers:
-        raise RuntimeError("dynamic INT8 applies to Linear/LSTM/GRU layers and this model has "
-                           "none; use static INT8 for convolutions")
+        weighted = [(name, type(m).__name__) for name, m in model.named_modules()
+                    if isinstance(getattr(m, "weight", None), torch.Tensor)]
+        last = f" (its last layer, {weighted[-1][0]}, is a {weighted[-1][1]})" if weighted \
+            else ""
+        raise RuntimeError(f"dynamic INT8 applies to Linear/LSTM/GRU layers and this model has "
+                           f"none{last}; use static INT8 for convolutions")
     called: set[str] = set()
     hooks = [m.register_forward_pre_hook(lambda m, args, name=name: called.add(name))
              for name, m in model.named_modules() if name in layers]

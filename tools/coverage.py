@@ -255,12 +255,26 @@ def render(results: list[dict], versions: dict, wall_s: float) -> str:
             channel = sum(1 for r in cnns if (r["cells"].get("channel") or {}).get("ok"))
             lines += [f"Channel pruning succeeds on {channel} of the {len(cnns)} CNNs "
                       f"(every architecture but ViT, Swin and MaxViT).", ""]
-        scoped = [r["spec"] for r in rows
-                  if ((r["cells"].get("channel") or {}).get("detail") or {}).get(
-                      "config", {}).get("prune", {}).get("scope") == "blocks"]
+        def config(r: dict, cell: str, technique: str) -> dict:
+            detail = (r["cells"].get(cell) or {}).get("detail") or {}
+            return detail.get("config", {}).get(technique, {})
+
+        def listed(specs: list[str]) -> str:
+            return ", ".join(f"`{s}`" for s in specs)
+
+        scoped = [r["spec"] for r in rows if config(r, "channel", "prune").get("scope") == "blocks"]
         if scoped:
             lines += [f"Channel pruning block by block (one graph over the model could not "
-                      f"be built or searched): {', '.join(f'`{s}`' for s in scoped)}.", ""]
+                      f"be built or searched): {listed(scoped)}.", ""]
+        for cell, path in (("int8 static", "pt2e"), ("int8 qat", "pt2e-qat")):
+            fallback = [r["spec"] for r in rows if config(r, cell, "int8").get("path") == path]
+            if fallback:
+                lines += [f"{cell} through torchao's pt2e flow (FX could not trace the model "
+                          f"or its converted graph could not run): {listed(fallback)}.", ""]
+        floats = [r["spec"] for r in rows if config(r, "int8 dynamic", "int8").get("float_layers")]
+        if floats:
+            lines += [f"int8 dynamic leaves float the Linear layers the forward does not call "
+                      f"(their parent reads the weight: attention in {listed(floats)}).", ""]
     if reasons:
         lines += ["## Reasons", ""] + [f"{i}. {r}" for i, r in enumerate(reasons, 1)] + [""]
     return "\n".join(lines)
