@@ -16,6 +16,9 @@ fine-tuning is exact; the mask is then folded into the weights (plain tensors ar
 from __future__ import annotations
 
 import copy
+import signal
+import threading
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -28,6 +31,11 @@ from .settings import PruneSettings
 from .training import FINETUNE_LR_SCALE, fit
 
 PRUNABLE_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
+# Torch-Pruning's group search takes seconds on the largest torchvision CNNs here (DenseNet-121:
+# 3.4 s on a shared core) and never ends on a few graphs: it is given up after this long, for
+# the whole model, then for each block.
+MODEL_SEARCH_S = 60.0
+BLOCK_SEARCH_S = 15.0
 
 
 def prunable_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -147,14 +155,36 @@ def _after_pruning(model: nn.Module) -> None:
                 m.attn_dim = m.head_dim * m.num_heads
 
 
+@contextmanager
+def time_limit(seconds: float, what: str):
+    """TimeoutError once ``seconds`` have passed, where a signal can interrupt the work (the
+    main thread, as in the CLI and the queue's worker); elsewhere no limit."""
+    if threading.current_thread() is not threading.main_thread() or \
+            not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeoutError(f"{what} did not finish within {seconds:g} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _prune_graph(model: nn.Module, example: torch.Tensor, ratio: float,
-                 ignored: list[nn.Module]) -> None:
+                 ignored: list[nn.Module], seconds: float) -> None:
     """Torch-Pruning over the dependency graph of ``model``: every coupled group of channels
-    loses ``ratio`` of them by L1 magnitude, except the groups of ``ignored`` layers."""
+    loses ``ratio`` of them by L1 magnitude, except the groups of ``ignored`` layers. Its
+    group search runs without end on some graphs (windowed attention, RexNet's partial
+    residual): past ``seconds`` it is given up (TimeoutError)."""
     import warnings
 
     import torch_pruning as tp
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), time_limit(seconds, "Torch-Pruning's group search"):
         # "will prune the last non-singleton dimension" of ViT's class token and position
         # embedding, ConvNeXt's layer scale: the embedding dimension, which is right.
         warnings.simplefilter("ignore", UserWarning)
@@ -197,6 +227,7 @@ def _prune_blocks(model: nn.Module, example: torch.Tensor, ratio: float,
     blocks' MLPs are pruned. Returns how many blocks were pruned."""
     inputs, order = _inputs_and_order(model, example)
     pruned = 0
+    endless: set[type] = set()  # block types whose search timed out: their parts are tried
 
     def visit(prefix: str) -> None:
         nonlocal pruned
@@ -208,14 +239,16 @@ def _prune_blocks(model: nn.Module, example: torch.Tensor, ratio: float,
             if len(layers) < 2:
                 continue
             x = inputs.get(name)
-            if x is None or _windowed_attention(child):
+            if x is None or type(child) in endless or _windowed_attention(child):
                 visit(name)
                 continue
             last = model.get_submodule(max(layers, key=order.index))
             outcome = _prune_block(parent, child_name, child, x, ratio, [last, *protected])
             if outcome == "pruned":
                 pruned += 1
-            elif outcome == "failed":
+            elif outcome != "unchanged":
+                if outcome == "timed out":
+                    endless.add(type(child))
                 visit(name)
     visit("")
     return pruned
@@ -223,19 +256,19 @@ def _prune_blocks(model: nn.Module, example: torch.Tensor, ratio: float,
 
 def _prune_block(parent: nn.Module, child_name: str, block: nn.Module, x: torch.Tensor,
                  ratio: float, ignored: list[nn.Module]) -> str:
-    """"pruned", "unchanged" (nothing inside could go) or "failed" (restored)."""
+    """"pruned", "unchanged" (nothing inside could go), "failed" or "timed out" (restored)."""
     backup = copy.deepcopy(block)
     params = count_params(block)[0]
     with torch.no_grad():
         before = block(x).shape
     try:
-        _prune_graph(block, x, ratio, ignored)
+        _prune_graph(block, x, ratio, ignored, BLOCK_SEARCH_S)
         with torch.no_grad():
             if block(x).shape != before:
                 raise RuntimeError("the block's output width changed")
-    except Exception:  # Torch-Pruning raises many types: the block is restored, parts tried
+    except Exception as exc:  # Torch-Pruning raises many types: restored, parts tried
         setattr(parent, child_name, backup)
-        return "failed"
+        return "timed out" if isinstance(exc, TimeoutError) else "failed"
     return "pruned" if count_params(block)[0] < params else "unchanged"
 
 
@@ -266,7 +299,7 @@ def _channel_prune(model: nn.Module, settings: PruneSettings, ctx: Context,
     if reason is None:
         whole = copy.deepcopy(model)  # a failed attempt may leave layers half pruned
         try:
-            _prune_graph(whole, example, settings.ratio, protected(whole))
+            _prune_graph(whole, example, settings.ratio, protected(whole), MODEL_SEARCH_S)
             _check_logits(whole, example, ctx.num_classes)
             info["scope"] = "model"
             return whole
