@@ -184,4 +184,5 @@ def test_unstructured_fine_tune_through_multihead_attention(method):
     out = pruning.apply(model, PruneSettings(0.5, method, 1), context)
     _no_masks(out.model)
     assert not any("parametrizations" in n for n, _ in out.model.named_parameters())
-    assert out.config["prune"]["effective_sparsity"] == pytest.approx(0.5, abs=1e-3)
+    # The zeros survived the fine-tune (small layers round up: a few more than half).
+    assert 0.5 <= out.config["prune"]["effective_sparsity"] <= 0.51
