@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench perf perf-gpu coverage browser clean
+.PHONY: setup run test bench perf perf-gpu coverage catalogue browser clean
 
 setup: $(STAMP)
 
@@ -44,6 +44,15 @@ perf: setup
 # one short script for a lent GPU machine; writes results/gpu.md and results/gpu.json.
 perf-gpu: setup
 	$(PY) -m tools.gpu_check
+
+# Every technique on 30 torchvision and 16 timm architectures: docs/MODEL_COVERAGE.md (about
+# an hour on two cores; a slice of it runs in the test suite).
+coverage: setup
+	$(PY) -m tools.coverage
+
+# The torchvision and timm names the menus list, after upgrading either library.
+catalogue: setup
+	$(PY) -m tools.catalogue
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -128,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     from optimizers import registry
 
     from .executors import EXECUTORS
-    from .specs import (DATASETS, DEFAULT_MAX_VARIANTS, DEVICES, FP32_MODES, MAX_SEEDS,
-                        TIMING_MODES)
+    from .specs import (DATASETS, DEFAULT_MAX_VARIANTS, DEVICES, FP32_MODES, LABELS,
+                        MAX_SEEDS, TIMING_MODES)
 
     parser = OneLineParser(prog="python -m benchmarks",
                            description="Benchmark model compression variants side by side.")
@@ -137,7 +137,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="build and measure the variants of one sweep")
     run.add_argument("--model", default="seed_cnn",
-                     help="a zoo name (see `list`) or FILE.py:FACTORY")
+                     help="a zoo name (see `list`), torchvision:NAME, timm:NAME or "
+                          "FILE.py:FACTORY")
+    run.add_argument("--weights", metavar="NAME",
+                     help="pretrained weights of a torchvision:/timm: model, from the local "
+                          "caches (torch hub's checkpoints folder, the Hugging Face cache): a "
+                          "torchvision weights name (DEFAULT, IMAGENET1K_V1, ...) or "
+                          "'pretrained' for timm; inputs then follow the weights' own "
+                          "resize, crop and normalisation")
+    run.add_argument("--labels", choices=LABELS,
+                     help="imagenet: the image folder's class folders are ImageNet-1k ids "
+                          "(n01440764 ...) scored by the model's own 1000-class head; "
+                          "unset: the folders are the classes and the head is replaced")
     run.add_argument("--checkpoint", help=".safetensors, or a .pt/.pth state_dict")
     run.add_argument("--dataset", default="digits", help=" | ".join(DATASETS))
     run.add_argument("--input-shape", type=_shape, help="C,H,W (needed for synthetic)")
@@ -148,7 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "guess there")
     run.add_argument("--data-root", help="where cifar10 lives")
     run.add_argument("--download", action="store_true",
-                     help="allow cifar10 to be downloaded into --data-root")
+                     help="allow downloads: cifar10 into --data-root, --weights into the "
+                          "torch hub or Hugging Face cache (never otherwise)")
     for technique in registry.techniques():
         group = run.add_argument_group(technique.name, technique.description)
         if technique.switch is None:
@@ -176,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fp32", default="ieee", choices=FP32_MODES,
                      help="on a GPU: IEEE fp32, or TF32 for matmuls and convolutions")
     run.add_argument("--batch-size", type=int, default=32)
-    run.add_argument("--epochs", type=int, default=8)
+    run.add_argument("--epochs", type=int, default=8,
+                     help="the baseline's (and students') training budget; 0: the baseline "
+                          "is the model as loaded (--weights or --checkpoint), untrained")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--seeds", type=int, default=1,
                      help=f"rebuild every trained variant with this many seeds (1-{MAX_SEEDS}): "
@@ -258,7 +272,8 @@ def spec_from_args(args):
         input_shape=args.input_shape, device=args.device, batch_size=args.batch_size,
         epochs=args.epochs, seed=args.seed, data_root=args.data_root, download=args.download,
         threads=args.threads, min_time_s=args.min_time, normalize=args.normalize,
-        seeds=args.seeds, timing=args.timing, timing_rounds=args.timing_rounds, fp32=args.fp32)
+        seeds=args.seeds, timing=args.timing, timing_rounds=args.timing_rounds, fp32=args.fp32,
+        weights=args.weights, labels=args.labels)
 
 
 def _check_writable(path: str | None, flag: str) -> None:
@@ -274,13 +289,16 @@ def _check_writable(path: str | None, flag: str) -> None:
 # -- commands ------------------------------------------------------------------------------
 
 def cmd_run(args) -> int:
+    from .models import preflight
+    spec = spec_from_args(args)
+    preflight(spec.model, spec.weights, spec.download)  # before torch loads: refused at once
+
     from .cache import WeightsCache
     from .estimate import estimate_sweep
     from .report import RunReport
     from .runner import prepare_sweep
     from .service.store import ResultsStore
 
-    spec = spec_from_args(args)
     _check_writable(args.json_file, "--json")
     _check_writable(args.csv_file, "--csv")
     # Validate everything before the store is touched: bad input writes nothing.
@@ -363,9 +381,11 @@ def list_info() -> dict:
                              **({"low": m.low, "high": m.high} if m.kind in ("int", "float")
                                 else {})}
                          for f, m, d in t.fields()}}
+    from .catalogue import SOURCES, names
     return {
         "models": {n: {"family": model_entry(n).family, "description": model_entry(n).description,
                        "student": model_entry(n).student} for n in list_models()},
+        "catalogues": {source: names(source) for source in SOURCES},
         "datasets": list_datasets(),
         "techniques": techniques,
         "order": list(registry.names()),
@@ -381,6 +401,9 @@ def cmd_list(args) -> int:
     for name, m in info["models"].items():
         student = f" (student: {m['student']})" if m["student"] else ""
         print(f"  {name:<26} {m['description']}{student}")
+    for source, listed in info["catalogues"].items():
+        print(f"  {source + ':NAME':<26} {len(listed)} models of {source}'s registry, e.g. "
+              f"{', '.join(listed[:3])} (list --json names them all)")
     print("  FILE.py:FACTORY            your own: FACTORY(num_classes, in_channels) -> nn.Module")
     print("datasets: " + ", ".join(info["datasets"]))
     print(f"techniques (combined in the order {' -> '.join(info['order'])}):")

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .inputs import IMAGENET_CLASSES
+
 if TYPE_CHECKING:  # torch loads with the data, so menus can list data sets without it
     import torch
 
@@ -152,7 +154,7 @@ def list_datasets() -> list[str]:
 def _stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str) -> tuple:
     from sklearn.model_selection import train_test_split
     idx = np.arange(len(y))
-    counts = np.bincount(y, minlength=num_classes)
+    counts = np.bincount(y, minlength=num_classes)[np.unique(y)]  # the classes present
     stratify = y if counts.min() >= 3 else None  # tiny folders cannot be stratified
     if len(y) < 5:
         raise ValueError(f"data set {name} has {len(y)} samples; at least 5 are needed")
@@ -313,17 +315,17 @@ def _cifar10(data_root: str | None, download: bool, normalize: str = "dataset") 
     return _bundle("cifar10", x, y, 10, normalize=normalize, divisor=255.0)
 
 
-def _image_files(directory: str, input_shape) -> tuple[Path, list[str], dict, tuple]:
-    """The folder's classes and each one's image file names (sorted), checked, without reading
-    an image."""
+def _image_files(directory: str, input_shape, labels: str | None = None,
+                 pipeline=None) -> tuple[Path, list[str], dict, tuple, dict]:
+    """The folder's classes, each one's image file names (sorted) and label, checked, without
+    reading an image. ``labels="imagenet"``: the folders are ImageNet-1k ids and the labels
+    their indices among its 1000 classes."""
     root = Path(directory).expanduser()
     if not root.is_dir():
         raise ValueError(f"imagefolder: {root} is not a directory")
     classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if len(classes) < 2:
-        raise ValueError(f"imagefolder: {root} needs one sub-folder per class (at least 2), "
-                         f"found {len(classes)}")
-    channels, h, w = input_shape or (3, 32, 32)
+    index = _class_index(root, classes, labels)
+    channels, h, w = input_shape or (pipeline.shape if pipeline is not None else (3, 32, 32))
     if channels not in (1, 3):
         raise ValueError(f"imagefolder: --input-shape channels must be 1 or 3, got {channels}")
     files = {cls: _image_names(root / cls) for cls in classes}
@@ -335,7 +337,7 @@ def _image_files(directory: str, input_shape) -> tuple[Path, list[str], dict, tu
         # every accuracy: say which folder is empty instead.
         raise ValueError(f"imagefolder: class folder {empty[0]!r} under {root} has no images "
                          f"({len(empty)} of {len(classes)} classes are empty)")
-    return root, classes, files, (channels, h, w)
+    return root, classes, files, (channels, h, w), index
 
 
 def _image_names(folder: Path) -> list[str]:
@@ -347,7 +349,9 @@ def _image_names(folder: Path) -> list[str]:
 
 
 def _imagefolder(directory: str, input_shape, normalize: str = "dataset",
-                 should_stop=None) -> DataBundle:
+                 labels: str | None = None, pipeline=None, should_stop=None) -> DataBundle:
+    """One sub-folder per class (``_image_files``). ``pipeline`` (an ``InputPipeline``): each
+    image resized and centre-cropped as a pretrained model's weights expect."""
     from PIL import Image
 
     from .cancel import Cancelled
@@ -355,24 +359,28 @@ def _imagefolder(directory: str, input_shape, normalize: str = "dataset",
         if should_stop is not None and should_stop():
             raise Cancelled()
 
-    root, classes, files, (channels, h, w) = _image_files(directory, input_shape)
+    root, classes, files, (channels, h, w), index = _image_files(directory, input_shape,
+                                                                 labels, pipeline)
     check_stop()
     mode = "L" if channels == 1 else "RGB"
+    prepare = pipeline.at((h, w)).prepare if pipeline is not None \
+        else (lambda im: im.resize((w, h)))
     paths = [root / cls / name for cls in classes for name in files[cls]]
-    y = np.asarray([label for label, cls in enumerate(classes) for _ in files[cls]])
+    y = np.asarray([index[cls] for cls in classes for _ in files[cls]])
+    num_classes = len(classes) if labels is None else IMAGENET_CLASSES
     # The split depends on the labels only: decode each image straight into its place in
     # split order, so the three splits are views of one uint8 array.
-    train, val, test = _stratified_split(np.zeros(len(y)), y, len(classes), f"imagefolder:{root}")
+    train, val, test = _stratified_split(np.zeros(len(y)), y, num_classes, f"imagefolder:{root}")
     check_stop()
     order = np.concatenate([train, val, test])
     x = np.empty((len(order), channels, h, w), dtype=np.uint8)
-    for slot, index in enumerate(order):
+    for slot, i in enumerate(order):
         if slot % STOP_EVERY == 0:
             check_stop()
-        f = paths[index]
+        f = paths[i]
         try:
             with Image.open(f) as im:
-                arr = np.asarray(im.convert(mode).resize((w, h)), dtype=np.uint8)
+                arr = np.asarray(prepare(im.convert(mode)), dtype=np.uint8)
         except Exception as exc:  # noqa: BLE001
             # Pillow raises many types on hostile files (UnidentifiedImageError, OSError,
             # DecompressionBombError for a header claiming gigapixels, SyntaxError,
@@ -382,8 +390,26 @@ def _imagefolder(directory: str, input_shape, normalize: str = "dataset",
         x[slot] = arr[None] if channels == 1 else arr.transpose(2, 0, 1)
     a, b = len(train), len(train) + len(val)
     splits = (np.arange(a), np.arange(a, b), np.arange(b, len(order)))
-    return _bundle(f"imagefolder:{root}", x, y[order], len(classes), splits=splits,
+    return _bundle(f"imagefolder:{root}", x, y[order], num_classes, splits=splits,
                    normalize=normalize, divisor=255.0)
+
+
+def _class_index(root: Path, classes: list[str], labels: str | None) -> dict[str, int]:
+    if labels is None:
+        if len(classes) < 2:
+            raise ValueError(f"imagefolder: {root} needs one sub-folder per class (at least "
+                             f"2), found {len(classes)}")
+        return {cls: i for i, cls in enumerate(classes)}
+    from .inputs import imagenet_class_index
+    wnids = imagenet_class_index()
+    if not classes:
+        raise ValueError(f"imagefolder: {root} needs one sub-folder per ImageNet class id")
+    unknown = [cls for cls in classes if cls not in wnids]
+    if unknown:
+        raise ValueError(f"imagefolder: --labels imagenet needs folders named by ImageNet-1k "
+                         f"class ids (n01440764 ...); {unknown[0]!r} under {root} is not one "
+                         f"({len(unknown)} of {len(classes)} folders)")
+    return {cls: wnids[cls] for cls in classes}
 
 
 def _synthetic(input_shape, seed: int) -> DataBundle:
@@ -400,7 +426,8 @@ def _synthetic(input_shape, seed: int) -> DataBundle:
 
 
 def stored_size(name: str, data_root: str | None = None,
-                input_shape: tuple[int, int, int] | None = None) -> DataSize:
+                input_shape: tuple[int, int, int] | None = None, labels: str | None = None,
+                pipeline=None) -> DataSize:
     """How much ``load_dataset`` will hold, without loading it (an image folder is listed,
     not read). Unknown names and bad folders raise the loader's ValueError."""
     if name == "digits":
@@ -408,8 +435,10 @@ def stored_size(name: str, data_root: str | None = None,
     if name == "cifar10":
         return DataSize(CIFAR10_SAMPLES, CIFAR10_SHAPE, 1, 10)
     if name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
-        _, classes, files, shape = _image_files(name.split(":", 1)[1], input_shape)
-        return DataSize(sum(map(len, files.values())), shape, 1, len(classes))
+        _, classes, files, shape, _ = _image_files(name.split(":", 1)[1], input_shape, labels,
+                                                   pipeline)
+        return DataSize(sum(map(len, files.values())), shape, 1,
+                        len(classes) if labels is None else IMAGENET_CLASSES)
     if name == "synthetic":
         if input_shape is None:
             raise ValueError("synthetic needs --input-shape C,H,W (for example 3,64,64)")
@@ -419,13 +448,16 @@ def stored_size(name: str, data_root: str | None = None,
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False,
                  input_shape: tuple[int, int, int] | None = None, seed: int = 0,
-                 normalize: str = "dataset", should_stop=None) -> DataBundle:
+                 normalize: str = "dataset", labels: str | None = None, pipeline=None,
+                 should_stop=None) -> DataBundle:
+    """``labels`` and ``pipeline`` apply to image folders (``_imagefolder``)."""
     if name == "digits":
         bundle = _digits(normalize)
     elif name == "cifar10":
         bundle = _cifar10(data_root, download, normalize)
     elif name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
-        bundle = _imagefolder(name.split(":", 1)[1], input_shape, normalize, should_stop)
+        bundle = _imagefolder(name.split(":", 1)[1], input_shape, normalize, labels, pipeline,
+                              should_stop)
     elif name == "synthetic":
         bundle = _synthetic(input_shape, seed)
     else:

@@ -1,4 +1,8 @@
-"""The environment card: what a figure was measured on, stored with every run."""
+"""The environment card: what a figure was measured on, stored with every run.
+
+Torch loads on first use, not on import: the CLI imports this module for
+``quiet_library_noise`` and must still refuse bad input before torch's seconds of start-up.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,12 @@ import subprocess
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from .specs import FP32_MODES
+
+if TYPE_CHECKING:
+    import torch
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,6 +59,7 @@ def quiet_library_noise() -> None:
 
 def resolve_device(requested: str) -> torch.device:
     """auto -> cuda when there is one; asking for cuda without one is the environment's fault."""
+    import torch
     if requested == "auto":
         return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     if requested == "cuda":
@@ -71,6 +78,7 @@ def apply_precision(device: torch.device, fp32: str = "ieee") -> dict:
     """Set the fp32 precision of matmuls and convolutions, and cuDNN autotuning, for a sweep
     on ``device``; return what was set, for the environment card. cuDNN's benchmark mode is
     on: the engine's warm-up calls absorb its one-off autotuning for each shape."""
+    import torch
     if fp32 not in FP32_MODES:
         raise ValueError(f"fp32 must be one of {', '.join(FP32_MODES)}; got {fp32!r}")
     if device.type != "cuda":
@@ -123,6 +131,8 @@ def default_threads() -> int:
 
 
 def environment_card(device: torch.device | None = None, threads: int | None = None) -> dict:
+    import torch
+
     from .cache import _torchvision_version
     device = device or torch.device("cpu")
     card = {

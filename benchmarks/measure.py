@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 from optimizers.counting import FlopCount, count_flops, count_params, state_tensors  # noqa: F401
 
@@ -169,6 +169,12 @@ class LiveTensorBytes(TorchDispatchMode):
         self.peak = 0
         self.total = 0
 
+    def __enter__(self):
+        # Autocast's state reads as off inside __torch_dispatch__: it is taken on entry.
+        self.autocast_dtype = torch.get_autocast_dtype("cpu") \
+            if torch.is_autocast_enabled("cpu") else None
+        return super().__enter__()
+
     def _free(self, key: int) -> None:
         self.current -= self.live.pop(key, 0)
 
@@ -187,7 +193,19 @@ class LiveTensorBytes(TorchDispatchMode):
         weakref.finalize(storage, self._free, key)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        try:
+            out = func(*args, **kwargs)
+        except RuntimeError:
+            # In inference mode under a dispatch mode, einsum (MaxViT's attention) arrives
+            # whole, past CPU autocast, with bf16 and fp32 operands: cast them as autocast
+            # does for the matmuls einsum becomes.
+            if self.autocast_dtype is None:
+                raise
+            args, kwargs = tree_map(
+                lambda t: t.to(self.autocast_dtype) if isinstance(t, torch.Tensor)
+                and t.is_floating_point() else t, (args, kwargs))
+            out = func(*args, **kwargs)
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self._track(t)

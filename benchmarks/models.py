@@ -1,10 +1,12 @@
-"""The model zoo: a registry that fills menus, and loading a user's own model.
+"""Where models come from: the zoo (a registry that fills menus), a user's file, and the
+torchvision and timm catalogues (``hub_models.py``), each a ``ModelSource``.
 
-Every model adapts to the data set: ``create_model(name, num_classes, in_channels, input_size)``.
-Each entry names its family and the narrower member of that family that distillation uses as
-its default student. A user's model is ``path/file.py:factory`` with
+Every model adapts to the data set: ``build_model(spec, num_classes, in_channels,
+input_size)``. A zoo entry names its family and the narrower member of that family that
+distillation uses as its default student. A user's model is ``path/file.py:factory`` with
 ``factory(num_classes, in_channels) -> nn.Module``; its weights come from a checkpoint read as
-data only (``checkpoints.py``).
+data only (``checkpoints.py``). ``torchvision:NAME`` and ``timm:NAME`` may also load their
+pretrained weights (``--weights``) from the local caches.
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ def create_model(name: str, num_classes: int, in_channels: int,
     return entry.build(num_classes, in_channels, tuple(input_size))
 
 
-def default_student(name: str) -> str | None:
-    return _REGISTRY[name].student if name in _REGISTRY else None
+def default_student(spec: str) -> str | None:
+    """The default distillation student of any source's model, or None."""
+    return model_source(spec).default_student(spec)
 
 
 # -- the article's CNN ---------------------------------------------------------------------
@@ -236,12 +239,110 @@ def build_user_model(spec: str, num_classes: int, in_channels: int,
     return model
 
 
-def build_model(spec: str, num_classes: int, in_channels: int, input_size: tuple[int, int],
-                allowed_dir: str | Path | None = None) -> nn.Module:
-    """A zoo name or ``file.py:factory``; any failure is a ValueError with one line."""
-    if is_user_model(spec):
+class ModelSource:
+    """One place models come from; ``spec`` is the whole ``--model`` text. Catalogue
+    sources (``hub_models``) add weights, an input pipeline and a card of what was loaded."""
+
+    name = ""
+
+    def owns(self, spec: str) -> bool:
+        raise NotImplementedError
+
+    def check(self, spec: str) -> None:
+        """ValueError when ``spec`` names nothing this source has."""
+
+    def family(self, spec: str) -> str:
+        return self.name
+
+    def default_student(self, spec: str) -> str | None:
+        return None
+
+    def identity(self, spec: str, weights: str | None, download: bool = False) -> list:
+        """What names the model's structure and starting weights in cache keys."""
+        return [spec]
+
+    def card(self, spec: str, weights: str | None, num_classes: int,
+             keep_head: bool) -> dict:
+        """What the model starts from beyond its name (weights, classifier), for records."""
+        return {}
+
+    def build(self, spec: str, num_classes: int, in_channels: int,
+              input_size: tuple[int, int], **kwargs) -> nn.Module:
+        raise NotImplementedError
+
+
+class ZooSource(ModelSource):
+    name = "zoo"
+
+    def owns(self, spec: str) -> bool:
+        return True  # the fallback: anything no other source claims
+
+    def check(self, spec: str) -> None:
+        model_entry(spec)
+
+    def family(self, spec: str) -> str:
+        return model_entry(spec).family
+
+    def default_student(self, spec: str) -> str | None:
+        return _REGISTRY[spec].student if spec in _REGISTRY else None
+
+    def build(self, spec, num_classes, in_channels, input_size, **kwargs):
+        return create_model(spec, num_classes, in_channels, input_size)
+
+
+class FileSource(ModelSource):
+    name = "file"
+
+    def owns(self, spec: str) -> bool:
+        return is_user_model(spec)
+
+    def check(self, spec: str) -> None:
+        if not Path(spec.rsplit(":", 1)[0]).expanduser().is_file():
+            raise ValueError(f"model file {spec.rsplit(':', 1)[0]} does not exist")
+
+    def family(self, spec: str) -> str:
+        return f"file {Path(spec.rsplit(':', 1)[0]).name}"
+
+    def identity(self, spec: str, weights: str | None, download: bool = False) -> list:
+        return ["user", Path(spec).name, user_model_digest(spec)]
+
+    def build(self, spec, num_classes, in_channels, input_size, *, allowed_dir=None,
+              **kwargs):
         return build_user_model(spec, num_classes, in_channels, allowed_dir)
-    return create_model(spec, num_classes, in_channels, input_size)
+
+
+def _sources() -> tuple[ModelSource, ...]:
+    from .hub_models import SOURCES
+    return (FileSource(), *SOURCES, ZooSource())
+
+
+def model_source(spec: str) -> ModelSource:
+    """The source that owns ``spec``: a file, ``torchvision:``, ``timm:``, else the zoo."""
+    return next(s for s in _sources() if s.owns(spec))
+
+
+def check_model(spec: str) -> None:
+    """ValueError with one line when ``spec`` names no model (torch-free)."""
+    model_source(spec).check(spec)
+
+
+def preflight(spec: str, weights: str | None, download: bool = False) -> None:
+    """What can be refused before torch loads (torch-free, milliseconds): a model no source
+    has, pretrained weights absent from the local caches."""
+    source = model_source(spec)
+    source.check(spec)
+    if weights is not None:
+        source.weights_file(spec, weights, download)
+
+
+def build_model(spec: str, num_classes: int, in_channels: int, input_size: tuple[int, int],
+                allowed_dir: str | Path | None = None, *, weights: str | None = None,
+                keep_head: bool = False, download: bool = False) -> nn.Module:
+    """A model from any source; any failure is a ValueError with one line. ``weights`` and
+    ``keep_head`` apply to the torchvision and timm catalogues (``hub_models``)."""
+    return model_source(spec).build(spec, num_classes, in_channels, input_size,
+                                    allowed_dir=allowed_dir, weights=weights,
+                                    keep_head=keep_head, download=download)
 
 
 def check_input_fits(model: nn.Module, example: torch.Tensor, num_classes: int,

@@ -47,8 +47,8 @@ from .datasets import DataBundle, load_dataset, stored_size
 from .folders import inside
 from .environment import (apply_precision, default_threads, environment_card, precision_key,
                           resolve_device)
-from .models import build_model, check_input_fits, default_student, is_user_model, \
-    model_entry, user_model_digest
+from .models import build_model, check_input_fits, check_model, default_student, \
+    model_source
 from .results import VariantResult
 from .service import limits
 from .specs import SweepSpec, VariantSpec, parse_normalize
@@ -138,31 +138,31 @@ class PreparedSweep:
         self.built_on: dict[int, list[str]] = {}   # variant index -> where it was trained
         self.device = resolve_device(spec.device)
         self.threads = spec.threads or default_threads()
-        for v in spec.variants:
-            # Students must exist before anything runs: a bad name is the user's mistake.
-            distill = dict(v.settings).get("distill")
-            if distill is not None:
-                student = distill.student or default_student(spec.model)
-                if student is None:
-                    raise ValueError(f"model {spec.model} has no default student; "
-                                     f"give --student NAME")
-                model_entry(student)
+        self.source = model_source(spec.model)
+        self.source.check(spec.model)
+        self._check_students()
         self.warnings: list[str] = []
-        self.normalize = spec.normalize or "dataset"
-        if spec.checkpoint and spec.normalize is None:
-            self.warnings.append(
-                "no --normalize given with --checkpoint: inputs are standardised with the "
-                "data set's own statistics, which may not be how the checkpoint was trained; "
-                "say how with --normalize dataset|none|imagenet|MEAN,STD")
-        parse_normalize(self.normalize)
+        # Pretrained weights: the file must be in the local cache (one line naming it and its
+        # folder otherwise, before any data loads); their transforms say how inputs look.
+        self.pipeline = None
+        if spec.weights is not None:
+            self.source.weights_file(spec.model, spec.weights, spec.download)
+            self.pipeline = self.source.pipeline(spec.model, spec.weights)
+        self.normalize = self._normalize()
+        self.keep_head = spec.labels == "imagenet"
+        input_shape = spec.input_shape
+        if input_shape is None and self.pipeline is not None and spec.dataset == "synthetic":
+            input_shape = self.pipeline.shape
         self.allowed_models_dir = allowed_models_dir
         if allowed_data_dir is not None:
             _check_data_paths(spec, Path(allowed_data_dir))
-        self._admit(memory_share)
-        self.data = load_dataset(spec.dataset, spec.data_root, spec.download, spec.input_shape,
-                                 spec.seed, normalize=self.normalize, should_stop=should_stop)
+        self._admit(memory_share, input_shape)
+        self.data = load_dataset(spec.dataset, spec.data_root, spec.download, input_shape,
+                                 spec.seed, normalize=self.normalize, labels=spec.labels,
+                                 pipeline=self.pipeline, should_stop=should_stop)
         torch.manual_seed(spec.seed)
-        model = self._build(spec.model)
+        model = self._build(spec.model, weights=spec.weights, keep_head=self.keep_head,
+                            download=spec.download)
         self.example = self.data.example_batch(spec.batch_size)
         check_input_fits(model, self.example[:2], self.data.num_classes, spec.model)
         self.checkpoint_state = None
@@ -175,10 +175,11 @@ class PreparedSweep:
             from .executors.weights import MemoryCache
             # Weights trained elsewhere land here, over the sweep's own cache.
             self.cache = MemoryCache(fallback=self.cache)
-        self.model_key = ["user", Path(spec.model).name, user_model_digest(spec.model)] \
-            if is_user_model(spec.model) else [spec.model]
+        self.model_key = self.source.identity(spec.model, spec.weights, spec.download)
+        self.model_card = self._model_card()
         self.environment = environment_card(self.device, self.threads)
         self.environment["precision"] = apply_precision(self.device, spec.fp32)
+        self.environment["model"] = self.model_card
         self.environment["memory"] = {"estimated_peak_bytes": self.footprint.total,
                                       "estimate": dataclasses.asdict(self.footprint),
                                       "limit_bytes": limits.memory_limit()}
@@ -186,39 +187,118 @@ class PreparedSweep:
                                     "input_shape": list(self.data.input_shape),
                                     "normalization": self.data.normalization,
                                     "test_examples": len(self.data.test)}
+        if self._resizes_images():
+            self.environment["data"]["pipeline"] = self.pipeline.at(
+                self.data.input_size).to_dict()
         self.baseline: nn.Module | None = None
         self.baseline_build: dict = {}  # time and cache use of the primary baseline's training
         self.cancelled = False
 
-    def _admit(self, memory_share: float | None) -> None:
+    def _admit(self, memory_share: float | None, input_shape) -> None:
         """Refuse, before the data set is loaded or a weight allocated, a sweep whose
         estimated peak memory is more than it may use (footprint.py)."""
         from .footprint import admit, describe_data, sweep_footprint
         from .service.limits import Limits
         spec = self.spec
-        size = stored_size(spec.dataset, spec.data_root, spec.input_shape)
+        size = stored_size(spec.dataset, spec.data_root, input_shape, spec.labels,
+                           self.pipeline)
         share = memory_share if memory_share is not None else Limits.from_env().memory_share
 
         def build() -> nn.Module:
+            # Random weights: the estimate needs the structure, not the trained values.
             return build_model(spec.model, size.classes, size.shape[0], size.shape[1:],
-                               self.allowed_models_dir)
+                               self.allowed_models_dir, keep_head=self.keep_head)
         self.footprint = sweep_footprint(spec, size, build)
         gpu_free = available_memory_bytes(self.device) if self.device.type == "cuda" else None
         admit(describe_data(spec.dataset, size, spec.batch_size), self.footprint, share,
               gpu_free)
 
-    def _build(self, name: str) -> nn.Module:
+    def _check_students(self) -> None:
+        """Students must exist before anything runs: a bad name is the user's mistake."""
+        spec = self.spec
+        for v in spec.variants:
+            distill = dict(v.settings).get("distill")
+            if distill is None:
+                continue
+            student = distill.student or default_student(spec.model)
+            if student is None:
+                raise ValueError(f"model {spec.model} has no obvious smaller sibling to "
+                                 f"distil into; give --student (a zoo name, torchvision:NAME, "
+                                 f"timm:NAME or FILE.py:FACTORY)")
+            check_model(student)
+            if spec.epochs == 0 and distill.epochs is None:
+                raise ValueError("distillation trains its student for --epochs, which is 0 "
+                                 "here; give --distill-epochs N")
+
+    def _normalize(self) -> str:
+        """--normalize as given; else the weights' own mean and std; else the data set's."""
+        spec = self.spec
+        if spec.normalize is not None:
+            parse_normalize(spec.normalize)
+            if self.pipeline is not None and spec.normalize != self.pipeline.normalize():
+                self.warnings.append(
+                    f"--normalize {spec.normalize} overrides how the weights were trained "
+                    f"(mean {list(self.pipeline.mean)}, std {list(self.pipeline.std)})")
+            return spec.normalize
+        if self.pipeline is not None:
+            return self.pipeline.normalize()
+        if spec.checkpoint:
+            self.warnings.append(
+                "no --normalize given with --checkpoint: inputs are standardised with the "
+                "data set's own statistics, which may not be how the checkpoint was trained; "
+                "say how with --normalize dataset|none|imagenet|MEAN,STD")
+        return "dataset"
+
+    def _resizes_images(self) -> bool:
+        """The weights' resize and crop shape an image folder's pixels (other data sets keep
+        their own; the mean and std apply to every one)."""
+        return self.pipeline is not None and self.spec.dataset.startswith("imagefolder:")
+
+    def _model_card(self) -> dict:
+        """What the baseline starts from, for the run's record and the baseline's config."""
+        spec, data = self.spec, self.data
+        card = {"source": self.source.name, "name": spec.model,
+                "family": self.source.family(spec.model),
+                **self.source.card(spec.model, spec.weights, data.num_classes,
+                                   self.keep_head)}
+        starts = "the weights" if spec.weights else "the checkpoint" if spec.checkpoint \
+            else "random initialisation"
+        if spec.epochs == 0 and data.labelled:
+            card["baseline"] = f"evaluated as loaded from {starts}, no training (--epochs 0)"
+            if spec.weights and not self.keep_head:
+                self.warnings.append(
+                    "--epochs 0 with a replaced classifier: the new head is untrained and "
+                    "scores near chance; name ImageNet-id folders with --labels imagenet, or "
+                    "train it with --epochs N")
+            elif not spec.weights and not spec.checkpoint:
+                self.warnings.append("--epochs 0 without --weights or --checkpoint: the "
+                                     "baseline is the randomly initialised model")
+        elif data.labelled and not spec.checkpoint:
+            card["baseline"] = f"trained {spec.epochs} epochs from {starts}"
+        return card
+
+    def _build(self, name: str, **kwargs) -> nn.Module:
         d = self.data
         return build_model(name, d.num_classes, d.in_channels, d.input_size,
-                           self.allowed_models_dir)
+                           self.allowed_models_dir, **kwargs)
+
+    def _as_loaded(self) -> bool:
+        """The baseline is the model as built: a checkpoint, speed-only synthetic data (random
+        weights), or --epochs 0."""
+        return bool(self.spec.checkpoint) or not self.data.labelled or self.spec.epochs == 0
 
     def base_key(self, seed: int) -> tuple:
         """Everything that makes the baseline's weights what they are."""
         spec = self.spec
+        inputs = []  # only when set, so keys of runs without them stay as they were
+        if spec.labels is not None:
+            inputs += ["labels", spec.labels]
+        if self._resizes_images():
+            inputs += ["pipeline", self.pipeline.at(self.data.input_size).to_dict()]
         return ("baseline", *self.model_key, *_dataset_identity(spec, self.data),
                 self.data.normalization, spec.epochs, seed, spec.lr, spec.batch_size,
                 _file_digest(spec.checkpoint) if spec.checkpoint else None,
-                precision_key(self.device, spec.fp32))
+                precision_key(self.device, spec.fp32), *inputs)
 
     # -- the baseline --------------------------------------------------------------------
 
@@ -232,8 +312,7 @@ class PreparedSweep:
         t0, hits, misses = time.perf_counter(), self.cache.hits, self.cache.misses
         seed = self.spec.seed if seed is None else seed
         spec = self.spec
-        if spec.checkpoint or not self.data.labelled:
-            # A checkpoint is the baseline; synthetic data is speed-only (random weights).
+        if self._as_loaded():
             model = self._untrained if primary else self.baseline
         else:
             def report(fraction: float):
@@ -253,7 +332,7 @@ class PreparedSweep:
 
             def build():
                 torch.manual_seed(seed)
-                return self._build(spec.model)
+                return self._build(spec.model, weights=spec.weights, keep_head=self.keep_head)
             model = self.cache(key, build, train)
         model = model.to(self.device).eval()
         if primary:
@@ -272,8 +351,8 @@ class PreparedSweep:
 
     def baseline_cached(self) -> bool | None:
         """Whether the baseline's weights are in the cache already (None: nothing to train,
-        a checkpoint or synthetic data)."""
-        if self.spec.checkpoint or not self.data.labelled:
+        a checkpoint, synthetic data or --epochs 0)."""
+        if self._as_loaded():
             return None
         return self.cache.has(self.base_key(self.spec.seed))
 
@@ -410,6 +489,8 @@ class PreparedSweep:
                 result.phase_s["build"] += self.baseline_build["train_s"]
                 result.cache = dict(self.baseline_build["cache"])
             result.config = {**result.config, **outcome.config}
+            if not variant.techniques:
+                result.config["model"] = self.model_card
             device = outcome.device or self.device
             result.device = str(device)
             model = outcome.model
@@ -474,12 +555,14 @@ class PreparedSweep:
         """A checkpoint's baseline near chance, or far below what another normalisation
         scores, almost always means inputs scaled otherwise than in its training: say which
         normalisation scores best, measured on the same test examples."""
-        if not self.spec.checkpoint or result.accuracy is None:
+        pretrained = self.spec.weights is not None and self.keep_head
+        if not (self.spec.checkpoint or pretrained) or result.accuracy is None:
             return
         from .datasets import renormalized
         from .specs import NORMALIZE_MODES
         from .stats import discordant, mcnemar_exact, unpack_bits
-        name = Path(self.spec.checkpoint).name
+        name = Path(self.spec.checkpoint).name if self.spec.checkpoint else \
+            f"{self.spec.model} {self.spec.weights}"
         mode = (self.data.normalization or {}).get("mode")
         mine = unpack_bits(result.correct_bits, result.n_test)
         best = None

@@ -35,6 +35,10 @@ MAX_SEEDS = 10
 # every channel, or per channel joined by ':', e.g. 0.485:0.456:0.406,0.229:0.224:0.225).
 NORMALIZE_MODES = ("dataset", "none", "imagenet")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+# Label sets of an image folder besides its own class folders (benchmarks.inputs).
+LABELS = ("imagenet",)
+# Model sources that take --weights: their pretrained files (benchmarks.hub_models).
+WEIGHTS_SOURCES = ("torchvision", "timm")
 # Timing: every variant is built first, then timed in this many round-robin rounds.
 TIMING_MODES = ("interleaved", "sequential")
 FP32_MODES = ("ieee", "tf32")  # benchmarks.environment.apply_precision sets them
@@ -397,6 +401,10 @@ class SweepSpec:
     timing: str = "interleaved"
     timing_rounds: int = DEFAULT_TIMING_ROUNDS
     fp32: str = "ieee"          # on a GPU: IEEE fp32, or TF32 for matmuls and convolutions
+    # A torchvision weights name (DEFAULT, IMAGENET1K_V1...) or "pretrained" (timm), loaded
+    # from the local caches; None: the model starts from scratch (or --checkpoint).
+    weights: str | None = None
+    labels: str | None = None   # None: the class folders; "imagenet": folders are wnids
 
     def __post_init__(self):
         object.__setattr__(self, "variants", tuple(self.variants))
@@ -406,7 +414,8 @@ class SweepSpec:
                 raise ValueError(f"sweep.{name} must be a non-empty string, got {value!r}")
         check_choice("sweep", "device", self.device, DEVICES)
         check_number("sweep", "batch_size", self.batch_size, 1, 65536, integer=True)
-        check_number("sweep", "epochs", self.epochs, 1, 10_000, integer=True)
+        # 0: the baseline is the model as loaded (weights or checkpoint), nothing is trained.
+        check_number("sweep", "epochs", self.epochs, 0, 10_000, integer=True)
         check_number("sweep", "seed", self.seed, 0, 2**32 - 1, integer=True)
         check_number("sweep", "min_runs", self.min_runs, 1, 100_000, integer=True)
         check_number("sweep", "min_time_s", self.min_time_s, 0.0, 600.0)
@@ -425,6 +434,7 @@ class SweepSpec:
             if value is not None and (not isinstance(value, str) or not value.strip()
                                       or "\x00" in value):
                 raise ValueError(f"sweep.{name} must be a file path or None, got {value!r}")
+        self._check_weights_and_labels()
         if not isinstance(self.download, bool):
             raise ValueError(f"sweep.download must be true or false, got {self.download!r}")
         if self.input_shape is not None:
@@ -447,6 +457,24 @@ class SweepSpec:
             raise ValueError(f"sweep.variants: names must be unique, got {names}")
         if self.variants[0].techniques:
             raise ValueError("sweep.variants: the first variant must be the baseline (no techniques)")
+
+    def _check_weights_and_labels(self) -> None:
+        if self.weights is not None:
+            if not isinstance(self.weights, str) or not self.weights.strip():
+                raise ValueError(f"sweep.weights must be a weights name or None, got "
+                                 f"{self.weights!r}")
+            if self.model.split(":", 1)[0] not in WEIGHTS_SOURCES:
+                sources = " and ".join(f"{s}:NAME" for s in WEIGHTS_SOURCES)
+                raise ValueError(f"--weights applies to {sources} models; {self.model} takes "
+                                 f"its weights from --checkpoint")
+            if self.checkpoint is not None:
+                raise ValueError("give --weights or --checkpoint, not both: each is the "
+                                 "model's starting weights")
+        if self.labels is not None:
+            check_choice("sweep", "labels", self.labels, LABELS)
+            if not self.dataset.startswith("imagefolder:"):
+                raise ValueError(f"--labels {self.labels} reads an image folder's class "
+                                 f"folders; the dataset is {self.dataset}")
 
     @classmethod
     def from_choices(cls, choices: Mapping[tuple[str, str], object], enabled, *,

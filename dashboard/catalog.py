@@ -1,4 +1,5 @@
-"""What the menus offer, read from the engine's registries (never a hand-kept list)."""
+"""What the menus offer, read from the engine's registries and catalogues (never a hand-kept
+list), without importing torch."""
 
 from __future__ import annotations
 
@@ -19,6 +20,43 @@ def models() -> dict[str, dict]:
         out[name] = {"description": entry.description, "student": entry.student,
                      "family": entry.family}
     return out
+
+
+@st.cache_data(show_spinner=False)
+def hub_models(source: str) -> dict[str, dict]:
+    """torchvision's or timm's classification models: name -> {"family", "weights"}, read
+    from the catalogue file the engine ships (no torch, no timm: milliseconds)."""
+    from benchmarks.catalogue import catalogue, weight_names
+    return {name: {"family": entry["family"], "weights": weight_names(source, name)}
+            for name, entry in sorted(catalogue()[source].items())}
+
+
+def hub_sources() -> tuple[str, ...]:
+    from benchmarks.catalogue import SOURCES
+    return SOURCES
+
+
+@st.cache_data(show_spinner=False)
+def student_choices() -> list[str]:
+    """Every model a student may be: the zoo's names, then ``torchvision:`` and ``timm:``."""
+    return list(models()) + [f"{source}:{name}" for source in hub_sources()
+                             for name in hub_models(source)]
+
+
+def student_note(model: str | None, student: str | None) -> str | None:
+    """One line when distillation has no student to train: the model's family has no
+    obvious smaller sibling and none was picked."""
+    students = student if isinstance(student, tuple) else (student,)
+    if model is None or None not in students:
+        return None
+    from benchmarks.models import default_student
+    try:
+        if default_student(model) is not None:
+            return None
+    except ValueError:
+        return None
+    return (f"{model} has no obvious smaller sibling to distil into: pick a student "
+            f"(any zoo, torchvision or timm model).")
 
 
 def datasets() -> list[str]:

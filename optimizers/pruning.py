@@ -4,15 +4,21 @@
 dense tensors, so the model is no faster or smaller until it is compressed (gzip) or run on a
 sparse kernel. ``global`` ranks every conv/linear weight together, so layers lose different
 fractions. ``channel`` uses Torch-Pruning's dependency graph to physically remove channels: the
-layers shrink, and that is what makes a CPU or GPU faster.
+layers shrink, and that is what makes a CPU or GPU faster. Attention is pruned head by head
+(its head counts given to Torch-Pruning, as its ViT examples do); where one graph cannot span
+the model (ShuffleNet's channel shuffle, windowed attention in Swin and MaxViT), each block's
+inner channels are pruned with a graph of that block alone, and the config says so.
 
 Fine-tuning runs while a mask holds the pruned weights at zero, so the sparsity reported after
-fine-tuning is exact; the mask is then made permanent (no ``weight_orig``/``weight_mask`` left).
+fine-tuning is exact; the mask is then folded into the weights (plain tensors are saved).
 """
 
 from __future__ import annotations
 
 import copy
+import signal
+import threading
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -25,6 +31,11 @@ from .settings import PruneSettings
 from .training import FINETUNE_LR_SCALE, fit
 
 PRUNABLE_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
+# Torch-Pruning's group search takes seconds on the largest torchvision CNNs here (DenseNet-121:
+# 3.4 s on a shared core) and never ends on a few graphs: it is given up after this long, for
+# the whole model, then for each block.
+MODEL_SEARCH_S = 60.0
+BLOCK_SEARCH_S = 15.0
 
 
 def prunable_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -49,11 +60,13 @@ def sparsity_report(model: nn.Module) -> dict:
             "effective_sparsity": zeros / total if total else 0.0, "layers": layers}
 
 
-def _classifier(model: nn.Module, num_classes: int) -> nn.Linear | None:
-    """The last Linear emitting ``num_classes`` logits: kept whole so the outputs keep meaning."""
+def classifier_layer(model: nn.Module, num_classes: int) -> nn.Module | None:
+    """The last layer emitting ``num_classes`` logits (a Linear, or a 1x1 convolution as in
+    SqueezeNet): kept whole so the outputs keep their meaning."""
     found = None
     for module in model.modules():
-        if isinstance(module, nn.Linear) and module.out_features == num_classes:
+        if (isinstance(module, nn.Linear) and module.out_features == num_classes) or (
+                isinstance(module, nn.Conv2d) and module.out_channels == num_classes):
             found = module
     return found
 
@@ -78,56 +91,240 @@ def make_permanent(model: nn.Module) -> nn.Module:
     return model
 
 
-def freeze_zeros(model: nn.Module) -> nn.Module:
-    """Attach a mask over the current zeros of each conv/linear weight, so training keeps them.
+class _KeepZeros(nn.Module):
+    """A parametrization holding a weight's zeros at zero while it trains."""
 
-    Used to fine-tune an unstructured-pruned model; call ``make_permanent`` afterwards.
-    """
-    for _, module in prunable_layers(model):
-        if not prune.is_pruned(module):
-            prune.custom_from_mask(module, "weight", mask=(module.weight.detach() != 0))
-    return model
+    def __init__(self, weight: torch.Tensor):
+        super().__init__()
+        self.register_buffer("mask", (weight.detach() != 0).to(weight.dtype))
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight * self.mask
 
 
 def fit_sparse(model: nn.Module, batches, epochs: int, **fit_kwargs) -> nn.Module:
-    """``training.fit`` with the zeros held at zero; the model comes back with plain weights."""
-    freeze_zeros(model)
+    """``training.fit`` with the zeros held at zero; the model comes back with plain weights.
+
+    The mask is a parametrization (recomputed whenever ``weight`` is read), not a
+    forward pre-hook as ``torch.nn.utils.prune`` attaches: nn.MultiheadAttention reads its
+    ``out_proj.weight`` without calling that layer, so a hook's weight would go stale."""
+    from torch.nn.utils import parametrize
+    layers = prunable_layers(model)
+    for _, module in layers:
+        parametrize.register_parametrization(module, "weight", _KeepZeros(module.weight))
     try:
         fit(model, batches, epochs, **fit_kwargs)
     finally:
-        make_permanent(model)
+        for _, module in layers:
+            parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
     return model
 
 
-def _channel_prune(model: nn.Module, settings: PruneSettings, ctx: Context) -> nn.Module:
-    import torch_pruning as tp
+def _windowed_attention(model: nn.Module) -> bool:
+    """Attention over windows with a relative-position index (Swin, MaxViT, BEiT...):
+    Torch-Pruning's group search does not finish on their graphs (its own torchvision
+    benchmark lists Swin as unsupported), so such models are pruned block by block."""
+    return any(hasattr(m, "relative_position_index") for m in model.modules())
 
-    classifier = _classifier(model, ctx.num_classes)
+
+def _heads(model: nn.Module) -> dict[nn.Module, int]:
+    """Attention layers and their head counts, so q/k/v are pruned head by head:
+    nn.MultiheadAttention (torchvision's ViT) and timm-style blocks with a ``qkv`` Linear."""
+    heads = {}
+    for m in model.modules():
+        if isinstance(m, nn.MultiheadAttention):
+            heads[m] = m.num_heads
+        elif isinstance(getattr(m, "qkv", None), nn.Linear) and isinstance(
+                getattr(m, "num_heads", None), int):
+            heads[m.qkv] = m.num_heads
+    return heads
+
+
+def _after_pruning(model: nn.Module) -> None:
+    """Attributes the forward passes read that Torch-Pruning does not know about (as its
+    torchvision and timm examples set them)."""
+    if hasattr(model, "hidden_dim") and isinstance(getattr(model, "conv_proj", None),
+                                                   nn.Conv2d):
+        model.hidden_dim = model.conv_proj.out_channels  # torchvision's VisionTransformer
+    for m in model.modules():
+        qkv = getattr(m, "qkv", None)
+        if isinstance(qkv, nn.Linear) and isinstance(getattr(m, "num_heads", None), int) \
+                and hasattr(m, "head_dim"):
+            m.head_dim = qkv.out_features // (3 * m.num_heads)
+            if hasattr(m, "attn_dim"):
+                m.attn_dim = m.head_dim * m.num_heads
+
+
+@contextmanager
+def time_limit(seconds: float, what: str):
+    """TimeoutError once ``seconds`` have passed, where a signal can interrupt the work (the
+    main thread, as in the CLI and the queue's worker); elsewhere no limit."""
+    if threading.current_thread() is not threading.main_thread() or \
+            not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeoutError(f"{what} did not finish within {seconds:g} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _prune_graph(model: nn.Module, example: torch.Tensor, ratio: float,
+                 ignored: list[nn.Module], seconds: float) -> None:
+    """Torch-Pruning over the dependency graph of ``model``: every coupled group of channels
+    loses ``ratio`` of them by L1 magnitude, except the groups of ``ignored`` layers. Its
+    group search runs without end on some graphs (windowed attention, RexNet's partial
+    residual): past ``seconds`` it is given up (TimeoutError)."""
+    import warnings
+
+    import torch_pruning as tp
+    with warnings.catch_warnings(), time_limit(seconds, "Torch-Pruning's group search"):
+        # "will prune the last non-singleton dimension" of ViT's class token and position
+        # embedding, ConvNeXt's layer scale: the embedding dimension, which is right.
+        warnings.simplefilter("ignore", UserWarning)
+        pruner = tp.pruner.MagnitudePruner(
+            model, example, importance=tp.importance.MagnitudeImportance(p=1),
+            pruning_ratio=ratio, ignored_layers=ignored, num_heads=_heads(model))
+        pruner.step()
+    _after_pruning(model)
+
+
+def _inputs_and_order(model: nn.Module, example: torch.Tensor) -> tuple[dict, list[str]]:
+    """Each module's input on one forward pass (None when it is not one tensor), by name,
+    and the order in which the prunable layers ran."""
+    inputs: dict[str, torch.Tensor | None] = {}
+    order: list[str] = []
+    hooks = []
+    for name, module in model.named_modules():
+        def hook(module, args, name=name):
+            if name not in inputs:
+                one = len(args) == 1 and isinstance(args[0], torch.Tensor)
+                inputs[name] = args[0].detach() if one else None
+            if isinstance(module, PRUNABLE_TYPES) and name not in order:
+                order.append(name)
+        hooks.append(module.register_forward_pre_hook(hook))
+    try:
+        with torch.no_grad():
+            model(example)
+    finally:
+        for h in hooks:
+            h.remove()
+    return inputs, order
+
+
+def _prune_blocks(model: nn.Module, example: torch.Tensor, ratio: float,
+                  protected: list[nn.Module]) -> int:
+    """Where one graph cannot span the model, prune each block's inner channels with a
+    graph of that block alone: the layer it runs last is ignored, so the block's output width
+    (its coupling to the rest of the model) stays; a block whose output still changes is
+    restored and its parts are tried instead. Windowed attention itself is left whole; its
+    blocks' MLPs are pruned. Returns how many blocks were pruned."""
+    inputs, order = _inputs_and_order(model, example)
+    pruned = 0
+    endless: set[type] = set()  # block types whose search timed out: their parts are tried
+
+    def visit(prefix: str) -> None:
+        nonlocal pruned
+        parent = model.get_submodule(prefix) if prefix else model
+        for child_name, child in list(parent.named_children()):
+            name = f"{prefix}.{child_name}" if prefix else child_name
+            layers = [n for n, m in child.named_modules(prefix=name)
+                      if isinstance(m, PRUNABLE_TYPES) and n in order]
+            if len(layers) < 2:
+                continue
+            x = inputs.get(name)
+            if x is None or type(child) in endless or _windowed_attention(child):
+                visit(name)
+                continue
+            last = model.get_submodule(max(layers, key=order.index))
+            outcome = _prune_block(parent, child_name, child, x, ratio, [last, *protected])
+            if outcome == "pruned":
+                pruned += 1
+            elif outcome != "unchanged":
+                if outcome == "timed out":
+                    endless.add(type(child))
+                visit(name)
+    visit("")
+    return pruned
+
+
+def _prune_block(parent: nn.Module, child_name: str, block: nn.Module, x: torch.Tensor,
+                 ratio: float, ignored: list[nn.Module]) -> str:
+    """"pruned", "unchanged" (nothing inside could go), "failed" or "timed out" (restored)."""
+    backup = copy.deepcopy(block)
+    params = count_params(block)[0]
+    with torch.no_grad():
+        before = block(x).shape
+    try:
+        _prune_graph(block, x, ratio, ignored, BLOCK_SEARCH_S)
+        with torch.no_grad():
+            if block(x).shape != before:
+                raise RuntimeError("the block's output width changed")
+    except Exception as exc:  # Torch-Pruning raises many types: restored, parts tried
+        setattr(parent, child_name, backup)
+        return "timed out" if isinstance(exc, TimeoutError) else "failed"
+    return "pruned" if count_params(block)[0] < params else "unchanged"
+
+
+def _check_logits(model: nn.Module, example: torch.Tensor, num_classes: int) -> None:
+    with torch.no_grad():
+        out = model(example)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(example), num_classes):
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise RuntimeError(f"the pruned model returns {got}, not ({len(example)}, "
+                           f"{num_classes}) logits")
+
+
+def _channel_prune(model: nn.Module, settings: PruneSettings, ctx: Context,
+                   info: dict) -> nn.Module:
+    """Torch-Pruning over the whole model's graph; where that graph cannot be built or
+    searched (channel shuffles, windowed attention), block by block. ``info`` receives the
+    scope, for the variant's config."""
     device = next(model.parameters()).device
     example = ctx.example_input[:1].to(device)
     model.eval()
-    ignored = [classifier] if classifier is not None else []
-    # Attention layers need their head count so Torch-Pruning keeps q/k/v splits consistent;
-    # head dims are pruned, the number of heads is kept.
-    num_heads = {m: m.num_heads for m in model.modules() if isinstance(m, nn.MultiheadAttention)}
+
+    def protected(m: nn.Module) -> list[nn.Module]:
+        classifier = classifier_layer(m, ctx.num_classes)
+        return [classifier] if classifier is not None else []
+
+    reason = ("windowed attention, on whose graph Torch-Pruning's group search does not "
+              "finish") if _windowed_attention(model) else None
+    if reason is None:
+        whole = copy.deepcopy(model)  # a failed attempt may leave layers half pruned
+        try:
+            _prune_graph(whole, example, settings.ratio, protected(whole), MODEL_SEARCH_S)
+            _check_logits(whole, example, ctx.num_classes)
+            info["scope"] = "model"
+            return whole
+        except Exception as exc:  # Torch-Pruning raises many types; the blocks are tried
+            reason = f"one graph over the model failed: {described(exc)}"
     try:
-        pruner = tp.pruner.MagnitudePruner(
-            model, example, importance=tp.importance.MagnitudeImportance(p=1),
-            pruning_ratio=settings.ratio, ignored_layers=ignored, num_heads=num_heads)
-        pruner.step()
-        with torch.no_grad():
-            model(example)
-    except Exception as exc:  # Torch-Pruning raises many types; one line for the sweep
-        raise RuntimeError(
-            f"channel pruning cannot handle this model ({described(exc)})") from exc
+        blocks = _prune_blocks(model, example, settings.ratio, protected(model))
+        _check_logits(model, example, ctx.num_classes)
+    except Exception as exc:
+        raise RuntimeError(f"channel pruning cannot handle this model ({reason}; block by "
+                           f"block: {described(exc)})") from exc
+    if blocks == 0:
+        raise RuntimeError(f"channel pruning cannot handle this model ({reason}) and found no "
+                           f"block whose inner channels it could prune alone")
+    info.update(scope="blocks", blocks=blocks, why=reason)
     return model
 
 
-def _build(model: nn.Module, settings: PruneSettings, ctx: Context) -> nn.Module:
-    """The pruned, untrained structure; deterministic for a given model (magnitude criteria)."""
+def _build(model: nn.Module, settings: PruneSettings, ctx: Context,
+           info: dict | None = None) -> nn.Module:
+    """The pruned, untrained structure; deterministic for a given model (magnitude criteria).
+    ``info`` receives how channel pruning went (its scope)."""
     pruned = copy.deepcopy(model)
     if settings.method == "channel":
-        return _channel_prune(pruned, settings, ctx)
+        return _channel_prune(pruned, settings, ctx, {} if info is None else info)
     _mask_unstructured(pruned, settings)
     return make_permanent(pruned)
 
@@ -149,13 +346,14 @@ def apply(model: nn.Module, settings: PruneSettings, ctx: Context) -> Outcome:
              lr=ctx.lr * FINETUNE_LR_SCALE, seed=ctx.seed, amp=ctx.train_amp,
              on_progress=lambda f: ctx.progress("prune fine-tune", f))
 
+    info: dict = {}
     if settings.finetune_epochs > 0:
         pruned = ctx.train_cached(cache_key(settings, ctx),
-                                  lambda: _build(model, settings, ctx), train)
+                                  lambda: _build(model, settings, ctx, info), train)
         # The cache may hand out a shared object: the outcome gets its own copy.
         pruned = copy.deepcopy(pruned)
     else:
-        pruned = _build(model, settings, ctx)
+        pruned = _build(model, settings, ctx, info)
     pruned.eval()
     ctx.progress("prune", 1.0)
 
@@ -166,6 +364,7 @@ def apply(model: nn.Module, settings: PruneSettings, ctx: Context) -> Outcome:
               "effective_sparsity": round(report["effective_sparsity"], 6),
               "params_before": params_before, "params_after": count_params(pruned)[0]}
     if settings.method == "channel":
+        config.update(info)
         config["channel_ratio"] = settings.ratio
         config["param_fraction"] = round(config["params_after"] / max(params_before, 1), 6)
     return Outcome(model=pruned, config={"prune": config}, layer_sparsity=report["layers"])

@@ -9,7 +9,9 @@ a graph of quantize/dequantize ops around float ops that only becomes INT8 code 
 ``torch.compile`` fuses it, which costs tens of seconds per model on a small CPU and failed
 here (docs/optimizers.md). FX is therefore the primary path; pt2e, uncompiled, is the fallback
 for models FX cannot trace symbolically (Python control flow on tensor values or shapes),
-since torch.export specialises shapes to the example input instead.
+since torch.export specialises shapes to the example input instead (all but the batch
+dimension, which stays dynamic), and for FX results that fail when run. QAT takes the same two
+flows (``prepare_qat_fx``, else torchao's ``prepare_qat_pt2e``), chosen before any training.
 
 Quantized-engine choice: ``torch.backends.quantized.engine`` decides which library prepacks
 the weights (at convert time) and runs them, so it is set explicitly before converting and
@@ -67,13 +69,34 @@ def int8_weight_modules(model: nn.Module) -> dict[str, torch.dtype]:
 
 # ---- dynamic ---------------------------------------------------------------------------------
 
-def _dynamic(model: nn.Module) -> tuple[nn.Module, dict]:
-    if not any(isinstance(m, DYNAMIC_TYPES) for m in model.modules()):
-        raise RuntimeError("dynamic INT8 applies to Linear/LSTM/GRU layers and this model has "
-                           "none; use static INT8 for convolutions")
-    quantized = torch.ao.quantization.quantize_dynamic(model, set(DYNAMIC_TYPES),
-                                                       dtype=torch.qint8)
-    return quantized, {"path": "eager-dynamic"}
+def _dynamic(model: nn.Module, example: torch.Tensor) -> tuple[nn.Module, dict]:
+    """Weights-only INT8 for the Linear/LSTM/GRU layers the forward pass calls. A layer whose
+    weight its parent reads directly (Swin's attention passes ``qkv.weight`` to F.linear)
+    would get a packed weight it cannot read, so it stays float and the config counts it."""
+    layers = {name for name, m in model.named_modules() if isinstance(m, DYNAMIC_TYPES)}
+    if not layers:
+        weighted = [(name, type(m).__name__) for name, m in model.named_modules()
+                    if isinstance(getattr(m, "weight", None), torch.Tensor)]
+        last = f" (its last layer, {weighted[-1][0]}, is a {weighted[-1][1]})" if weighted \
+            else ""
+        raise RuntimeError(f"dynamic INT8 applies to Linear/LSTM/GRU layers and this model has "
+                           f"none{last}; use static INT8 for convolutions")
+    called: set[str] = set()
+    hooks = [m.register_forward_pre_hook(lambda m, args, name=name: called.add(name))
+             for name, m in model.named_modules() if name in layers]
+    try:
+        with torch.no_grad():
+            model(example)
+    finally:
+        for h in hooks:
+            h.remove()
+    qconfig = torch.ao.quantization.default_dynamic_qconfig
+    quantized = torch.ao.quantization.quantize_dynamic(
+        model, {name: qconfig for name in called}, dtype=torch.qint8)
+    extra = {"path": "eager-dynamic"}
+    if layers - called:
+        extra["float_layers"] = len(layers - called)
+    return quantized, extra
 
 
 # ---- static: FX and pt2e ---------------------------------------------------------------------
@@ -90,6 +113,23 @@ def static_fx(model: nn.Module, calibration: list[torch.Tensor]) -> nn.Module:
     return convert_fx(prepared)
 
 
+def probe(model: nn.Module, example: torch.Tensor) -> None:
+    """One forward pass that must not raise. A failing FX graph prints its generated code to
+    stderr before raising; the exception alone says what failed, and stderr stays the
+    progress bar's."""
+    import contextlib
+    import io
+    with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
+        model(example)
+
+
+def export(model: nn.Module, example: torch.Tensor) -> nn.Module:
+    """torch.export's graph of ``model``, its batch dimension left dynamic: exported at the
+    calibration batch, the graph must still score the test split in larger batches."""
+    return torch.export.export(model, (example,),
+                               dynamic_shapes=({0: torch.export.Dim.AUTO},)).module()
+
+
 def static_pt2e(model: nn.Module, calibration: list[torch.Tensor]) -> nn.Module:
     """torchao pt2e PTQ, uncompiled: a reference graph (INT8 weights, float compute between
     quantize/dequantize ops). With torch 2.14 and torchao 0.18 on the CPUs measured, Inductor's
@@ -101,11 +141,7 @@ def static_pt2e(model: nn.Module, calibration: list[torch.Tensor]) -> nn.Module:
 
     quantizer = xiq.X86InductorQuantizer()
     quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
-    # Any batch size: traced at the calibration batch alone, the graph would refuse the
-    # engine's accuracy batches (a guard on the batch dimension).
-    exported = torch.export.export(model.eval(), (calibration[0],),
-                                   dynamic_shapes=({0: torch.export.Dim.AUTO},)).module()
-    prepared = prepare_pt2e(exported, quantizer)
+    prepared = prepare_pt2e(export(model.eval(), calibration[0]), quantizer)
     with torch.no_grad():
         for x in calibration:
             prepared(x)
@@ -120,7 +156,11 @@ def _static(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.
     if not calibration:
         raise RuntimeError("static INT8 needs calibration batches and the training data is empty")
     try:
-        return static_fx(copy.deepcopy(model), calibration), {"path": "fx"}
+        quantized = static_fx(copy.deepcopy(model), calibration)
+        # Some converted graphs fail only when run (a quantized mean over a channels-last
+        # tensor in ShuffleNet): one batch proves the FX result before it is taken.
+        probe(quantized, calibration[0])
+        return quantized, {"path": "fx"}
     except Exception as fx_exc:
         fx_reason = described(fx_exc)
     try:
@@ -133,9 +173,9 @@ def _static(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.
                                "quantize/dequantize ops; not expected to be faster"}
 
 
-# ---- QAT -------------------------------------------------------------------------------------
+# ---- QAT ----------------------------------------------------------------------------------
 
-def _qat_build(model: nn.Module, example: torch.Tensor):
+def _qat_build_fx(model: nn.Module, example: torch.Tensor):
     from torch.ao.quantization import get_default_qat_qconfig_mapping
     from torch.ao.quantization.quantize_fx import prepare_qat_fx
 
@@ -152,25 +192,76 @@ def _qat_build(model: nn.Module, example: torch.Tensor):
     return build
 
 
-def _qat(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Module, dict]:
-    from torch.ao.quantization.quantize_fx import convert_fx
+def _qat_build_pt2e(model: nn.Module, example: torch.Tensor):
+    """torchao's QAT flow on torch.export's graph, for models FX cannot trace or whose FX
+    result cannot run; ``train()``/``eval()`` then switch its batch norms and observers."""
+    from torchao.quantization.pt2e import allow_exported_model_train_eval
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
+    from torchao.quantization.pt2e.quantizer import x86_inductor_quantizer as xiq
 
+    quantizer = xiq.X86InductorQuantizer()
+    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config(is_qat=True))
+
+    def build() -> nn.Module:
+        prepared = prepare_qat_pt2e(export(copy.deepcopy(model).train(), example), quantizer)
+        allow_exported_model_train_eval(prepared)
+        prepared.eval()
+        with torch.no_grad():
+            prepared(example)
+        return prepared
+    return build
+
+
+def _convert_fx(prepared: nn.Module) -> nn.Module:
+    from torch.ao.quantization.quantize_fx import convert_fx
+    return convert_fx(prepared)
+
+
+def _convert_pt2e(prepared: nn.Module) -> nn.Module:
+    from torchao.quantization.pt2e import allow_exported_model_train_eval
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
+    converted = convert_pt2e(prepared)
+    allow_exported_model_train_eval(converted)
+    return converted
+
+
+def _qat(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Module, dict]:
+    """FX first (its modules call the INT8 kernels directly); torchao's pt2e where FX cannot
+    trace the model or its converted graph cannot run, decided before any training."""
     # The observers' set-up pass sees a training batch: test images never shape the model.
     example = ctx.calibration(1)[0]
-    build = _qat_build(model, example)
+    extra = {"path": "fx-qat"}
+    make, convert = _qat_build_fx(model, example), _convert_fx
     try:
-        build()  # untraceable graphs fail here, as one line, before any training
-    except Exception as exc:
-        raise RuntimeError(f"QAT needs an FX-traceable model: {described(exc)}") from exc
+        spare = [make()]
+        # Converting the untrained build is cheap under FX and shows a graph that cannot run.
+        probe(convert(copy.deepcopy(spare[0]).eval()), example)
+    except Exception as fx_exc:
+        extra = {"path": "pt2e-qat", "fx_error": described(fx_exc)}
+        make, convert = _qat_build_pt2e(model, example), _convert_pt2e
+        try:
+            # No probe here: pt2e's convert takes a minute on a small CNN, and its reference
+            # graph runs wherever the export did.
+            spare = [make()]
+        except Exception as exc:
+            raise RuntimeError(f"QAT failed: FX ({extra['fx_error']}); pt2e "
+                               f"({described(exc)})") from exc
+
+    def build() -> nn.Module:
+        # The first build (probed) is handed out first: an export takes seconds.
+        return spare.pop() if spare else make()
 
     def train(prepared: nn.Module, data) -> None:
         fit(prepared, data, settings.qat_epochs, device=ctx.device,
             lr=ctx.lr * FINETUNE_LR_SCALE,
             seed=ctx.seed, on_progress=lambda f: ctx.progress("int8 qat", f))
 
-    key = ("int8-qat", settings.qat_epochs, ctx.lr * FINETUNE_LR_SCALE, ctx.seed)
-    prepared = copy.deepcopy(ctx.train_cached(key, build, train)).to(CPU).eval()
-    return convert_fx(prepared), {"path": "fx-qat"}
+    # The FX flow keeps its key, so weights cached before the pt2e fallback stay valid.
+    key = ("int8-qat", settings.qat_epochs, ctx.lr * FINETUNE_LR_SCALE, ctx.seed) + \
+        (() if extra["path"] == "fx-qat" else (extra["path"],))
+    prepared = copy.deepcopy(ctx.train_cached(key, build, train)).to(CPU)
+    prepared.eval()  # not chained: an exported graph's eval() returns None
+    return convert(prepared), extra
 
 
 # ---- entry point -----------------------------------------------------------------------------
@@ -182,7 +273,7 @@ def apply(model: nn.Module, settings: Int8Settings, ctx: Context) -> Outcome:
     flops = count_flops(working, ctx.example_input.to(CPU))
     ctx.progress("int8", 0.0)
     if settings.mode == "dynamic":
-        quantized, extra = _dynamic(working)
+        quantized, extra = _dynamic(working, ctx.example_input[:1].to(CPU))
     elif settings.mode == "static":
         quantized, extra = _static(working, settings, ctx)
     else:

@@ -166,7 +166,7 @@ class DistillSettings:
         sweep=True, flag="--alpha", label="a{}", step=0.05)
     student: str | None = setting(
         None, "the student model", text=True, nullable=True,
-        none_means="the registry's narrower model of the teacher's family", sweep=True,
+        none_means="the teacher's smaller sibling (resnet50 -> resnet18, zoo: its narrow twin)", sweep=True,
         flag="--student", label="{}")
     epochs: int | None = setting(
         None, "epochs of student training", low=1, high=EPOCHS_RANGE[1], integer=True,

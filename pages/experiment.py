@@ -13,9 +13,11 @@ from dashboard import catalog, shell, state, technique_form, widgets
 shell.standalone()
 
 ZOO, FILE = "Model zoo", "Model file (server folder)"
+SCRATCH = "none: train from scratch"
 UPLOAD_TYPES = ["safetensors", "pt", "pth"]
 MAX_UPLOAD_MB = 200
 NORMALIZE_CUSTOM = "MEAN,STD"
+WEIGHTS_NORMALIZE = "the weights' own"
 
 st.title("Compression experiment")
 st.caption("Pick a model and the techniques, click **Run benchmark**, and compare every "
@@ -32,12 +34,30 @@ left, right = st.columns([1, 1], gap="large")
 
 with left:
     st.subheader("Model and data")
-    source = st.selectbox("Model from", [ZOO, FILE], key="exp_source")
-    model = None
+    hub_sources = catalog.hub_sources()
+    source = st.selectbox("Model from", [ZOO, *hub_sources, FILE], key="exp_source",
+                          help="The zoo's small models, any classification model of "
+                               "torchvision's or timm's registry, or a model file")
+    model = weights = None
     if source == ZOO:
         model = st.selectbox("Zoo model", names, key="exp_model",
                              index=names.index("seed_cnn") if "seed_cnn" in names else 0,
                              format_func=lambda n: f"{n} — {models[n]['description']}")
+    elif source in hub_sources:
+        listed = catalog.hub_models(source)
+        picked = st.selectbox(f"{source} model", list(listed), key=f"exp_{source}_model",
+                              index=None, placeholder=f"type part of a name ({len(listed)} "
+                                                      f"models)",
+                              format_func=lambda n: f"{n} · {listed[n]['family']}")
+        if picked is not None:
+            model = f"{source}:{picked}"
+            offered = [SCRATCH, *listed[picked]["weights"]]
+            chosen = st.selectbox(
+                "Weights", offered, key=f"exp_{source}_weights",
+                help="Pretrained weights come from this server's caches (torch hub's "
+                     "checkpoints folder, the Hugging Face cache); the run then resizes, "
+                     "crops and normalises inputs as the weights were trained.")
+            weights = None if chosen == SCRATCH else chosen
     else:
         folder = state.models_dir()
         files = catalog.model_files(folder)
@@ -64,16 +84,21 @@ with left:
                  f"weights_only=True: a pickle carrying code is refused). At most "
                  f"{MAX_UPLOAD_MB} MB.")
     # A checkpoint has no safe default: it expects the inputs scaled as in its training.
-    norm_options = list(choices["normalize"]) + [NORMALIZE_CUSTOM]
+    # Pretrained weights bring their own mean and std: the default is theirs.
+    norm_options = ([WEIGHTS_NORMALIZE] if weights else []) + list(choices["normalize"]) + \
+        [NORMALIZE_CUSTOM]
     normalize = st.selectbox(
         "Input normalisation", norm_options,
-        index=norm_options.index("none" if use_checkpoint else "dataset"),
-        key="exp_normalize_ckpt" if use_checkpoint else "exp_normalize",
+        index=0 if weights else norm_options.index("none" if use_checkpoint else "dataset"),
+        key="exp_normalize_weights" if weights else
+        "exp_normalize_ckpt" if use_checkpoint else "exp_normalize",
         help="dataset: the training split's per-channel mean and std; none: [0, 1] pixels; "
              "imagenet: ImageNet's mean and std; MEAN,STD: your own (per channel joined by "
              "':').")
     if normalize == NORMALIZE_CUSTOM:
         normalize = st.text_input("Mean,std", value="0.5,0.25", key="exp_normalize_custom")
+    elif normalize == WEIGHTS_NORMALIZE:
+        normalize = None
     if use_checkpoint:
         st.caption("A checkpoint sees its inputs scaled as in its own training: pick that "
                    "here. 'none' feeds [0, 1] pixels; a wrong choice scores near chance, and "
@@ -82,7 +107,7 @@ with left:
     datasets = catalog.datasets()
     dataset_label = st.selectbox("Data set", datasets, key="exp_dataset",
                                  format_func=lambda d: d.split(":", 1)[0])
-    dataset, input_shape = dataset_label, None
+    dataset, input_shape, labels = dataset_label, None, None
     shape_text = ""
     if dataset_label.startswith("imagefolder"):
         folders = state.data_folders()
@@ -93,6 +118,11 @@ with left:
                  (f"; it holds: {', '.join(folders)}" if folders else "; it is empty"))
         dataset = directory.strip() or None  # checked against the data folder below
         shape_text = st.text_input("Resize to C,H,W (optional)", key="exp_shape_if")
+        if st.checkbox("Class folders are ImageNet ids (n01440764 …)", key="exp_labels",
+                       help="Scored by the model's own 1000-class head (pretrained weights, "
+                            "no head change); unticked, the folders are the classes and a new "
+                            "head is trained."):
+            labels = "imagenet"
     elif dataset_label == "synthetic":
         shape_text = st.text_input("Input shape C,H,W", value="3,32,32", key="exp_shape",
                                    help="Synthetic data measures speed only: accuracy is empty.")
@@ -102,8 +132,9 @@ with left:
     st.caption("This machine's worker: " + (", ".join(machine_devices) if card else
                                             "starting…"))
     c1, c2, c3 = st.columns(3)
-    epochs = c1.number_input("Training epochs", 1, 1000, 8, key="exp_epochs",
-                             help="Budget of the baseline (and of the students)")
+    epochs = c1.number_input("Training epochs", 0, 1000, 8, key="exp_epochs",
+                             help="Budget of the baseline (and of the students); 0: the "
+                                  "baseline is the model as loaded, untrained")
     batch_size = c2.number_input("Batch size", 1, 65536, 32, key="exp_batch")
     seeds = c3.number_input("Repeats (seeds)", 1, choices["max_repeats"], 1, key="exp_seeds",
                             help="Rebuild every trained variant with this many seeds: "
@@ -112,7 +143,11 @@ with left:
 
 with right:
     st.subheader("Techniques")
-    enabled, technique_choices = technique_form.all_controls(names)
+    enabled, technique_choices = technique_form.all_controls(catalog.student_choices())
+    if "distill" in enabled:
+        note = catalog.student_note(model, technique_choices.get(("distill", "student")))
+        if note:
+            st.warning(note)
     combine = st.toggle("Combine (chain every enabled technique)", value=True,
                         key="exp_combine")
 
@@ -135,15 +170,19 @@ def _sweep_fields(checkpoint: str | None = None) -> dict:
     return dict(model=model, dataset=state.image_folder(dataset) if dataset_label.startswith(
                     "imagefolder") else dataset, checkpoint=checkpoint,
                 input_shape=_shape(shape_text), device=device, batch_size=int(batch_size),
-                epochs=int(epochs), seeds=int(seeds), normalize=normalize)
+                epochs=int(epochs), seeds=int(seeds), normalize=normalize, weights=weights,
+                labels=labels)
 
 
 def _plan():
     """The sweep as it stands (no checkpoint yet): its spec, or the reason it is refused."""
+    from benchmarks.models import preflight
     from benchmarks.specs import SweepSpec
     try:
-        return SweepSpec.from_choices(technique_choices, enabled, combine=combine,
-                                      **_sweep_fields()), None
+        spec = SweepSpec.from_choices(technique_choices, enabled, combine=combine,
+                                      **_sweep_fields())
+        preflight(spec.model, spec.weights)  # an unknown name, weights absent from the caches
+        return spec, None
     except ValueError as exc:
         return None, str(exc)
 

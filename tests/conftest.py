@@ -1,5 +1,6 @@
-"""Shared fixtures. Every test gets a private results store and a session-wide weights cache,
-so nothing touches the user's own files and repeated baselines train once per session."""
+"""Shared fixtures. Every test gets a private results store and a session-wide weights cache
+(and empty torch hub and Hugging Face caches), so nothing touches the user's own files and
+repeated baselines train once per session."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ from helpers import ROOT, run_cli
 def _private_cache(tmp_path_factory):
     cache = tmp_path_factory.mktemp("weights-cache")
     os.environ["COMPRESSION_BENCH_CACHE"] = str(cache)
+    # Pretrained weights come from caches the tests fill themselves, never the user's, and
+    # nothing reaches for the network.
+    os.environ["TORCH_HOME"] = str(tmp_path_factory.mktemp("torch-home"))
+    os.environ["HF_HOME"] = str(tmp_path_factory.mktemp("hf-home"))
+    os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("COMPRESSION_BENCH_STORE", str(cache / "default-store.db"))
     yield cache
 

@@ -158,3 +158,28 @@ def chromium():
             finally:
                 browser.close()
     return launched()
+
+
+def torchvision_weights_file(torch_home: Path, name: str, weights: str = "DEFAULT",
+                             favour: int | None = None):
+    """Fabricated weights of torchvision's ``name`` (seeded random, 1000 classes) saved where
+    torch hub keeps ``weights``' file under ``torch_home``; with ``favour``, the classifier
+    answers that class for every input. Returns (path, state dict)."""
+    import torch
+    from torchvision.models import get_model
+
+    from benchmarks import catalogue
+    torch.manual_seed(1)
+    model = get_model(name, num_classes=1000)
+    if favour is not None:
+        head = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1]
+        with torch.no_grad():
+            head.weight.zero_()
+            head.bias.zero_()
+            head.bias[favour] = 10.0
+    entry = catalogue.entry("torchvision", name)
+    url = entry["urls"][entry["default"] if weights == "DEFAULT" else weights]
+    target = Path(torch_home) / "hub" / "checkpoints" / os.path.basename(url)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), target)
+    return target, model.state_dict()

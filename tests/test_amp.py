@@ -13,7 +13,7 @@ def test_amp_cpu_defaults_to_bf16_and_keeps_fp32_weights(ctx, trained_cnn, digit
     assert_untouched(trained_cnn, snap)
     assert out.autocast_dtype == torch.bfloat16
     assert out.config == {"amp": {"dtype": "bf16", "device_type": "cpu", "weights": "fp32",
-                                  "requested": None}}
+                                  "memory_format": "contiguous", "requested": None}}
     assert all(p.dtype == torch.float32 for p in out.model.parameters())
     with torch.inference_mode(), out.autocast("cpu"):
         assert out.model(ctx.example_input).dtype == torch.bfloat16

@@ -257,6 +257,35 @@ print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
 
 
+def test_a_torchvision_model_from_the_catalogue(store, tmp_path, monkeypatch):
+    """The catalogue's models are picked like the zoo's; absent weights are refused on the
+    page, in one line naming the file and its folder, before anything is submitted."""
+    at = new_app()
+    at.selectbox(key="exp_source").set_value("torchvision").run()
+    assert_clean(at)
+    picker = at.selectbox(key="exp_torchvision_model")
+    assert len(picker.options) == 80 and "resnet50 · resnet" in picker.options
+    picker.set_value("mobilenet_v3_large").run()
+    weights = at.selectbox(key="exp_torchvision_weights")
+    assert weights.options == ["none: train from scratch", "DEFAULT", "IMAGENET1K_V1",
+                               "IMAGENET1K_V2"]
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    weights.set_value("DEFAULT").run()
+    assert_clean(at)
+    assert any("mobilenet_v3_large-5c1a4163.pth" in e and str(tmp_path / "torch") in e
+               for e in errors(at)), errors(at)
+    at.selectbox(key="exp_torchvision_model").set_value("mobilenet_v3_small").run()
+    at.selectbox(key="exp_torchvision_weights").set_value("none: train from scratch")
+    small_sweep(at)
+    assert not errors(at), errors(at)
+    at.button(key="exp_run").click().run()
+    wait_for_job(at)
+    assert not errors(at), errors(at)
+    table = at.dataframe[0].value
+    assert list(table["variant"]) == ["baseline", "prune-l1-0.5"]
+    assert table["accuracy"].notna().all()
+
+
 def test_cancel_stops_a_running_job(store):
     at = small_sweep(new_app())
     at.number_input(key="exp_epochs").set_value(20)  # long enough to be caught running

@@ -72,3 +72,47 @@ def test_two_sessions_run_the_default_sweep(server):
                   f"switch to Results {switch_s:.2f} s")
         finally:
             browser.close()
+
+
+def test_pick_a_torchvision_model_by_typing_its_name(server):
+    """A model from torchvision's catalogue, found by typing part of its name, runs a small
+    sweep and its results draw."""
+    from playwright.sync_api import expect, sync_playwright
+    url, _, store = server
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
+            page.goto(url)
+            expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
+                timeout=60_000)
+            page.get_by_role("combobox", name="Model from").click()
+            page.get_by_role("option", name="torchvision").click()
+            picker = page.get_by_role("combobox", name="torchvision model")
+            expect(picker).to_be_visible(timeout=30_000)
+            picker.click()
+            picker.type("mobilenet_v3_sm")
+            page.keyboard.press("Enter")
+            # Its weights menu appears once a model is picked.
+            expect(page.get_by_role("combobox", name="Weights")).to_be_visible(timeout=30_000)
+            # The tiniest budget: pruning alone, one epoch.
+            for label in ("Knowledge distillation", "INT8 quantization",
+                          "Automatic mixed precision", "Combine (chain"):
+                page.get_by_text(label).first.click()
+            epochs = page.get_by_role("spinbutton", name="Training epochs")
+            epochs.fill("1")
+            epochs.press("Enter")
+            page.wait_for_timeout(1500)  # the rerun that takes the new values
+            page.get_by_role("button", name="Run benchmark").click()
+            expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
+                timeout=SWEEP_TIMEOUT_MS)
+            expect(page.get_by_text("prune-l1-0.5").first).to_be_visible(timeout=30_000)
+            page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
+                                   timeout=60_000)
+            assert not page.get_by_text("Traceback").count()
+        finally:
+            browser.close()
+    from benchmarks.service.store import ResultsStore
+    run = ResultsStore(store).runs()[0]
+    assert run["model"] == "torchvision:mobilenet_v3_small"
+    assert [v["name"] for v in run["variants"]] == ["baseline", "prune-l1-0.5"]

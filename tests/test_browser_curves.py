@@ -133,6 +133,8 @@ def test_sweeping_the_prune_ratio_from_the_page_draws_its_curve(tmp_path):
             run.click()
             expect(page.get_by_text("Complete.", exact=True)).to_be_visible(timeout=420_000)
             curve = page.locator(".js-plotly-plot", has_text="Trade-off against prune.ratio")
+            # Drawn once: a copy left from the run's progress view goes when the page settles.
+            expect(curve).to_have_count(1, timeout=60_000)
             expect(curve).to_be_visible(timeout=60_000)
             assert not page.get_by_text("Traceback").count()
         finally:

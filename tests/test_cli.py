@@ -74,7 +74,7 @@ BAD = {
     "input shape": (["--dataset", "synthetic", "--input-shape", "3,2,2"], "does not fit"),
     "input shape vs data": (["--input-shape", "3,8,8"], "does not match digits"),
     "batch size": (["--batch-size", "0"], "batch_size must be >= 1"),
-    "epochs": (["--epochs", "-1"], "epochs must be >= 1"),
+    "epochs": (["--epochs", "-1"], "epochs must be >= 0"),
     "missing data root": (["--dataset", "cifar10", "--data-root", "{tmp}/nowhere"],
                           "does not exist"),
     "prune ratio": (["--prune", "0.99"], "prune.ratio must be >= 0.0 and <= 0.95"),

@@ -27,3 +27,39 @@ def test_a_broken_cache_entry_is_rebuilt(tmp_path, monkeypatch):
     (entry,) = tmp_path.glob("digits-*.npz")
     entry.write_bytes(b"not an npz")
     assert len(load_dataset("digits").test) == 360
+
+
+def _folder(root, classes, count=6, size=(40, 60)):
+    from PIL import Image
+    rng = np.random.default_rng(0)
+    for cls in classes:
+        (root / cls).mkdir(parents=True)
+        for i in range(count):
+            pixels = rng.integers(0, 255, (*size, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / cls / f"{i}.png")
+    return root
+
+
+def test_imagenet_ids_label_a_folder_with_the_1000_class_indices(tmp_path):
+    import pytest
+    root = _folder(tmp_path / "in", ["n01440764", "n01443537"])
+    data = load_dataset(f"imagefolder:{root}", labels="imagenet")
+    assert data.num_classes == 1000
+    labels = torch.cat([data.train.y, data.val.y, data.test.y])
+    assert sorted(set(labels.tolist())) == [0, 1]
+    _folder(tmp_path / "in", ["cats"])
+    with pytest.raises(ValueError, match="'cats' under .* is not one"):
+        load_dataset(f"imagefolder:{root}", labels="imagenet")
+
+
+def test_a_pretrained_pipeline_resizes_and_crops_the_images(tmp_path):
+    from benchmarks.inputs import InputPipeline
+    root = _folder(tmp_path / "f", ["a", "b"])
+    pipeline = InputPipeline((24, 24), 28, "bilinear", (0.5, 0.5, 0.5), (0.25, 0.25, 0.25),
+                             "test")
+    data = load_dataset(f"imagefolder:{root}", pipeline=pipeline,
+                        normalize=pipeline.normalize())
+    assert data.input_shape == (3, 24, 24)
+    assert data.normalization["mean"] == [0.5, 0.5, 0.5]
+    smaller = load_dataset(f"imagefolder:{root}", input_shape=(3, 12, 12), pipeline=pipeline)
+    assert smaller.input_shape == (3, 12, 12)

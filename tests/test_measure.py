@@ -92,3 +92,23 @@ def test_cuda_latency_and_memory():
     assert len(tracker.samples_ms) == 10 and all(s > 0 for s in tracker.samples_ms)
     peak, method = measure.measure_peak_memory(model, x, torch.device("cuda"))
     assert method == measure.CUDA_MEMORY_METHOD and peak > 0
+
+
+def test_peak_memory_under_cpu_autocast_with_einsum():
+    """MaxViT's attention mixes a bf16 matmul's output with fp32 in an einsum: autocast
+    handles that, and the memory tracker must too."""
+    from optimizers.precision import autocast
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.v = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            weights = torch.softmax(x @ x.transpose(1, 2), dim=-1).float()
+            return torch.einsum("bij,bjd->bid", weights, self.v(x)).mean(dim=1)
+
+    peak, method = measure.measure_peak_memory(
+        Attention().eval(), torch.randn(2, 5, 8), torch.device("cpu"),
+        autocast=autocast("cpu", torch.bfloat16))
+    assert peak > 0 and method == "live_tensor_bytes"

@@ -123,7 +123,11 @@ NUMBERS = ("nan", "inf", "-inf", "-1", "0", "1e308", "abc", "", "0x10", " 3", "1
 FLAGS = {
     "--model": values("seed_cnn", "seed_cnn_narrow", "mlp", "mlp_small", "nope",
                       "{in}/good.py:build", "{in}/good.py:nothing", "{in}/none.py:f",
-                      "{in}/good.py:1bad", ":", ".py:"),
+                      "{in}/good.py:1bad", ":", ".py:", "torchvision:mobilenet_v3_small",
+                      "torchvision:resnt50", "timm:", "timm:nope"),
+    # No weights are in the (private) caches: refused in one line, or not a catalogue model.
+    "--weights": values("DEFAULT", "pretrained", "IMAGENET1K_V9"),
+    "--labels": values("imagenet", "coco"),
     "--checkpoint": values("{in}/junk.pt", "{in}/wrong.pt", "{in}/good.safetensors",
                            "{in}/none.safetensors", "{in}/model.onnx", "{in}"),
     "--dataset": values("digits", "digits", "synthetic", "cifar10", "imagefolder:",
@@ -172,7 +176,7 @@ def argvs(draw):
     return command, argv
 
 
-def _fake_run(self, on_progress=None, should_stop=None, on_partial=None):
+def _fake_run(self, on_progress=None, should_stop=None, on_partial=None, on_environment=None):
     """Measuring is tested elsewhere; here only validation and bookkeeping run."""
     for v in self.spec.variants:
         yield VariantResult(name=v.name, techniques=list(v.techniques), config=v.config(),

@@ -126,3 +126,63 @@ def test_torchvision_models_channel_prune():
         out = pruning.apply(model, PruneSettings(0.5, "channel", 0), ctx)
         assert out.config["prune"]["params_after"] < out.config["prune"]["params_before"]
         assert out.model(ctx.example_input).shape == (2, 10)
+
+
+def test_a_search_past_its_time_limit_is_given_up():
+    import threading
+    import time
+
+    from optimizers.pruning import time_limit
+    with pytest.raises(TimeoutError, match="the search did not finish within 0.2 s"):
+        with time_limit(0.2, "the search"):
+            while True:
+                pass
+    # Off the main thread no signal can interrupt: the work runs without a limit.
+    finished = []
+
+    def work():
+        with time_limit(0.05, "the search"):
+            time.sleep(0.2)
+        finished.append(True)
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert finished == [True]
+
+
+@pytest.mark.slow
+def test_a_model_whose_graph_search_does_not_end_is_pruned_block_by_block(monkeypatch):
+    """RexNet's partial residual (x[:, :c] += shortcut) keeps Torch-Pruning's group search
+    going without end; given up, each block's inner channels are pruned alone."""
+    from benchmarks.models import build_model
+    from optimizers import pruning
+    from optimizers.base import Context, TrainData
+    monkeypatch.setattr(pruning, "MODEL_SEARCH_S", 2.0)
+    torch.manual_seed(0)
+    model = build_model("timm:rexnet_100", 10, 3, (32, 32))
+    x = torch.randn(4, 3, 32, 32)
+    context = Context(train=TrainData(x, torch.zeros(4, dtype=torch.long)), example_input=x,
+                      num_classes=10, in_channels=3)
+    out = pruning.apply(model, PruneSettings(0.5, "channel", 0), context)
+    config = out.config["prune"]
+    assert config["scope"] == "blocks" and "did not finish within 2 s" in config["why"]
+    assert config["param_fraction"] < 0.6
+    assert out.model(x).shape == (4, 10)
+
+
+@pytest.mark.parametrize("method", ["l1", "global"])
+def test_unstructured_fine_tune_through_multihead_attention(method):
+    """nn.MultiheadAttention reads out_proj.weight without calling out_proj: the zeros are
+    held by a parametrization, which every read recomputes (a pre-hook mask went stale and
+    the second backward failed)."""
+    from benchmarks.models import build_model
+    torch.manual_seed(0)
+    model = build_model("vit_nano", 10, 1, (8, 8))
+    x = torch.randn(16, 1, 8, 8)
+    context = Context(train=TrainData(x, torch.randint(0, 10, (16,)), 4), example_input=x[:4],
+                      num_classes=10, in_channels=1)
+    out = pruning.apply(model, PruneSettings(0.5, method, 1), context)
+    _no_masks(out.model)
+    assert not any("parametrizations" in n for n, _ in out.model.named_parameters())
+    # The zeros survived the fine-tune (small layers round up: a few more than half).
+    assert 0.5 <= out.config["prune"]["effective_sparsity"] <= 0.51

@@ -208,7 +208,7 @@ def test_the_results_page_download_gives_the_report_in_a_real_browser(store, tmp
         try:
             page = browser.new_context(accept_downloads=True,
                                        viewport={"width": 1500, "height": 1000}).new_page()
-            page.goto(f"{url}/results")
+            page.goto(f"{url}/results?run={axis_run['run_id']}")  # the run's shared link
             button = page.get_by_role("button", name="Download report")
             expect(button).to_be_visible(timeout=60_000)
             with page.expect_download(timeout=60_000) as download:
@@ -217,7 +217,7 @@ def test_the_results_page_download_gives_the_report_in_a_real_browser(store, tmp
             download.value.save_as(saved)
         finally:
             browser.close()
-    assert saved.name == f"report-{axis_run['run_id']}.html"  # the newest run is shown
+    assert saved.name == f"report-{axis_run['run_id']}.html"
     html = saved.read_text()
     scan = Scan()
     scan.feed(html)

@@ -15,7 +15,8 @@ from benchmarks.specs import (BASELINE, AmpSettings, DistillSettings, Int8Settin
     (lambda: AmpSettings(dtype="fp8"), "amp.dtype"),
     (lambda: Int8Settings(mode="int4"), "int8.mode"),
     (lambda: SweepSpec(batch_size=0), "sweep.batch_size"),
-    (lambda: SweepSpec(epochs=0), "sweep.epochs"),
+    (lambda: SweepSpec(epochs=-1), "sweep.epochs"),
+    (lambda: SweepSpec(dataset="imagefolder:x", labels="coco"), "sweep.labels"),
     (lambda: SweepSpec(device="tpu"), "sweep.device"),
     (lambda: SweepSpec(input_shape=(3, 0, 8)), "sweep.input_shape"),
 ])
@@ -67,3 +68,26 @@ def test_sweep_round_trips_through_dict():
     spec = SweepSpec.from_toggles(prune=0.3, prune_method="channel", distill=True, amp="bf16",
                                   int8="dynamic", combine=True, input_shape=(1, 8, 8))
     assert SweepSpec.from_dict(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"model": "seed_cnn", "weights": "DEFAULT"},
+     "--weights applies to torchvision:NAME and timm:NAME models; seed_cnn takes its weights "
+     "from --checkpoint"),
+    ({"model": "timm:resnet18", "weights": "pretrained", "checkpoint": "w.pt"},
+     "give --weights or --checkpoint, not both"),
+    ({"model": "torchvision:resnet18", "labels": "imagenet"},
+     "--labels imagenet reads an image folder's class folders; the dataset is digits"),
+])
+def test_weights_and_labels_are_checked_with_the_model_and_data(fields, message):
+    with pytest.raises(ValueError, match=message):
+        SweepSpec(**fields)
+
+
+def test_epochs_zero_and_pretrained_fields_round_trip():
+    spec = SweepSpec(model="torchvision:resnet50", weights="DEFAULT", labels="imagenet",
+                     dataset="imagefolder:/data", epochs=0)
+    assert SweepSpec.from_dict(spec.to_dict()) == spec
+    # A document written before these fields existed still reads.
+    old = {k: v for k, v in SweepSpec().to_dict().items() if k not in ("weights", "labels")}
+    assert SweepSpec.from_dict(old) == SweepSpec()

@@ -22,14 +22,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
-SECTIONS = ("fidelity", "peaks", "bench", "tradeoff", "resnet", "distributed", "cluster",
-            "server", "dashboard")
+SECTIONS = ("fidelity", "peaks", "bench", "tradeoff", "resnet", "catalogue", "distributed",
+            "cluster", "server", "dashboard")
 # What each section measures (its heading in docs/PERFORMANCE.md).
 TITLES = {"fidelity": "Latency fidelity and repeatability",
           "peaks": "The roofline's measured peaks",
           "bench": "The default sweep: seed_cnn on digits",
           "tradeoff": "A trade-off sweep: prune ratio x method, distillation temperature",
           "resnet": "ResNet-18 speed-ups, repeated: channel pruning and INT8",
+          "catalogue": "torchvision and timm models at ImageNet's resolution",
           "distributed": "Data-parallel training",
           "cluster": "A two-node Ray cluster on this machine against the local executor",
           "server": "The team server: admission, supervision",
@@ -321,6 +322,47 @@ def resnet(repeats: int = 3) -> dict:
               f"{extra:.3f}", "<= 1.10", extra <= 1.10,
               f"median of {repeats} pairs; interleaved {statistics.median(walls['interleaved']):.0f} s")]
     return {"speedups": speedups, "walls_s": walls, "checks": checks}
+
+# -- torchvision and timm models at ImageNet's resolution ----------------------------------
+
+CATALOGUE_SWEEP = ["--dataset", "synthetic", "--input-shape", "3,224,224", "--batch-size", "16",
+                   "--prune", "0.5", "--prune-method", "channel", "--finetune-epochs", "0",
+                   "--int8", "static", "--calibration-batches", "2", "--min-time", "3"]
+
+
+def catalogue() -> dict:
+    """torchvision's ResNet-50 and timm's ResNet-18 through the CLI on synthetic 3x224x224
+    batches of 16 (random weights: nothing is downloaded): channel pruning and static INT8
+    both run, and the speed-ups are the sweep's own interleaved timings."""
+    checks, figures = [], {}
+    for model in ("torchvision:resnet50", "timm:resnet18"):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
+                   "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
+            out = f"{tmp}/run.json"
+            _, p = _cli(["run", "--model", model, *CATALOGUE_SWEEP, "--json", out, "--quiet"],
+                        env)
+            if p.returncode:
+                raise RuntimeError(f"{model}: {p.stderr[-400:]}")
+            v = {x["name"]: x for x in json.loads(Path(out).read_text())["variants"]}
+        errors = [f"{n}: {x['error']}" for n, x in v.items() if x.get("error")]
+        if errors:
+            raise RuntimeError(f"{model}: {'; '.join(errors)}")
+        base = v["baseline"]["latency_ms"]["p50"]
+        speedup = {n: base / x["latency_ms"]["p50"] for n, x in v.items()}
+        figures[model] = {n: x["latency_ms"]["p50"] for n, x in v.items()}
+        params = v["prune-channel-0.5"]["params"] / v["baseline"]["params"]
+        note = (f"interleaved timing; parameters {params:.1%}; static INT8 "
+                f"{speedup['int8-static']:.2f}x")
+        if model == "torchvision:resnet50":
+            checks.append(check("ResNet-50 (torchvision) b16 3x224x224 CPU: channel 0.5 "
+                                "speed-up", f"{speedup['prune-channel-0.5']:.2f}x", ">= 2x",
+                                speedup["prune-channel-0.5"] >= 2.0, note))
+        else:
+            checks.append(check(f"{model} b16 3x224x224: channel 0.5 and static INT8 run",
+                                f"{speedup['prune-channel-0.5']:.2f}x (channel)", "runs",
+                                True, note))
+    return {"p50_ms": figures, "checks": checks}
 
 
 # -- data-parallel training ---------------------------------------------------------------
