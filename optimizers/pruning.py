@@ -16,9 +16,6 @@ fine-tuning is exact; the mask is then folded into the weights (plain tensors ar
 from __future__ import annotations
 
 import copy
-import signal
-import threading
-from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -26,7 +23,7 @@ from torch.nn.utils import prune
 
 from .base import Context, Outcome
 from .counting import count_params
-from .errors import described
+from .errors import described, time_limit
 from .settings import PruneSettings
 from .training import FINETUNE_LR_SCALE, fit
 
@@ -153,26 +150,6 @@ def _after_pruning(model: nn.Module) -> None:
             m.head_dim = qkv.out_features // (3 * m.num_heads)
             if hasattr(m, "attn_dim"):
                 m.attn_dim = m.head_dim * m.num_heads
-
-
-@contextmanager
-def time_limit(seconds: float, what: str):
-    """TimeoutError once ``seconds`` have passed, where a signal can interrupt the work (the
-    main thread, as in the CLI and the queue's worker); elsewhere no limit."""
-    if threading.current_thread() is not threading.main_thread() or \
-            not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expire(signum, frame):
-        raise TimeoutError(f"{what} did not finish within {seconds:g} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _prune_graph(model: nn.Module, example: torch.Tensor, ratio: float,

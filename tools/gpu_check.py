@@ -33,37 +33,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
+
+from optimizers.errors import time_limit
 
 from .perf import ROOT, check, check_rows, unmet
 
 STEP_TIMEOUT_S = 150       # one section, or one subprocess
 DEFAULT_BUDGET_S = 420     # the whole run: under a lent command's 600 s, with room to write
-
-
-class StepTimeout(Exception):
-    pass
-
-
-@contextmanager
-def time_limit(seconds: float):
-    """SIGALRM-based limit for an in-process section (main thread, Linux)."""
-    def expire(*_):
-        raise StepTimeout(f"over its {seconds:.0f} s limit")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _p50(model, x, device, autocast=None, min_time_s: float = 0.3):
@@ -349,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu_check: {name} ...", file=sys.stderr, flush=True)
             t0 = time.monotonic()
             try:
-                with time_limit(min(STEP_TIMEOUT_S + 30, left)):
+                with time_limit(min(STEP_TIMEOUT_S + 30, left), f"section {name}"):
                     results[name] = run()
             except Exception as exc:  # one broken section must not hide the others' figures
                 results[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}

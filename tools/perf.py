@@ -468,6 +468,7 @@ def server() -> dict:
                 pass
             admission.append(time.perf_counter() - t0)
         queue = JobQueue(Path(tmp) / "results.db")
+        queue.supervise()  # as serve.py does: the supervisor thread alone restarts the worker
         heal = []
         try:
             long = SweepSpec(epochs=200, min_time_s=0.05).to_dict()
@@ -487,6 +488,7 @@ def server() -> dict:
                 while not queue.get(second).finished:
                     time.sleep(0.2)
         finally:
+            queue.stop_supervising()
             queue.stop_worker("cpu")
     a, h = statistics.median(admission), statistics.median(heal)
     return {"checks": [

@@ -44,15 +44,21 @@ def busy_lock_path(store_path: Path, device: str) -> Path:
     return store_path.with_name(f"{store_path.name}.busy-{device.replace(':', '-')}.lock")
 
 
-def try_busy(store_path: Path, device: str) -> int | None:
-    """The device's busy lock if it is free now (an open fd; close it to release), else None."""
-    fd = os.open(busy_lock_path(store_path, device), os.O_RDWR | os.O_CREAT, 0o600)
+def try_lock(path: Path) -> int | None:
+    """An open, exclusively locked file (close the fd to release), or None if another process
+    holds the lock."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return None
     return fd
+
+
+def try_busy(store_path: Path, device: str) -> int | None:
+    """The device's busy lock if it is free now, else None."""
+    return try_lock(busy_lock_path(store_path, device))
 
 
 @contextmanager

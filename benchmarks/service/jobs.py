@@ -31,7 +31,6 @@ the engine.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -46,7 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from optimizers.errors import first_line
-from ..executors.devices import fake_gpus
+from ..executors.devices import fake_gpus, try_lock
 from ..folders import data_dir, private_file, private_folder
 from ..models import models_dir
 from .limits import Limits, apply_memory_limit, is_out_of_memory, out_of_memory_label
@@ -171,17 +170,6 @@ def _age_s(iso: str | None) -> float:
     if not iso:
         return 0.0
     return (datetime.now(timezone.utc) - datetime.fromisoformat(iso)).total_seconds()
-
-
-def _try_lock(path: Path):
-    """An open, exclusively locked file, or None if another process holds the lock."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
 
 
 class JobQueue:
@@ -351,7 +339,7 @@ class JobQueue:
     # -- workers -------------------------------------------------------------------------
 
     def worker_alive(self, device: str = "cpu") -> bool:
-        fd = _try_lock(_lock_path(self.path, device))
+        fd = try_lock(_lock_path(self.path, device))
         if fd is None:
             return True
         os.close(fd)  # closing releases the lock
