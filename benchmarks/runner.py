@@ -26,7 +26,6 @@ import dataclasses
 import gc
 import hashlib
 import math
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field

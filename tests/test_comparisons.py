@@ -338,6 +338,7 @@ def test_an_outside_checkpoint_scores_as_its_owner_scores_it(outside_model, tmp_
 
     # A scaling nothing rescues reads near chance, and says so.
     hopeless = cli(*base, "--normalize", "5,0.01", "--json", str(tmp_path / "far.json"))
+    assert hopeless.returncode == 0, hopeless.stderr
     doc = json.loads((tmp_path / "far.json").read_text())
     assert doc["variants"][0]["accuracy"] <= 0.15, doc["variants"][0]["accuracy"]
     assert any("near chance" in w or "with none" in w for w in doc["warnings"])

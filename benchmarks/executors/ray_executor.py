@@ -21,7 +21,6 @@ executor is asked for.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 from optimizers.errors import described

@@ -849,7 +849,7 @@ def worker_main(argv: list[str]) -> int:
     parser.add_argument("--parent", type=int)
     args = parser.parse_args(argv)
     os.umask(0o077)  # the runs, caches and files it writes are its owner's only
-    lock = _try_lock(_lock_path(Path(args.store), args.device))
+    lock = try_lock(_lock_path(Path(args.store), args.device))
     if lock is None:
         return 0  # another worker serves this device
     os.ftruncate(lock, 0)
