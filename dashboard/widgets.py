@@ -110,8 +110,7 @@ def cancel_button(job, key: str) -> None:
 def _variant_count(run_id: str | None) -> int:
     if not run_id:
         return 0
-    run = store().run(run_id)
-    return len(run["variants"]) if run else 0
+    return store().variant_count(run_id)
 
 
 @st.fragment(run_every=POLL_S)
@@ -400,9 +399,10 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
                "precision the variant ran in.")
     if not details:
         return
-    if "sparsity" in figs:
-        with st.expander("Per-layer sparsity of pruned variants", expanded=False):
-            draw("sparsity")
+    # Drawn when asked for: a collapsed expander would still render its chart on every visit.
+    if "sparsity" in figs and st.toggle("Per-layer sparsity of pruned variants",
+                                        key=f"{key}-show-sparsity"):
+        draw("sparsity")
     with st.expander("Environment", expanded=False):
         st.json(run.get("environment", {}), expanded=True)
     if downloads:

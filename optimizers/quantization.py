@@ -35,6 +35,10 @@ from .training import FINETUNE_LR_SCALE, fit
 
 ENGINE_PREFERENCE = ("x86", "fbgemm")
 DYNAMIC_TYPES = (nn.Linear, nn.LSTM, nn.GRU)
+# Subclasses of nn.Linear whose forward is F.linear(input, weight, bias) outside TorchScript.
+# quantize_dynamic swaps modules by exact type, so these would silently stay float (timm's
+# GhostNet and MobileNet heads): they are quantized as the nn.Linear they are.
+PLAIN_LINEARS = ("timm.layers.linear.Linear",)
 CPU = torch.device("cpu")
 
 
@@ -90,12 +94,28 @@ def _dynamic(model: nn.Module, example: torch.Tensor) -> tuple[nn.Module, dict]:
     finally:
         for h in hooks:
             h.remove()
+    modules = dict(model.named_modules())
+    for name in called:
+        cls = type(modules[name])
+        if f"{cls.__module__}.{cls.__qualname__}" in PLAIN_LINEARS:
+            modules[name].__class__ = nn.Linear  # ``model`` is the apply step's own copy
+    # Other subclasses (their forward may do more than F.linear) stay float.
+    quantizable = {name for name in called
+                   if type(modules[name]) in DYNAMIC_TYPES}
+    subclassed = sorted({type(modules[name]).__qualname__ for name in called - quantizable})
+    if not quantizable:
+        raise RuntimeError(
+            "dynamic INT8 found no layer it could quantize: "
+            + (f"the model's Linear layers are subclasses ({', '.join(subclassed)}) whose "
+               f"forward may differ from nn.Linear's" if subclassed else
+               "the forward calls none of its Linear/LSTM/GRU layers (their parents read "
+               "the weights directly)") + "; use static INT8")
     qconfig = torch.ao.quantization.default_dynamic_qconfig
     quantized = torch.ao.quantization.quantize_dynamic(
-        model, {name: qconfig for name in called}, dtype=torch.qint8)
+        model, {name: qconfig for name in quantizable}, dtype=torch.qint8)
     extra = {"path": "eager-dynamic"}
-    if layers - called:
-        extra["float_layers"] = len(layers - called)
+    if layers - quantizable:
+        extra["float_layers"] = len(layers - quantizable)
     return quantized, extra
 
 

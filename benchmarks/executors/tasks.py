@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -78,16 +79,40 @@ def unship(spec_dict: dict, files: dict, folder) -> dict:
     return spec_dict
 
 
-def where_am_i() -> str:
-    """This process's place: the Ray node when inside a Ray task, else host and pid."""
+def in_ray() -> bool:
     try:
         import ray
-        if ray.is_initialized():
-            ctx = ray.get_runtime_context()
-            return f"ray node {ctx.get_node_id()[:12]} ({socket.gethostname()})"
     except ImportError:
-        pass
+        return False
+    return ray.is_initialized()
+
+
+def where_am_i() -> str:
+    """This process's place: the Ray node when inside a Ray task, else host and pid."""
+    if in_ray():
+        import ray
+        ctx = ray.get_runtime_context()
+        return f"ray node {ctx.get_node_id()[:12]} ({socket.gethostname()})"
     return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+@contextmanager
+def build_threads(threads: int):
+    """The threads a build trains with. Outside Ray, pinned to fixed cores as a sweep is.
+    Under Ray only the count is set: nodes may share a machine, and pinning would put every
+    node's build on the same last core (two nodes on two cores trained one after the other)."""
+    if not in_ray():
+        from ..measure import pinned_threads
+        with pinned_threads(threads):
+            yield
+        return
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def plan(spec, labelled: bool = True, with_baseline: bool = False) -> list[TrainTask]:
@@ -112,7 +137,6 @@ def train(spec_dict: dict, task: TrainTask, given=None, files: dict | None = Non
 
     from optimizers.errors import described
 
-    from ..measure import pinned_threads
     from ..runner import prepare_sweep
     from ..specs import SweepSpec
     from .weights import MemoryCache
@@ -127,7 +151,7 @@ def train(spec_dict: dict, task: TrainTask, given=None, files: dict | None = Non
                 spec = SweepSpec(**{**spec.__dict__, "device": device})
             cache = MemoryCache(merged(given))
             sweep = prepare_sweep(spec, cache=cache)
-            with pinned_threads(sweep.threads):
+            with build_threads(sweep.threads):
                 baseline = sweep.load_baseline(seed=task.seed)
                 if task.index > 0:
                     variant = spec.variants[task.index]

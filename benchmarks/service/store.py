@@ -358,6 +358,14 @@ class ResultsStore:
             row = db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
             return None if row is None else self._run_dict(db, row)
 
+    def variant_count(self, run_id: str) -> int:
+        """How many variants the run has stored (what a polling page needs, without decoding
+        them)."""
+        with self.connect() as db:
+            (count,) = db.execute("SELECT COUNT(*) FROM variants WHERE run_id=?",
+                                  (run_id,)).fetchone()
+        return count
+
     def variant_results(self, run_id: str) -> list[VariantResult]:
         run = self.run(run_id)
         return [] if run is None else [VariantResult.from_dict(v) for v in run["variants"]]
