@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import streamlit as st
 
@@ -113,10 +114,14 @@ def _variant_count(run_id: str | None) -> int:
     return store().variant_count(run_id)
 
 
+REDRAW_S = 4.0
+
+
 @st.fragment(run_every=POLL_S)
 def poll_job(job_id: str) -> None:
     """Polled every POLL_S seconds while the job is active: shows its progress and a Cancel
-    button; redraws the whole page when a variant lands or the job ends."""
+    button; redraws the whole page when variants land (at most every REDRAW_S) or the job
+    ends."""
     try:
         job = queue().get(job_id)
     except Exception as exc:
@@ -126,11 +131,16 @@ def poll_job(job_id: str) -> None:
         st.warning("This job is no longer in the queue.")
         return
     seen_key = f"{SEEN_VARIANTS}:{job_id}"
+    drawn_key = f"{seen_key}:drawn_at"
     count = _variant_count(job.run_id)
-    if job.status not in ACTIVE or count != st.session_state.get(seen_key, count):
+    # New variants redraw the page at most every REDRAW_S: each redraw renders every chart
+    # again, and on a small machine that slowed other people's page loads while a sweep ran.
+    landed = count != st.session_state.get(seen_key, count) and \
+        time.monotonic() - st.session_state.get(drawn_key, 0.0) >= REDRAW_S
+    if job.status not in ACTIVE or landed:
         st.session_state[seen_key] = count
+        st.session_state[drawn_key] = time.monotonic()
         st.rerun(scope="app")
-    st.session_state[seen_key] = count
     job_status(job)
     cancel_button(job, key=f"cancel-{job_id}")
 

@@ -35,6 +35,23 @@ def ray_processes() -> list[int]:
     return pids
 
 
+def wait_for_nodes(address: str, nodes: int, timeout: float = 120) -> None:
+    """Until the cluster reports ``nodes`` active nodes: a raylet just started may not be
+    schedulable yet, and a sweep started then puts every build on the head (seen under load)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        p = subprocess.run([RAY, "status", "--address", address], env=ENV,
+                           capture_output=True, text=True, timeout=60)
+        active = p.stdout.split("Active:", 1)[1].split("Pending:", 1)[0] \
+            if "Active:" in p.stdout else ""
+        if sum(1 for line in active.splitlines() if " node_" in line) >= nodes:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the cluster at {address} has not {nodes} active nodes after "
+                               f"{timeout:g} s")
+        time.sleep(0.5)
+
+
 @contextmanager
 def local_cluster(nodes: int = 2, object_store_mb: int = 200):
     """Yields the head's address; raises if any process of the cluster outlives it."""
@@ -49,6 +66,7 @@ def local_cluster(nodes: int = 2, object_store_mb: int = 200):
         for _ in range(nodes - 1):
             subprocess.run([RAY, "start", "--address", address, *common], env=ENV, check=True,
                            capture_output=True, timeout=180)
+        wait_for_nodes(address, nodes)
         yield address
     finally:
         subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
