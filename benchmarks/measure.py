@@ -298,14 +298,15 @@ def serialized_size(model: nn.Module) -> tuple[int, int]:
 
 
 @contextmanager
-def pinned_threads(threads: int):
+def pinned_threads(threads: int, pin: bool = True):
     """Run with a fixed intra-op thread count on as many fixed cores, restoring both after.
 
     The cores are the last ones the process may use: the OS and its interrupts favour the
     first. Pinning steadied ResNet-18's p50 across repeats here (CV 2.8-4.3% pinned against
-    5.5-6.1% free to migrate)."""
+    5.5-6.1% free to migrate). ``pin=False`` sets only the count, for processes that share a
+    machine with others doing the same (Ray nodes on one host would all take the last core)."""
     before = torch.get_num_threads()
-    affinity = _affinity()
+    affinity = _affinity() if pin else None
     torch.set_num_threads(threads)
     if affinity and threads < len(affinity):
         os.sched_setaffinity(0, sorted(affinity)[-threads:])

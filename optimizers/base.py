@@ -193,3 +193,20 @@ class Outcome:
 def iterate(batches: Iterable[Batch], device: torch.device) -> Iterator[Batch]:
     for batch in batches:
         yield tuple(t.to(device, non_blocking=True) for t in batch)
+
+
+def forward_seen(model: nn.Module, example: torch.Tensor,
+                 hook: Callable[[str, nn.Module, tuple], None],
+                 names: Iterable[str] | None = None) -> None:
+    """One no-grad forward pass of ``model`` on ``example`` with ``hook(name, module, args)``
+    called before each module runs (only those in ``names`` when given): what the forward
+    actually calls, and with what, rather than what the model holds."""
+    wanted = None if names is None else set(names)
+    handles = [m.register_forward_pre_hook(lambda m, args, name=name: hook(name, m, args))
+               for name, m in model.named_modules() if wanted is None or name in wanted]
+    try:
+        with torch.no_grad():
+            model(example)
+    finally:
+        for h in handles:
+            h.remove()

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from .base import Context, Outcome
+from .base import Context, Outcome, forward_seen
 from .counting import count_params
 from .errors import described, time_limit
 from .settings import PruneSettings
@@ -177,21 +177,14 @@ def _inputs_and_order(model: nn.Module, example: torch.Tensor) -> tuple[dict, li
     and the order in which the prunable layers ran."""
     inputs: dict[str, torch.Tensor | None] = {}
     order: list[str] = []
-    hooks = []
-    for name, module in model.named_modules():
-        def hook(module, args, name=name):
-            if name not in inputs:
-                one = len(args) == 1 and isinstance(args[0], torch.Tensor)
-                inputs[name] = args[0].detach() if one else None
-            if isinstance(module, PRUNABLE_TYPES) and name not in order:
-                order.append(name)
-        hooks.append(module.register_forward_pre_hook(hook))
-    try:
-        with torch.no_grad():
-            model(example)
-    finally:
-        for h in hooks:
-            h.remove()
+
+    def hook(name, module, args):
+        if name not in inputs:
+            one = len(args) == 1 and isinstance(args[0], torch.Tensor)
+            inputs[name] = args[0].detach() if one else None
+        if isinstance(module, PRUNABLE_TYPES) and name not in order:
+            order.append(name)
+    forward_seen(model, example, hook)
     return inputs, order
 
 

@@ -27,7 +27,7 @@ import copy
 import torch
 from torch import nn
 
-from .base import Context, Outcome
+from .base import Context, Outcome, forward_seen
 from .counting import count_flops
 from .errors import described
 from .settings import Int8Settings
@@ -86,14 +86,7 @@ def _dynamic(model: nn.Module, example: torch.Tensor) -> tuple[nn.Module, dict]:
         raise RuntimeError(f"dynamic INT8 applies to Linear/LSTM/GRU layers and this model has "
                            f"none{last}; use static INT8 for convolutions")
     called: set[str] = set()
-    hooks = [m.register_forward_pre_hook(lambda m, args, name=name: called.add(name))
-             for name, m in model.named_modules() if name in layers]
-    try:
-        with torch.no_grad():
-            model(example)
-    finally:
-        for h in hooks:
-            h.remove()
+    forward_seen(model, example, lambda name, m, args: called.add(name), layers)
     modules = dict(model.named_modules())
     for name in called:
         cls = type(modules[name])

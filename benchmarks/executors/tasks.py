@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import socket
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -96,25 +95,6 @@ def where_am_i() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}"
 
 
-@contextmanager
-def build_threads(threads: int):
-    """The threads a build trains with. Outside Ray, pinned to fixed cores as a sweep is.
-    Under Ray only the count is set: nodes may share a machine, and pinning would put every
-    node's build on the same last core (two nodes on two cores trained one after the other)."""
-    if not in_ray():
-        from ..measure import pinned_threads
-        with pinned_threads(threads):
-            yield
-        return
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def plan(spec, labelled: bool = True, with_baseline: bool = False) -> list[TrainTask]:
     """Every build that trains: each trainable variant for each seed and each further seed's
     baseline (the sweep's own baseline too with ``with_baseline``). Seeds only repeat what a
@@ -137,6 +117,7 @@ def train(spec_dict: dict, task: TrainTask, given=None, files: dict | None = Non
 
     from optimizers.errors import described
 
+    from ..measure import pinned_threads
     from ..runner import prepare_sweep
     from ..specs import SweepSpec
     from .weights import MemoryCache
@@ -151,7 +132,9 @@ def train(spec_dict: dict, task: TrainTask, given=None, files: dict | None = Non
                 spec = SweepSpec(**{**spec.__dict__, "device": device})
             cache = MemoryCache(merged(given))
             sweep = prepare_sweep(spec, cache=cache)
-            with build_threads(sweep.threads):
+            # Under Ray, nodes may share a machine: pinned, every node's build would take the
+            # same last core (two nodes on two cores trained one after the other).
+            with pinned_threads(sweep.threads, pin=not in_ray()):
                 baseline = sweep.load_baseline(seed=task.seed)
                 if task.index > 0:
                     variant = spec.variants[task.index]
