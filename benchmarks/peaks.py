@@ -25,6 +25,11 @@ from . import measure
 # Square GEMM sizes: large enough to reach the kernels' steady state, small enough that a
 # whole measurement takes about a second (a CPU runs 1024^3 fp32 multiply-adds in ~10 ms).
 GEMM_SIZE = {"cpu": 1024, "cuda": 8192}
+# A precision the CPU has no vector unit for (bf16 or int8 without AVX-512 BF16/VNNI, as on a
+# Zen 3) runs 1024^3 in seconds, not milliseconds: the size then shrinks, by halves, until one
+# call takes at most this long, so measuring every peak stays a matter of seconds.
+MAX_CALL_S = 0.05
+MIN_GEMM_SIZE = 128
 # Copied bytes: far beyond the last-level cache, so the copy streams from memory.
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}
 MIN_RUNS = 10
@@ -83,10 +88,28 @@ def int8_gemm_call(device: torch.device, n: int, kernel: str | None = None
     return f"quantized.linear ({engine})", lambda: torch.ops.quantized.linear(x, packed, 1.0, 0)
 
 
+def gemm_size(device: torch.device, precision: str) -> int:
+    """The largest size up to ``GEMM_SIZE`` whose one call takes at most ``MAX_CALL_S``,
+    judged from one call at the smallest size (a GEMM's time grows as n^3)."""
+    n = MIN_GEMM_SIZE
+    _, call = gemm_call(device, precision, n)
+    clock = _clock(device)
+    with torch.inference_mode():
+        call()  # first call: kernel selection, packing
+        token = clock.start()
+        call()
+        ms = clock.stop(token)
+        ms = (clock.finish() or [ms])[0]
+    seconds = max(ms, 1e-6) / 1e3
+    while n * 2 <= GEMM_SIZE[device.type] and seconds * 8 <= MAX_CALL_S:
+        n, seconds = n * 2, seconds * 8
+    return n
+
+
 def gemm_flops_per_s(device: torch.device, precision: str, n: int | None = None
                      ) -> tuple[str, float]:
     """(kernel, FLOP/s) of one precision's square GEMM."""
-    n = n or GEMM_SIZE[device.type]
+    n = n or gemm_size(device, precision)
     kernel, call = gemm_call(device, precision, n)
     return kernel, 2.0 * n ** 3 / (_median_ms(call, device) / 1e3)
 
@@ -116,13 +139,14 @@ def measure_peaks(device: torch.device, threads: int) -> dict:
             except RuntimeError as exc:
                 unsupported[precision] = str(exc).splitlines()[0][:200]
         bandwidth = copy_bytes_per_s(device)
-    n = GEMM_SIZE[device.type]
     return {
         "device": str(device), "device_name": device_name(device),
         "host": socket.gethostname(), "torch": torch.__version__, "threads": threads,
         "gemm_flops_per_s": gemm, "memory_bytes_per_s": bandwidth, "unsupported": unsupported,
-        "method": {"gemm": f"median of >= {MIN_RUNS} timed {n}x{n} matmuls (2n^3 FLOPs each; "
-                           f"int8 counts integer multiply-adds alike)",
+        "method": {"gemm": f"median of >= {MIN_RUNS} timed square matmuls of n x n, n the "
+                           f"largest up to {GEMM_SIZE[device.type]} that runs within "
+                           f"{MAX_CALL_S * 1e3:g} ms (2n^3 FLOPs each; int8 counts integer "
+                           f"multiply-adds alike)",
                    "kernels": kernels,
                    "memory": f"median of timed copies of {COPY_BYTES[device.type] // 2**20} MiB "
                              f"(read + write)"},
