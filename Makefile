@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench perf perf-gpu coverage catalogue browser clean
+.PHONY: setup run test test-fast lint bench perf perf-gpu coverage catalogue browser clean
 
 setup: $(STAMP)
 
@@ -28,8 +28,18 @@ browser:
 run: setup
 	$(PY) -m streamlit run serve.py
 
-test: setup browser
+# The layers of pyproject.toml's import-linter contract: a cycle or an upward import fails here.
+lint: setup
+	$(VENV)/bin/lint-imports
+
+# Everything: the layer contract, the unit tier, and the system tier (real worker processes,
+# servers, browsers, Ray clusters, DDP ranks).
+test: setup browser lint
 	$(PY) -m pytest
+
+# The unit tier alone, for a quick loop (a few minutes).
+test-fast: setup lint
+	$(PY) -m pytest tests/unit
 
 # The default sweep of the article's techniques on the embedded data set.
 bench: setup

@@ -24,8 +24,8 @@ ALLOWED_HOSTS = list(config.get_option("server.allowedHosts") or ["localhost", "
 
 @asynccontextmanager
 async def supervised(_app):
-    from benchmarks.service.jobs import JobQueue
-    from benchmarks.service.store import default_store_path
+    from benchmarks.service.queue import JobQueue
+    from benchmarks.store.database import default_store_path
     # The same queue object the pages take (dashboard.state.queue): one supervisor, which
     # starts and so reaps every worker of this server.
     queue = JobQueue.shared(default_store_path())

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import streamlit as st
 
-from benchmarks.specs import COMPRESSIONS  # noqa: F401  (torch-free)
+from benchmarks.spec.sweep import COMPRESSIONS  # noqa: F401  (torch-free)
 
 
 @st.cache_data(show_spinner=False)
 def models() -> dict[str, dict]:
     """Zoo models: name -> {"description", "student", "family"}."""
-    from benchmarks.models import list_models, model_entry
+    from benchmarks.zoo.models import list_models, model_entry
     out = {}
     for name in list_models():
         entry = model_entry(name)
@@ -26,13 +26,13 @@ def models() -> dict[str, dict]:
 def hub_models(source: str) -> dict[str, dict]:
     """torchvision's or timm's classification models: name -> {"family", "weights"}, read
     from the catalogue file the engine ships (no torch, no timm: milliseconds)."""
-    from benchmarks.catalogue import catalogue, weight_names
+    from benchmarks.zoo.catalogue import catalogue, weight_names
     return {name: {"family": entry["family"], "weights": weight_names(source, name)}
             for name, entry in sorted(catalogue()[source].items())}
 
 
 def hub_sources() -> tuple[str, ...]:
-    from benchmarks.catalogue import SOURCES
+    from benchmarks.zoo.catalogue import SOURCES
     return SOURCES
 
 
@@ -49,7 +49,7 @@ def student_note(model: str | None, student: str | None) -> str | None:
     students = student if isinstance(student, tuple) else (student,)
     if model is None or None not in students:
         return None
-    from benchmarks.models import default_student
+    from benchmarks.zoo.models import default_student
     try:
         if default_student(model) is not None:
             return None
@@ -60,13 +60,15 @@ def student_note(model: str | None, student: str | None) -> str | None:
 
 
 def datasets() -> list[str]:
-    from benchmarks.specs import DATASETS  # not benchmarks.datasets: that one imports numpy
+    from benchmarks.spec.sweep import (
+        DATASETS,  # not benchmarks.zoo.datasets: that one imports numpy
+    )
     return list(DATASETS)
 
 
 def sweep_choices() -> dict:
     """The sweep-level menus (the techniques' come from the registry: technique_form)."""
-    from benchmarks.specs import DEVICES, MAX_SEEDS, NORMALIZE_MODES
+    from benchmarks.spec.sweep import DEVICES, MAX_SEEDS, NORMALIZE_MODES
     return {"devices": DEVICES, "normalize": NORMALIZE_MODES,
             "max_repeats": min(5, MAX_SEEDS)}
 

@@ -31,7 +31,7 @@ def server_secret(store_path: Path) -> bytes:
     env = os.environ.get(SECRET_ENV)
     if env:
         return env.encode()
-    from benchmarks.folders import private_folder
+    from benchmarks.spec.folders import private_folder
     path = Path(store_path).with_name(Path(store_path).name + ".secret")
     private_folder(path.parent)
     try:

@@ -16,7 +16,7 @@ import threading
 
 import streamlit as st
 
-from . import state, widgets
+from dashboard import state, widgets
 
 PAGES = (("pages/experiment.py", "Experiment", ":material/science:"),
          ("pages/results.py", "Results", ":material/bar_chart:"),

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from dashboard import identity
 from optimizers.errors import first_line as one_line  # torch-free; pages use it too
-
-from . import identity
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,13 +90,13 @@ def limits():
 
 
 def store_path() -> Path:
-    from benchmarks.service.store import default_store_path
+    from benchmarks.store.database import default_store_path
     return default_store_path()
 
 
 @st.cache_resource(show_spinner=False)
 def _queue(path: str):
-    from benchmarks.service.jobs import JobQueue
+    from benchmarks.service.queue import JobQueue
     # This server's one queue, with its supervisor thread: it starts (and so reaps) the
     # workers and notices a dead one within a second, without waiting for a page load.
     return JobQueue.shared(path)
@@ -198,13 +197,13 @@ def run_link(run_id: str) -> str:
 
 @st.cache_data(ttl=15, show_spinner=False)
 def _history(path: str, model: str, dataset: str) -> list[dict]:
-    from benchmarks.estimate import HISTORY_RUNS
+    from benchmarks.run.estimate import HISTORY_RUNS
     return queue().store.runs(limit=HISTORY_RUNS, kind="sweep", model=model, dataset=dataset)
 
 
 def describe_estimate(spec) -> str:
     """"N variants; about T" for a planned sweep, from this worker's earlier runs."""
-    from benchmarks.estimate import estimate_sweep
+    from benchmarks.run.estimate import estimate_sweep
     try:
         runs = _history(str(store_path()), spec.model, spec.dataset)
     except Exception:
@@ -299,7 +298,8 @@ def save_upload(file, accepted: list[str]) -> str:
     """Write an uploaded checkpoint into this session's private folder, for ``submit`` to
     move into the job's own folder. The uploads held on the server are capped in total."""
     import re
-    from benchmarks.service.limits import MIB
+
+    from benchmarks.spec.limits import MIB
     suffix = Path(file.name).suffix.lower()
     if suffix.lstrip(".") not in accepted:
         raise ValueError(f"checkpoint {file.name}: accepted formats are "
@@ -323,14 +323,14 @@ def save_upload(file, accepted: list[str]) -> str:
 def models_dir() -> Path:
     """The server's folder of allowed model files (users cannot point anywhere else); the
     worker checks the same folder (benchmarks.models.models_dir)."""
-    from benchmarks.models import models_dir as engine_models_dir
+    from benchmarks.zoo.models import models_dir as engine_models_dir
     return Path(engine_models_dir()).resolve()
 
 
 def image_folder(typed: str) -> str:
     """The dataset name for an image folder typed on a page: inside the operator's data
     folder (COMPRESSION_BENCH_DATA_DIR) or refused with one line that reveals nothing else."""
-    from benchmarks.folders import data_dir, inside
+    from benchmarks.spec.folders import data_dir, inside
     path = inside(data_dir(), typed)
     if not path.is_dir():
         raise ValueError(f"the data folder has no folder {typed.strip()!r}")
@@ -338,14 +338,15 @@ def image_folder(typed: str) -> str:
 
 
 def data_folders() -> list[str]:
-    from benchmarks.folders import data_dir, subfolders
+    from benchmarks.spec.folders import data_dir, subfolders
     return subfolders(data_dir())
 
 
 def cache_line() -> str:
     """The weights cache's use against its cap, for the sidebar."""
-    from benchmarks.cache import default_cache_dir, usage_bytes
-    from benchmarks.service.limits import MIB
+    from benchmarks.run.cache import usage_bytes
+    from benchmarks.spec.folders import default_cache_dir
+    from benchmarks.spec.limits import MIB
     used = usage_bytes(default_cache_dir())
     return (f"Weights cache: {used / MIB:,.0f} MB of {limits().cache_mb:,} MB (least "
             f"recently used entries are evicted beyond)")

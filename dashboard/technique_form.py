@@ -81,7 +81,7 @@ def _sweep(technique, field, meta, default, key, models):
     lo, hi = a.slider(f"{label} (sweep from, to)", low, high, (low, max(start, low + step)),
                       step, key=f"{key}_range", help=help_text)
     count = b.number_input("points", 1, MAX_POINTS, min(5, MAX_POINTS), 1, key=f"{key}_count")
-    from benchmarks.specs import expand_range
+    from benchmarks.spec.plan import expand_range
     # Whole numbers over a short range repeat when rounded (0, 0, 1, 2, 2): once each.
     return tuple(dict.fromkeys(expand_range(lo, hi, int(count), meta.integer)))
 

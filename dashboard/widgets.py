@@ -7,8 +7,8 @@ import time
 
 import streamlit as st
 
-from . import charts, state
-from .state import POLL_S, SEEN_VARIANTS, one_line, queue, store, worker_card  # noqa: F401
+from dashboard import charts, state
+from dashboard.state import POLL_S, SEEN_VARIANTS, one_line, queue, store, worker_card  # noqa: F401
 
 ACTIVE = ("queued", "running")
 
@@ -214,7 +214,7 @@ def _my_jobs() -> None:
 
 def run_rows(run: dict) -> tuple[list, list[dict]]:
     """A stored run's variants and comparison rows, through the one run report."""
-    from benchmarks.report import RunReport
+    from benchmarks.report.document import RunReport
     report = RunReport.from_stored(run)
     return report.variants, report.rows()
 
@@ -232,7 +232,7 @@ def table_frame(rows: list[dict]):
 
 def report_json(run: dict) -> str:
     """The CLI's JSON contract: {"schema": 1, "environment": ..., "variants": [...]}."""
-    from benchmarks.report import RunReport
+    from benchmarks.report.document import RunReport
     return json.dumps(RunReport.from_stored(run).document(), indent=2, default=str)
 
 
@@ -338,7 +338,7 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
     """Warnings, the four charts, trade-off curves, Pareto with its frontier, the roofline,
     the comparison table, sparsity, environment and downloads of one run. The charts are
     ``charts.run_figures``: the same list the HTML report holds."""
-    from benchmarks.report import RunReport
+    from benchmarks.report.document import RunReport
     report = RunReport.from_stored(run)
     rows = report.rows()
     if not rows:
@@ -429,8 +429,8 @@ def report_download(run: dict, key: str, compare: dict | None = None) -> None:
     """The "Download report" button: one self-contained HTML file (every chart, the table,
     the environment; plotly embedded, so it opens offline), built when clicked."""
     def build() -> str:
-        from benchmarks.html_report import render
-        from benchmarks.report import RunReport
+        from benchmarks.report.document import RunReport
+        from benchmarks.report.html import render
         return render(RunReport.from_stored(run),
                       None if compare is None else RunReport.from_stored(compare))
     name = run.get("run_id") or key
@@ -446,7 +446,7 @@ def export_panel(run: dict, key: str) -> None:
     """Take a model away: a chosen variant exported by the worker (it rebuilds the model from
     the weights cache and writes safetensors, .pt2, ONNX and the model card), then downloaded
     as one zip. The page only submits and reads files: it never imports torch."""
-    from benchmarks.export import CARD_NAME, archive_path, export_folder
+    from benchmarks.export.variant import CARD_NAME, archive_path, export_folder
     names = [v["name"] for v in run.get("variants") or [] if not v.get("error")]
     if run.get("kind", "sweep") != "sweep" or not names:
         return

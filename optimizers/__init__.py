@@ -7,8 +7,15 @@ dashboard without pulling in torch, Torch-Pruning and torchao.
 
 from importlib import import_module
 
-from .settings import (AMP_DTYPES, INT8_MODES, PRUNE_METHODS, AmpSettings, DistillSettings,
-                       Int8Settings, PruneSettings)
+from optimizers.settings import (
+    AMP_DTYPES,
+    INT8_MODES,
+    PRUNE_METHODS,
+    AmpSettings,
+    DistillSettings,
+    Int8Settings,
+    PruneSettings,
+)
 
 _LAZY = {
     "amp": ".amp", "distillation": ".distillation", "pruning": ".pruning",

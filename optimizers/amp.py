@@ -8,13 +8,14 @@ fp32's exponent range. The engine wraps inference in ``Outcome.autocast(device_t
 from __future__ import annotations
 
 import copy
+
 import torch
 from torch import nn
 
-from .base import Context, Outcome
-from .errors import first_line
-from .settings import AmpSettings
-from .precision import AMP_TORCH_DTYPES, autocast
+from optimizers.base import Context, Outcome
+from optimizers.errors import first_line
+from optimizers.precision import AMP_TORCH_DTYPES, autocast
+from optimizers.settings import AmpSettings
 
 
 def apply(model: nn.Module, settings: AmpSettings, ctx: Context) -> Outcome:

@@ -186,7 +186,7 @@ class Outcome:
     memory_format: torch.memory_format | None = None
 
     def autocast(self, device_type: str) -> AbstractContextManager:
-        from .precision import autocast
+        from optimizers.precision import autocast
         return autocast(device_type, self.autocast_dtype)
 
 

@@ -16,8 +16,8 @@ import json
 
 from torch import nn
 
-from . import registry
-from .base import Context, Outcome, Step
+from optimizers import registry
+from optimizers.base import Context, Outcome, Step
 
 
 def validate_steps(steps: list[tuple[str, object]]) -> None:

@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import Context, Outcome
-from .settings import DistillSettings
-from .training import FINETUNE_LR_SCALE, fit
+from optimizers.base import Context, Outcome
+from optimizers.settings import DistillSettings
+from optimizers.training import FINETUNE_LR_SCALE, fit
 
 
 def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor,
@@ -118,7 +118,7 @@ def apply(model: nn.Module, settings: DistillSettings, ctx: Context) -> Outcome:
 
 def _recover_pruned(model: nn.Module, settings: DistillSettings, ctx: Context,
                     prune_settings) -> Outcome:
-    from . import pruning  # local: pruning does not need distillation
+    from optimizers import pruning  # local: pruning does not need distillation
     teacher = ctx.teacher if ctx.teacher is not None else model
     epochs = settings.epochs or max(prune_settings.finetune_epochs, 1)
     out = recover(model, teacher, settings, ctx, epochs,
@@ -152,7 +152,7 @@ def recover(model: nn.Module, teacher: nn.Module, settings: DistillSettings, ctx
     sparsity survives. ``key_parts`` names how ``model`` was made (e.g. the prune settings):
     it joins the cache key, since the result depends on it.
     """
-    from . import pruning  # local: pruning does not need distillation
+    from optimizers import pruning  # local: pruning does not need distillation
 
     def build() -> nn.Module:
         return copy.deepcopy(model)

@@ -21,11 +21,11 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from .base import Context, Outcome, forward_seen
-from .counting import count_params
-from .errors import described, time_limit
-from .settings import PruneSettings
-from .training import FINETUNE_LR_SCALE, fit
+from optimizers.base import Context, Outcome, forward_seen
+from optimizers.counting import count_params
+from optimizers.errors import described, time_limit
+from optimizers.settings import PruneSettings
+from optimizers.training import FINETUNE_LR_SCALE, fit
 
 PRUNABLE_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 # Torch-Pruning's group search takes seconds on the largest torchvision CNNs here (DenseNet-121:

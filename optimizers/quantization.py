@@ -27,11 +27,11 @@ import copy
 import torch
 from torch import nn
 
-from .base import Context, Outcome, forward_seen
-from .counting import count_flops
-from .errors import described
-from .settings import Int8Settings
-from .training import FINETUNE_LR_SCALE, fit
+from optimizers.base import Context, Outcome, forward_seen
+from optimizers.counting import count_flops
+from optimizers.errors import described
+from optimizers.settings import Int8Settings
+from optimizers.training import FINETUNE_LR_SCALE, fit
 
 ENGINE_PREFERENCE = ("x86", "fbgemm")
 DYNAMIC_TYPES = (nn.Linear, nn.LSTM, nn.GRU)

@@ -18,8 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from importlib import import_module
 
-from .settings import (AmpSettings, DistillSettings, Int8Settings, PruneSettings, Setting,
-                       setting_fields)
+from optimizers.settings import (
+    AmpSettings,
+    DistillSettings,
+    Int8Settings,
+    PruneSettings,
+    Setting,
+    setting_fields,
+)
 
 
 def _resolve(target: str | Callable) -> Callable:

@@ -149,11 +149,6 @@ class PruneSettings:
     def __post_init__(self):
         check_settings(self, "prune")
 
-    @property
-    def label(self) -> str:
-        from .registry import label_of
-        return label_of("prune", self)
-
 
 @dataclass(frozen=True)
 class DistillSettings:
@@ -176,11 +171,6 @@ class DistillSettings:
     def __post_init__(self):
         check_settings(self, "distill")
 
-    @property
-    def label(self) -> str:
-        from .registry import label_of
-        return label_of("distill", self)
-
 
 @dataclass(frozen=True)
 class AmpSettings:
@@ -194,11 +184,6 @@ class AmpSettings:
     # fp16 CPU kernels are scarce and bf16 keeps fp32's exponent range: bf16 on the CPU.
     def resolved(self, device_type: str) -> str:
         return self.dtype or ("fp16" if device_type == "cuda" else "bf16")
-
-    @property
-    def label(self) -> str:
-        from .registry import label_of
-        return label_of("amp", self)
 
 
 @dataclass(frozen=True)
@@ -216,8 +201,3 @@ class Int8Settings:
 
     def __post_init__(self):
         check_settings(self, "int8")
-
-    @property
-    def label(self) -> str:
-        from .registry import label_of
-        return label_of("int8", self)

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .base import Batch, iterate
-from .precision import AMP_TORCH_DTYPES, autocast  # noqa: F401  (re-exported)
+from optimizers.base import Batch, iterate
+from optimizers.precision import AMP_TORCH_DTYPES, autocast  # noqa: F401  (re-exported)
 
 # Fine-tuning an already trained model (after pruning, for QAT, KD recovery) uses a tenth of
 # the training learning rate: at the full rate a fresh Adam knocked the pruned seed_cnn from

@@ -33,7 +33,7 @@ with st.form("dist_form"):
     submitted = st.form_submit_button("Run distributed benchmark", type="primary")
 
 if submitted:
-    from benchmarks.distributed.config import DistributedConfig
+    from benchmarks.spec.distributed import DistributedConfig
     try:  # the same self-validating config the launcher runs, checked before submitting
         config = DistributedConfig(model=model, dataset=dataset, workers=tuple(sorted(workers)),
                                    compressions=tuple(compressions), amp=bool(amp),

@@ -176,8 +176,8 @@ def _sweep_fields(checkpoint: str | None = None) -> dict:
 
 def _plan():
     """The sweep as it stands (no checkpoint yet): its spec, or the reason it is refused."""
-    from benchmarks.models import preflight
-    from benchmarks.specs import SweepSpec
+    from benchmarks.spec.sweep import SweepSpec
+    from benchmarks.zoo.models import preflight
     try:
         spec = SweepSpec.from_choices(technique_choices, enabled, combine=combine,
                                       **_sweep_fields())
@@ -195,7 +195,7 @@ else:
 
 
 def submit() -> None:
-    from benchmarks.specs import SweepSpec
+    from benchmarks.spec.sweep import SweepSpec
     try:
         checkpoint = state.save_upload(upload, UPLOAD_TYPES) if upload is not None else None
         spec = SweepSpec.from_choices(technique_choices, enabled, combine=combine,

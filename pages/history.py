@@ -47,7 +47,7 @@ if mode == "two runs":
     if len(picked) == 2:
         loaded_runs = [full(rid) for rid in picked]
         if all(r.get("kind", "sweep") == "sweep" for r in loaded_runs):
-            from benchmarks.report import RunReport, compare_runs
+            from benchmarks.report.document import RunReport, compare_runs
             shared = compare_runs(*(RunReport.from_stored(r) for r in loaded_runs))
             if shared:
                 st.markdown("**The variants both runs have** (change from the first to the "
@@ -88,8 +88,8 @@ else:
     picked = st.multiselect("Pick two variants (the first is the reference)", options,
                             max_selections=2, format_func=_label, key="history_variants")
     if len(picked) == 2:
-        from benchmarks.report import RunReport
-        from benchmarks.results import VariantResult
+        from benchmarks.report.document import RunReport
+        from benchmarks.report.results import VariantResult
         results = [VariantResult.from_dict(loaded[rid]["variants"][i]) for rid, i in picked]
         for result, (rid, _) in zip(results, picked):
             result.name = f"{result.name} ({rid})"

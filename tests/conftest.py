@@ -33,7 +33,7 @@ def store_path(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def digits():
-    from benchmarks.datasets import load_dataset
+    from benchmarks.zoo.datasets import load_dataset
     return load_dataset("digits")
 
 
@@ -54,7 +54,7 @@ def _no_worker_outlives_the_session():
             cmdline = (stat.parent / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == os.getpid() and b"benchmarks.service.jobs" in cmdline:
+        if ppid == os.getpid() and b"benchmarks.service.worker" in cmdline:
             try:
                 os.kill(int(stat.parent.name), signal.SIGTERM)
             except ProcessLookupError:

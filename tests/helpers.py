@@ -22,7 +22,7 @@ def process_holding_a_run(store_path: Path):
     sleeps: the stand-in for a sweep that will be killed. Returns (process, run_id)."""
     import subprocess
     code = ("import time;"
-            "from benchmarks.service.store import ResultsStore;"
+            "from benchmarks.store.database import ResultsStore;"
             f"s=ResultsStore({str(store_path)!r});"
             "r=s.start_run(model='m',dataset='d',device='cpu',spec={},environment={});"
             "s.add_variant(r, {'name':'baseline'}); print(r, flush=True); time.sleep(120)")
@@ -168,7 +168,7 @@ def torchvision_weights_file(torch_home: Path, name: str, weights: str = "DEFAUL
     import torch
     from torchvision.models import get_model
 
-    from benchmarks import catalogue
+    from benchmarks.zoo import catalogue
     torch.manual_seed(1)
     model = get_model(name, num_classes=1000)
     if favour is not None:

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.service.jobs import JobQueue
-from benchmarks.specs import SweepSpec
-
+from benchmarks.service.queue import JobQueue
+from benchmarks.spec.sweep import SweepSpec
 from helpers import ROOT, MemoryWatchdog, wait_until
 
 FAST = dict(epochs=1, min_time_s=0.05, min_runs=10, warmup=1)
@@ -132,7 +131,7 @@ def test_loading_images_makes_no_float_or_repeated_copies(tmp_path):
     script = textwrap.dedent(f"""
         import resource
         import sklearn.model_selection, PIL.Image, torch  # imports are not the data
-        from benchmarks.datasets import load_dataset, stored_size
+        from benchmarks.zoo.datasets import load_dataset, stored_size
         name = "imagefolder:{folder}"
         size = stored_size(name, None, (3, 64, 64))
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -1,8 +1,15 @@
 import pytest
 import torch
 
-from optim_support import accuracy, assert_untouched, se_net, snapshot
-from optim_support import ctx, digits_split, trained_cnn  # noqa: F401
+from optim_support import (  # noqa: F401
+    accuracy,
+    assert_untouched,
+    ctx,
+    digits_split,
+    se_net,
+    snapshot,
+    trained_cnn,
+)
 from optimizers import AmpSettings, amp
 from optimizers.precision import autocast as autocast_context
 

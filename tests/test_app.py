@@ -29,7 +29,7 @@ def store(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("COMPRESSION_BENCH_STORE", str(path))
         yield path
-        from benchmarks.service.jobs import JobQueue
+        from benchmarks.service.queue import JobQueue
         JobQueue(path).stop_worker("cpu")
 
 
@@ -89,7 +89,7 @@ def test_invalid_toggles_show_error_and_submit_nothing(store):
     at.button(key="exp_run").click().run()
     assert_clean(at)
     assert any("combine needs at least two" in e for e in errors(at))
-    from benchmarks.service.jobs import JobQueue
+    from benchmarks.service.queue import JobQueue
     from dashboard.identity import session_owner
     assert JobQueue(store).jobs(owner=session_owner(at.session_state["cb_session"])) == []
 
@@ -125,7 +125,7 @@ def test_small_sweep_end_to_end(store):
         "Download CSV", "Download JSON", "Download report"]
 
     # History lists it; deleting removes it from the store.
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.store.database import ResultsStore
     run_id = ResultsStore(store).runs()[0]["run_id"]
     at.switch_page("pages/history.py").run()
     assert_clean(at)
@@ -171,7 +171,7 @@ def test_code_carrying_checkpoint_is_refused(store, tmp_path):
 
 
 def _synthetic_variants(n: int):
-    from benchmarks.results import VariantResult
+    from benchmarks.report.results import VariantResult
     out = []
     for i in range(n):
         base = i == 0
@@ -189,7 +189,7 @@ def _synthetic_variants(n: int):
 
 
 def test_results_page_draws_20_variants(store):
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.store.database import ResultsStore
     rs = ResultsStore(store)
     run_id = rs.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
                           environment={"torch": "x", "cpu": "test", "threads": 1})
@@ -210,7 +210,7 @@ def test_results_page_draws_20_variants(store):
 
 
 def test_distributed_page_charts_a_stored_run(store):
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.store.database import ResultsStore
     from dashboard.identity import session_owner
     at = new_app()
     rs = ResultsStore(store)
@@ -246,7 +246,7 @@ at = AppTest.from_file({APP!r}, default_timeout=60).run()
 for page in {PAGES!r}:
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
-from benchmarks.service.jobs import JobQueue
+from benchmarks.service.queue import JobQueue
 JobQueue().stop_worker("cpu")
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """
@@ -294,7 +294,7 @@ def test_cancel_stops_a_running_job(store):
     assert_clean(at)
     at.button(key=f"cancel-{at.session_state['cb_job_id']}").click().run()
     wait_for_job(at)
-    from benchmarks.service.jobs import JobQueue
+    from benchmarks.service.queue import JobQueue
     job = JobQueue(store).get(at.session_state["cb_job_id"])
     assert job.status == "cancelled", (job.status, job.error)
     assert any("Cancelled" in w.value for w in at.warning)

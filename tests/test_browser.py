@@ -112,7 +112,7 @@ def test_pick_a_torchvision_model_by_typing_its_name(server):
             assert not page.get_by_text("Traceback").count()
         finally:
             browser.close()
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.store.database import ResultsStore
     run = ResultsStore(store).runs()[0]
     assert run["model"] == "torchvision:mobilenet_v3_small"
     assert [v["name"] for v in run["variants"]] == ["baseline", "prune-l1-0.5"]

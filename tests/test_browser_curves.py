@@ -27,9 +27,9 @@ def _require_chromium():
 
 def _store_sweep(store: Path, n: int) -> str:
     """A stored run of ``n`` variants with long chained names, swept on two axes."""
-    from benchmarks import stats
-    from benchmarks.results import VariantResult
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.report import stats
+    from benchmarks.report.results import VariantResult
+    from benchmarks.store.database import ResultsStore
     s = ResultsStore(store)
     run_id = s.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
                          environment={"torch": "-", "cpu": "test", "threads": 1})

@@ -10,7 +10,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 from torch import nn
 
-from benchmarks.cache import WeightsCache, usage_bytes
+from benchmarks.run.cache import WeightsCache, usage_bytes
 from helpers import ROOT
 
 
@@ -59,5 +59,5 @@ def test_the_sidebar_shows_the_cache_use_against_its_cap(tmp_path, monkeypatch):
     captions = [c.value for c in at.sidebar.caption]
     assert f"Weights cache: {used:,.0f} MB of 64 MB (least recently used entries are " \
            f"evicted beyond)" in captions, captions
-    from benchmarks.service.jobs import JobQueue
+    from benchmarks.service.queue import JobQueue
     JobQueue(tmp_path / "results.db").stop_worker("cpu")

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from benchmarks import catalogue
-from benchmarks.models import build_model, check_model, default_student, model_source
+from benchmarks.zoo import catalogue
+from benchmarks.zoo.models import build_model, check_model, default_student, model_source
 
 
 def test_the_committed_catalogue_is_the_installed_libraries():
@@ -75,7 +75,7 @@ def test_unknown_names_suggest_the_closest():
 
 
 def test_imagenet_ids_are_the_1000_class_indices():
-    from benchmarks.inputs import imagenet_class_index
+    from benchmarks.zoo.inputs import imagenet_class_index
     index = imagenet_class_index()
     assert len(index) == 1000
     assert index["n01440764"] == 0 and index["n01443537"] == 1  # tench, goldfish

@@ -1,10 +1,27 @@
 import pytest
 import torch
 
-from optim_support import (assert_untouched, ctx, digits_split, make_context, se_net,  # noqa: F401
-                           small, snapshot, trained_cnn)
-from optimizers import (AmpSettings, DistillSettings, Int8Settings, PruneSettings, apply_chain,
-                        apply_one, int8_weight_modules, scratch, sparsity_report)
+from optim_support import (  # noqa: F401
+    assert_untouched,
+    ctx,
+    digits_split,
+    make_context,
+    se_net,
+    small,
+    snapshot,
+    trained_cnn,
+)
+from optimizers import (
+    AmpSettings,
+    DistillSettings,
+    Int8Settings,
+    PruneSettings,
+    apply_chain,
+    apply_one,
+    int8_weight_modules,
+    scratch,
+    sparsity_report,
+)
 
 
 def test_full_chain_on_seed_cnn(ctx, trained_cnn):

@@ -5,8 +5,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from benchmarks.checkpoints import load_into, read_state_dict
-from benchmarks.models import create_model
+from benchmarks.zoo.checkpoints import load_into, read_state_dict
+from benchmarks.zoo.models import create_model
 
 
 @pytest.fixture

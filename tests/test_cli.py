@@ -89,7 +89,8 @@ BAD = {
 @pytest.fixture(scope="module")
 def bad_files(tmp_path_factory):
     from safetensors.torch import save_file
-    from benchmarks.models import create_model
+
+    from benchmarks.zoo.models import create_model
     tmp = tmp_path_factory.mktemp("bad")
     (tmp / "broken.py").write_text("raise ImportError('broken on purpose')\n")
     (tmp / "good.py").write_text("def notmodule(num_classes, in_channels):\n    return 'x'\n")

@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks import stats
-from benchmarks.cache import WeightsCache
-from benchmarks.results import VariantResult, comparison_rows
-from benchmarks.runner import prepare_sweep, run_sweep
-from benchmarks.specs import SweepSpec
+from benchmarks.report import stats
+from benchmarks.report.results import VariantResult, comparison_rows
+from benchmarks.run.cache import WeightsCache
+from benchmarks.run.runner import prepare_sweep, run_sweep
+from benchmarks.spec.sweep import SweepSpec
 
 TINY = dict(epochs=1, min_time_s=0.02, min_runs=4, warmup=1, finetune_epochs=1,
             calibration_batches=2)
@@ -62,7 +62,7 @@ def test_mean_interval_t_distribution():
 
 
 def test_bits_round_trip_through_the_store(tmp_path):
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.store.database import ResultsStore
     right = [i % 3 != 0 for i in range(360)]
     result = VariantResult("baseline", accuracy=sum(right) / 360,
                            correct_bits=stats.pack_bits(right), n_test=360,
@@ -117,7 +117,7 @@ def test_int8_rows_of_a_cuda_sweep_use_the_cpu_baseline_or_no_ratio():
 def test_a_cuda_sweep_times_a_cpu_baseline_in_the_same_rounds(tmp_path, monkeypatch):
     """With a fake CUDA device (no GPU here): the rounds visit a CPU copy of the baseline
     beside the CPU variants, and its samples become the baseline's CPU reference."""
-    from benchmarks import runner
+    from benchmarks.run import runner
     spec = SweepSpec.from_toggles(int8="static", **TINY)
     sweep = prepare_sweep(spec, cache=WeightsCache(tmp_path))
     results = list(sweep.run())
@@ -172,7 +172,7 @@ def test_results_do_not_depend_on_the_cache_state_or_variant_order(tmp_path):
 
 
 def test_seeds_rebuild_every_trained_variant_and_pair_distillation_with_its_twin(tmp_path):
-    from benchmarks.report import RunReport
+    from benchmarks.report.document import RunReport
     spec = SweepSpec.from_toggles(distill=True, int8="dynamic", model="mlp", seeds=3,
                                   **{k: v for k, v in TINY.items() if k != "finetune_epochs"})
     results = list(run_sweep(spec, cache=WeightsCache(tmp_path)))

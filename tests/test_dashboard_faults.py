@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from benchmarks.service.jobs import JobQueue
+from benchmarks.service.queue import JobQueue
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from benchmarks.datasets import load_dataset
+from benchmarks.zoo.datasets import load_dataset
 
 
 def test_digits_split_is_fixed_stratified_and_the_same_from_the_cache(tmp_path, monkeypatch):
@@ -53,7 +53,7 @@ def test_imagenet_ids_label_a_folder_with_the_1000_class_indices(tmp_path):
 
 
 def test_a_pretrained_pipeline_resizes_and_crops_the_images(tmp_path):
-    from benchmarks.inputs import InputPipeline
+    from benchmarks.zoo.inputs import InputPipeline
     root = _folder(tmp_path / "f", ["a", "b"])
     pipeline = InputPipeline((24, 24), 28, "bilinear", (0.5, 0.5, 0.5), (0.25, 0.25, 0.25),
                              "test")

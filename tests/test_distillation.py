@@ -4,8 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from optim_support import assert_untouched, snapshot
-from optim_support import ctx, digits_split, trained_cnn  # noqa: F401
+from optim_support import assert_untouched, ctx, digits_split, snapshot, trained_cnn  # noqa: F401
 from optimizers import DistillSettings, distillation, kd_loss
 
 S = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.2, 3.0]])

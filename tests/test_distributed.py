@@ -12,8 +12,8 @@ import torch
 
 from benchmarks.distributed import launcher as D
 from benchmarks.distributed.worker import make_sampler
-
 from helpers import ROOT
+
 FAST = dict(model="seed_cnn", dataset="digits", steps=6, batch_size=16, device="cpu")
 
 
@@ -31,7 +31,7 @@ def child_pids() -> set[int]:
         if int(fields[1]) == os.getpid() and fields[0] != "Z":
             # The dashboard tests' job-queue worker may outlive its test in this process.
             if not any(k in cmdline for k in (b"forkserver", b"resource_tracker",
-                                               b"benchmarks.service.jobs")):
+                                               b"benchmarks.service.worker")):
                 pids.add(int(stat.parent.name))
     return pids
 
@@ -176,7 +176,7 @@ def test_cli_end_to_end_writes_json_and_store(tmp_path):
                 "scaling_efficiency", "bytes_per_step", "comm_ms_per_step", "step_ms", "loss",
                 "accuracy", "steps", "global_batch_size", "error"):
         assert key in run
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.store.database import ResultsStore
     [stored] = ResultsStore(store).runs(kind="distributed")
     assert stored["status"] == "complete"
 

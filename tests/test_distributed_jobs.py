@@ -9,12 +9,11 @@ import time
 from datetime import datetime
 
 import pytest
-
-from benchmarks.service.jobs import JobQueue
-from benchmarks.specs import SweepSpec
-
-from helpers import descendants, listening_addresses, wait_until
 from test_admission import png_folder
+
+from benchmarks.service.queue import JobQueue
+from benchmarks.spec.sweep import SweepSpec
+from helpers import descendants, listening_addresses, wait_until
 
 LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1 as /proc shows
 

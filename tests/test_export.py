@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks import export
-from benchmarks.service.store import ResultsStore
+from benchmarks.export import variant as export
+from benchmarks.store.database import ResultsStore
 
 FAST = ["--min-time", "0.05", "--epochs", "2", "--quiet"]
 # The default sweep's techniques with channel pruning (the pruning that changes shapes).
@@ -37,7 +37,7 @@ def stored(store: Path, run_id: str, name: str) -> dict:
 
 def split_of(card: dict):
     """The run's test split, normalised as the card says its input must be."""
-    from benchmarks.datasets import load_dataset
+    from benchmarks.zoo.datasets import load_dataset
     data = load_dataset(card["dataset"])
     norm = card["input"]["normalization"]
     assert norm == data.normalization  # the card names what the model expects
@@ -182,7 +182,8 @@ def test_int8_weights_round_trip_through_safetensors():
 
 def test_the_worker_exports_a_variant_into_a_zip(swept, tmp_path):
     """The dashboard's path: an export job run by the queue's worker (in this process)."""
-    from benchmarks.service.jobs import JobQueue, Worker
+    from benchmarks.service.queue import JobQueue
+    from benchmarks.service.worker import Worker
     store_path, run_id = swept
     queue = JobQueue(store_path)
     job_id = queue.submit("export", {"run_id": run_id, "variant": "prune-channel-0.5"},
@@ -208,7 +209,7 @@ def test_the_results_page_exports_a_chosen_variant(swept, monkeypatch):
 
     from streamlit.testing.v1 import AppTest
 
-    from benchmarks.service.jobs import JobQueue
+    from benchmarks.service.queue import JobQueue
     store_path, run_id = swept
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store_path))
     at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),

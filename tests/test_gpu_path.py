@@ -10,9 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-from benchmarks import measure
-from benchmarks.environment import apply_precision, precision_key, worker_cores
-from benchmarks.results import VariantResult
+from benchmarks.measure.environment import apply_precision, precision_key, worker_cores
+from benchmarks.measure.latency import HOST_PROBES, Clock, LatencyTracker
+from benchmarks.measure.memory import peak_over_resident, state_bytes
+from benchmarks.report.results import VariantResult
 
 
 class FakeAllocator:
@@ -50,16 +51,16 @@ def test_gpu_peak_memory_is_the_variants_whatever_else_is_resident(resident):
     x = torch.randn(8, 100)
     fake = FakeAllocator(resident, activations=12345, workspace=32 * 2**20)
     model.register_forward_hook(fake.hook)
-    over = measure.peak_over_resident(model, x, contextlib.nullcontext(), fake)
+    over = peak_over_resident(model, x, contextlib.nullcontext(), fake)
     assert over == 12345  # neither the resident bytes nor the one-off workspace
-    expected = measure.state_bytes(model) + x.numel() * 4 + over
+    expected = state_bytes(model) + x.numel() * 4 + over
     assert expected == (100 * 10 + 10) * 4 + 8 * 100 * 4 + 12345
 
 
 def test_the_environment_card_carries_the_precision_settings(tmp_path):
-    from benchmarks.cache import WeightsCache
-    from benchmarks.runner import prepare_sweep
-    from benchmarks.specs import SweepSpec
+    from benchmarks.run.cache import WeightsCache
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.spec.sweep import SweepSpec
     sweep = prepare_sweep(SweepSpec(epochs=1, fp32="tf32"), cache=WeightsCache(tmp_path))
     assert sweep.environment["precision"]["fp32"] == "ieee"  # the CPU has no TF32
     assert precision_key(torch.device("cpu"), "tf32") == "cpu"
@@ -83,7 +84,7 @@ def test_apply_precision_fixes_both_matmuls_and_convolutions_on_cuda():
         matmul.fp32_precision, cudnn.conv.fp32_precision, cudnn.benchmark = saved
 
 
-class FakeDeviceClock(measure.Clock):
+class FakeDeviceClock(Clock):
     """A device clock whose calls take ``device_ms`` on the device and ``host_ms`` to issue."""
     device_timed = True
 
@@ -117,10 +118,10 @@ class FakeDeviceClock(measure.Clock):
 ])
 def test_launch_bound_is_flagged_from_an_injected_clock(host_ms, device_ms, expected):
     clock = FakeDeviceClock(host_ms, device_ms)
-    tracker = measure.LatencyTracker(min_runs=10, min_time_s=0, warmup=1, clock=clock)
+    tracker = LatencyTracker(min_runs=10, min_time_s=0, warmup=1, clock=clock)
     tracker.run(clock.tick)
-    assert len(tracker.host_samples_ms) == measure.HOST_PROBES
-    assert tracker.host_samples_ms == pytest.approx([host_ms] * measure.HOST_PROBES)
+    assert len(tracker.host_samples_ms) == HOST_PROBES
+    assert tracker.host_samples_ms == pytest.approx([host_ms] * HOST_PROBES)
     result = VariantResult("v", latency_samples_ms=tracker.samples_ms,
                            host_samples_ms=tracker.host_samples_ms)
     assert result.launch_bound is expected
@@ -147,8 +148,8 @@ def test_cpu_and_cuda_workers_get_disjoint_cores():
 def test_amp_on_cuda_is_prepared_as_deployed_where_a_gpu_is_present():
     """On the CPU, AMP keeps fp32 weights under autocast (what the CPU tests pin); the CUDA
     branch casts weights once and goes channels-last, checked by make perf-gpu."""
-    from optimizers import AmpSettings, amp
     from optim_support import make_context
+    from optimizers import AmpSettings, amp
     ctx = make_context((torch.randn(64, 1, 8, 8), torch.randint(0, 10, (64,))))
     model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.Linear(4 * 36, 10)).eval()
     out = amp.apply(model, AmpSettings(), ctx)

@@ -21,14 +21,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.checkpoints import load_into, read_state_dict
-from benchmarks.cli import main
-from benchmarks.datasets import load_dataset
-from benchmarks.service.jobs import JobQueue
-from benchmarks.models import create_model
-from benchmarks.specs import SweepSpec
-from benchmarks.service.store import ResultsStore
-
+from benchmarks.cli.main import main
+from benchmarks.service.queue import JobQueue
+from benchmarks.spec.sweep import SweepSpec
+from benchmarks.store.database import ResultsStore
+from benchmarks.zoo.checkpoints import load_into, read_state_dict
+from benchmarks.zoo.datasets import load_dataset
+from benchmarks.zoo.models import create_model
 from helpers import ROOT, process_holding_a_run
 
 FAST_CLI = ["--epochs", "1", "--min-time", "0.1", "--quiet"]
@@ -198,7 +197,7 @@ def test_a_killed_but_unreaped_process_counts_as_dead(store_path):
 
 def test_an_environment_error_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     """STYLE: RuntimeError is the environment's fault; the CLI still shows one line."""
-    from benchmarks import datasets
+    from benchmarks.zoo import datasets
 
     def refuse(*args, **kwargs):
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory\nmore detail")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.hub_models import torch_hub_dir
-from benchmarks.models import build_model, check_input_fits, model_source
+from benchmarks.zoo.hub import torch_hub_dir
+from benchmarks.zoo.models import build_model, check_input_fits, model_source
 from helpers import torchvision_weights_file
 
 TV = "torchvision:mobilenet_v3_small"

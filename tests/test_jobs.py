@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from benchmarks.service.jobs import JobQueue
-from benchmarks.specs import SweepSpec
+from benchmarks.service.queue import JobQueue
+from benchmarks.spec.sweep import SweepSpec
 
 FAST = dict(min_time_s=0.05, min_runs=10, warmup=1, epochs=2)
 

@@ -4,9 +4,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks import measure
-from benchmarks.models import (build_model, check_input_fits, create_model, default_student,
-                               list_models, model_entry)
+from benchmarks.measure.latency import measure_latency
+from benchmarks.measure.memory import measure_peak_memory
+from benchmarks.zoo.models import (
+    build_model,
+    check_input_fits,
+    create_model,
+    default_student,
+    list_models,
+    model_entry,
+)
+from optimizers.counting import count_flops
 
 SHAPES = [(1, 8, 8), (3, 32, 32)]
 
@@ -27,12 +35,12 @@ def test_every_model_trains_one_step_and_measures(name, shape):
     assert any(not torch.equal(a, b.detach()) for a, b in zip(before, model.parameters()))
     model.eval()
     assert model(x).shape == (4, 7)
-    tracker = measure.measure_latency(model, x, torch.device("cpu"), min_runs=3, min_time_s=0,
+    tracker = measure_latency(model, x, torch.device("cpu"), min_runs=3, min_time_s=0,
                                       warmup=1)
     assert len(tracker.samples_ms) == 3
-    peak, _ = measure.measure_peak_memory(model, x, torch.device("cpu"))
+    peak, _ = measure_peak_memory(model, x, torch.device("cpu"))
     assert peak > 0
-    assert measure.count_flops(model, x[:1], torch.device("cpu")).dense > 0
+    assert count_flops(model, x[:1], torch.device("cpu")).dense > 0
 
 
 @pytest.mark.parametrize("name", list_models())

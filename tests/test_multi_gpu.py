@@ -10,8 +10,8 @@ from datetime import datetime
 
 import pytest
 
-from benchmarks.service.jobs import JobQueue
-from benchmarks.specs import SweepSpec
+from benchmarks.service.queue import JobQueue
+from benchmarks.spec.sweep import SweepSpec
 
 pytestmark = pytest.mark.slow
 SMALL = dict(epochs=1, min_time_s=0.05, finetune_epochs=1, device="cuda")

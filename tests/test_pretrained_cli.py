@@ -69,7 +69,7 @@ def test_absent_weights_are_refused_at_once(tmp_path, imagenet_folder):
     assert str(tmp_path / "empty" / "hub" / "checkpoints") in lines[0]
     assert elapsed < 5, elapsed
     # Why it is fast: the refusal comes before torch is imported at all.
-    code = (f"import sys; from benchmarks.cli import main; rc = main({args!r}); "
+    code = (f"import sys; from benchmarks.cli.main import main; rc = main({args!r}); "
             f"print(rc, 'torch' in sys.modules)")
     probe = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                            text=True, timeout=60, env={**os.environ, **env})

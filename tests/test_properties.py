@@ -16,12 +16,12 @@ import torch
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from benchmarks import runner
-from benchmarks.checkpoints import load_into, read_state_dict
-from benchmarks.cli import main
-from benchmarks.models import create_model
-from benchmarks.results import VariantResult
-from benchmarks.specs import SweepSpec
+from benchmarks.cli.main import main
+from benchmarks.report.results import VariantResult
+from benchmarks.run import runner
+from benchmarks.spec.sweep import SweepSpec
+from benchmarks.zoo.checkpoints import load_into, read_state_dict
+from benchmarks.zoo.models import create_model
 
 SETTINGS = settings(max_examples=50, deadline=timedelta(seconds=30), database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -353,7 +353,7 @@ def image_folder(tmp_path_factory):
                                        b"GIF89a" + b"\xff" * 20, b"\x89PNG\r\n\x1a\n" * 3])),
        suffix=st.sampled_from([".png", ".jpg", ".gif", ".bmp", ".tiff", ".webp"]))
 def test_any_bytes_with_an_image_suffix_load_or_are_one_line(image_folder, data, suffix):
-    from benchmarks.datasets import load_dataset
+    from benchmarks.zoo.datasets import load_dataset
     hostile = image_folder / "b" / f"hostile{suffix}"
     hostile.write_bytes(data)
     try:

@@ -2,8 +2,16 @@ import pytest
 import torch
 from torch import nn
 
-from optim_support import assert_untouched, gzip_size, se_net, seed_cnn, snapshot
-from optim_support import ctx, digits_split, trained_cnn  # noqa: F401
+from optim_support import (  # noqa: F401
+    assert_untouched,
+    ctx,
+    digits_split,
+    gzip_size,
+    se_net,
+    seed_cnn,
+    snapshot,
+    trained_cnn,
+)
 from optimizers import PruneSettings, pruning, sparsity_report
 from optimizers.base import Context, TrainData
 
@@ -154,7 +162,7 @@ def test_a_search_past_its_time_limit_is_given_up():
 def test_a_model_whose_graph_search_does_not_end_is_pruned_block_by_block(monkeypatch):
     """RexNet's partial residual (x[:, :c] += shortcut) keeps Torch-Pruning's group search
     going without end; given up, each block's inner channels are pruned alone."""
-    from benchmarks.models import build_model
+    from benchmarks.zoo.models import build_model
     from optimizers import pruning
     from optimizers.base import Context, TrainData
     monkeypatch.setattr(pruning, "MODEL_SEARCH_S", 2.0)
@@ -175,7 +183,7 @@ def test_unstructured_fine_tune_through_multihead_attention(method):
     """nn.MultiheadAttention reads out_proj.weight without calling out_proj: the zeros are
     held by a parametrization, which every read recomputes (a pre-hook mask went stale and
     the second backward failed)."""
-    from benchmarks.models import build_model
+    from benchmarks.zoo.models import build_model
     torch.manual_seed(0)
     model = build_model("vit_nano", 10, 1, (8, 8))
     x = torch.randn(16, 1, 8, 8)

@@ -2,9 +2,18 @@ import pytest
 import torch
 from torch import nn
 
-from optim_support import (accuracy, assert_untouched, ctx, digits_split,  # noqa: F401
-                           make_context,
-                           saved_size, se_net, small, snapshot, trained_cnn)
+from optim_support import (  # noqa: F401
+    accuracy,
+    assert_untouched,
+    ctx,
+    digits_split,
+    make_context,
+    saved_size,
+    se_net,
+    small,
+    snapshot,
+    trained_cnn,
+)
 from optimizers import Int8Settings, int8_weight_modules, quantization
 
 
@@ -131,7 +140,7 @@ def test_an_fx_graph_that_fails_when_run_falls_back_to_pt2e(mode, path):
     """ShuffleNet converts under FX but its quantized graph fails when run: both INT8 flows
     take pt2e, whose graph keeps the batch dimension dynamic (the test split is scored in
     batches of another size than the calibration's)."""
-    from benchmarks.models import build_model
+    from benchmarks.zoo.models import build_model
     from optimizers.base import Context, TrainData
     torch.manual_seed(0)
     model = build_model("torchvision:shufflenet_v2_x0_5", 10, 3, (32, 32))

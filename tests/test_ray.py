@@ -122,10 +122,10 @@ def test_killing_a_ray_worker_mid_build_touches_only_its_variant(cluster, tmp_pa
 
 
 def test_cancel_stops_the_sweep_and_frees_the_cluster(cluster, tmp_path):
-    from benchmarks.cache import WeightsCache
     from benchmarks.executors.ray_executor import RaySweep
-    from benchmarks.runner import prepare_sweep
-    from benchmarks.specs import SweepSpec
+    from benchmarks.run.cache import WeightsCache
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.spec.sweep import SweepSpec
     spec = SweepSpec.from_toggles(distill=True, temperature=(1.0, 2.0, 4.0, 8.0), epochs=8)
     sweep = RaySweep(prepare_sweep(spec, cache=WeightsCache(enabled=False)), cluster)
     seen = []

@@ -56,7 +56,7 @@ def toy():
 
 
 def test_a_registered_technique_reaches_the_cli_parser_and_list(toy, capsys):
-    from benchmarks.cli import build_parser, list_info, main, technique_choices
+    from benchmarks.cli.main import build_parser, list_info, main, technique_choices
     parser = build_parser()
     args = parser.parse_args(["run", "--toy", "1.5,3", "--toy-bias", "0.5"])
     assert technique_choices(args) == ({("toy", "scale"): (1.5, 3.0),
@@ -74,7 +74,7 @@ def test_a_registered_technique_reaches_the_cli_parser_and_list(toy, capsys):
 
 
 def test_a_registered_technique_round_trips_through_a_spec_and_sweeps(toy):
-    from benchmarks.specs import SweepSpec
+    from benchmarks.spec.sweep import SweepSpec
     spec = SweepSpec.from_toggles(toy=(1.0, 2.0), prune=0.5, combine=True)
     names = [v.name for v in spec.variants]
     assert names == ["baseline", "prune-l1-0.5", "toy-x1", "toy-x2",
@@ -86,11 +86,11 @@ def test_a_registered_technique_round_trips_through_a_spec_and_sweeps(toy):
 
 
 def test_a_registered_technique_runs_in_a_chain_and_in_the_runner(toy, tmp_path):
-    from benchmarks.cache import WeightsCache
-    from benchmarks.runner import run_sweep
-    from benchmarks.specs import SweepSpec
-    from optimizers import PruneSettings, apply_chain
+    from benchmarks.run.cache import WeightsCache
+    from benchmarks.run.runner import run_sweep
+    from benchmarks.spec.sweep import SweepSpec
     from optim_support import make_context, seed_cnn
+    from optimizers import PruneSettings, apply_chain
     x, y = torch.randn(64, 1, 8, 8), torch.randint(0, 10, (64,))
     ctx = make_context((x, y))
     model = seed_cnn().eval()
@@ -123,5 +123,5 @@ def test_a_registered_technique_gets_dashboard_widgets_from_its_metadata(toy, tm
     at.checkbox(key="exp_toy_sweep").check().run()
     assert at.slider(key="exp_toy_scale_range").value == (0.5, 2.0)  # a range, and points
     assert at.number_input(key="exp_toy_scale_count").value == 5
-    from benchmarks.service.jobs import JobQueue
+    from benchmarks.service.queue import JobQueue
     JobQueue(tmp_path / "r.db").stop_worker("cpu")

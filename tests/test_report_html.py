@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.report import RunReport
+from benchmarks.report.document import RunReport
 
 FAST = ["--min-time", "0.05", "--epochs", "2", "--quiet"]
 # The default sweep (`make bench`), and one with an axis, so trade-off curves are drawn too.
@@ -33,7 +33,7 @@ def store(tmp_path_factory):
 
 def runs(store) -> tuple[dict, dict]:
     """(default sweep, axis sweep) as the store returns them."""
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.store.database import ResultsStore
     newest_first = ResultsStore(store).runs(kind="sweep")
     return newest_first[1], newest_first[0]
 
@@ -73,8 +73,8 @@ class Scan(HTMLParser):
 
 
 def test_the_report_holds_every_chart_and_the_table_and_loads_nothing(store):
-    from benchmarks.figures import run_figures
-    from benchmarks.html_report import render
+    from benchmarks.report.figures import run_figures
+    from benchmarks.report.html import render
     _, axis_run = runs(store)
     report = RunReport.from_stored(axis_run)
     html = render(report)
@@ -112,7 +112,7 @@ def test_the_default_sweep_report_is_one_file_under_5_mb_from_the_cli(store, tmp
 
 
 def test_report_refuses_bad_input_in_one_line(store, tmp_path, cli):
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.store.database import ResultsStore
     default_run, _ = runs(store)
     ddp = ResultsStore(store).start_run(model="seed_cnn", dataset="digits", device="cpu",
                                         spec={}, environment={}, kind="distributed")
@@ -134,7 +134,7 @@ def test_report_refuses_bad_input_in_one_line(store, tmp_path, cli):
 def test_the_report_draws_every_chart_in_chromium_with_the_network_off(store, tmp_path):
     from playwright.sync_api import sync_playwright
 
-    from benchmarks.html_report import render
+    from benchmarks.report.html import render
     from tools.browser import CHROMIUM, CHROMIUM_ARGS
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
@@ -180,7 +180,7 @@ def test_the_report_draws_every_chart_in_chromium_with_the_network_off(store, tm
 def test_history_offers_the_report_of_the_two_runs_it_compares(store, monkeypatch):
     from streamlit.testing.v1 import AppTest
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store))
-    from benchmarks.service.jobs import JobQueue
+    from benchmarks.service.queue import JobQueue
     try:
         at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
                                default_timeout=60).run()

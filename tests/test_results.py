@@ -4,8 +4,8 @@ import statistics
 import pytest
 import torch
 
-from benchmarks.measure import Clock, LatencyTracker
-from benchmarks.results import (LatencyStats, VariantResult, comparison_rows, pareto_front)
+from benchmarks.measure.latency import Clock, LatencyTracker
+from benchmarks.report.results import LatencyStats, VariantResult, comparison_rows, pareto_front
 
 
 class FakeClock(Clock):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks import roofline
-from benchmarks.report import RunReport
-from benchmarks.results import VariantResult
+from benchmarks.measure import roofline
+from benchmarks.report.document import RunReport
+from benchmarks.report.results import VariantResult
 
 # A fake device: 100 GFLOP/s fp32, 400 bf16, 800 int8; 10 GB/s. Its ridge points are at
 # 10, 40 and 80 FLOPs per byte.
@@ -83,7 +83,7 @@ def test_the_json_table_and_chart_carry_the_roofline():
     rows = report.rows()
     assert [r["percent_of_peak"] for r in rows] == pytest.approx([10.0, 2.5])
     assert "% peak" in report.table() and "10.0" in report.table()
-    from benchmarks.figures import roofline_chart, run_figures
+    from benchmarks.report.figures import roofline_chart, run_figures
     fig = roofline_chart(rows, FAKE_PEAKS)
     roofs = [t for t in fig.data if t.mode == "lines"]
     points = [t for t in fig.data if t.mode == "markers"]
@@ -95,8 +95,8 @@ def test_the_json_table_and_chart_carry_the_roofline():
 
 
 def test_peaks_are_measured_once_per_machine_and_cached_in_the_store(tmp_path):
-    from benchmarks import peaks
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.measure import peaks
+    from benchmarks.store.database import ResultsStore
     store = ResultsStore(tmp_path / "s.db")
     cpu = torch.device("cpu")
     first = peaks.cached_peaks(store, cpu, 1)
@@ -112,7 +112,7 @@ def test_peaks_are_measured_once_per_machine_and_cached_in_the_store(tmp_path):
 
 
 def test_the_int8_peak_falls_back_to_the_quantized_linear_kernels():
-    from benchmarks.peaks import int8_gemm_call
+    from benchmarks.measure.peaks import int8_gemm_call
     kernel, call = int8_gemm_call(torch.device("cpu"), 64, kernel="quantized_linear")
     assert kernel.startswith("quantized.linear")
     out = call()
@@ -122,22 +122,24 @@ def test_the_int8_peak_falls_back_to_the_quantized_linear_kernels():
 def test_resnet18_baseline_sits_below_both_roofs():
     """The device's measured roofs bound what a real network reaches: ResNet-18's fp32
     baseline is under the compute roof and under the memory roof at its intensity."""
-    from benchmarks import measure
-    from benchmarks.environment import default_threads
-    from benchmarks.models import create_model
-    from benchmarks.peaks import measure_peaks
-    from benchmarks.results import LatencyStats
+    from benchmarks.measure.environment import default_threads
+    from benchmarks.measure.latency import measure_latency, pinned_threads
+    from benchmarks.measure.memory import measure_traffic
+    from benchmarks.measure.peaks import measure_peaks
+    from benchmarks.report.results import LatencyStats
+    from benchmarks.zoo.models import create_model
+    from optimizers.counting import count_flops
     cpu = torch.device("cpu")
     threads = default_threads()
     peaks = measure_peaks(cpu, threads)
     torch.manual_seed(0)
     model = create_model("resnet18", 10, 3, (32, 32)).eval()
     x = torch.randn(16, 3, 32, 32)
-    with measure.pinned_threads(threads):
-        samples = measure.measure_latency(model, x, cpu, min_time_s=0.3).samples_ms
-    flops = measure.count_flops(model, x[:1], cpu).dense
+    with pinned_threads(threads):
+        samples = measure_latency(model, x, cpu, min_time_s=0.3).samples_ms
+    flops = count_flops(model, x[:1], cpu).dense
     result = VariantResult("baseline", latency_samples_ms=samples, batch_size=16, flops=flops,
-                           traffic_bytes=measure.measure_traffic(model, x, cpu))
+                           traffic_bytes=measure_traffic(model, x, cpu))
     point = result.roofline({"peaks": {"cpu": peaks}})
     assert LatencyStats.from_samples(samples, 16).p50 > 0
     assert 0 < point["achieved_flops_per_s"] < peaks["gemm_flops_per_s"]["fp32"]

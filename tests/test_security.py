@@ -132,8 +132,8 @@ def test_store_log_secret_and_cache_are_owner_only_and_hold_no_session_key(tmp_p
     database keeps owners as digests, never a session key that would open a session."""
     from playwright.sync_api import expect
 
-    from benchmarks.service.jobs import JobQueue
-    from benchmarks.specs import SweepSpec
+    from benchmarks.service.queue import JobQueue
+    from benchmarks.spec.sweep import SweepSpec
     from helpers import chromium, wait_until
     from tools.browser import running_server
     folder, cache = tmp_path / "srv", tmp_path / "cache"
@@ -172,8 +172,8 @@ def test_a_session_url_opened_in_another_browser_is_a_new_session(tmp_path):
     browser keeps its session and its job."""
     from playwright.sync_api import expect
 
-    from benchmarks.service.jobs import JobQueue
-    from benchmarks.specs import SweepSpec
+    from benchmarks.service.queue import JobQueue
+    from benchmarks.spec.sweep import SweepSpec
     from helpers import chromium, wait_until
     from tools.browser import running_server
     store = tmp_path / "results.db"

@@ -1,7 +1,8 @@
 import pytest
 
-from benchmarks.specs import (BASELINE, AmpSettings, DistillSettings, Int8Settings,
-                              PruneSettings, SweepSpec, VariantSpec)
+from benchmarks.spec.sweep import SweepSpec
+from benchmarks.spec.variant import BASELINE, VariantSpec
+from optimizers.settings import AmpSettings, DistillSettings, Int8Settings, PruneSettings
 
 
 @pytest.mark.parametrize("make, field", [

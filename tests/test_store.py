@@ -4,10 +4,9 @@ import sqlite3
 
 import pytest
 
+from benchmarks.report.results import VariantResult
+from benchmarks.store.database import ResultsStore
 from helpers import process_holding_a_run
-
-from benchmarks.results import VariantResult
-from benchmarks.service.store import ResultsStore
 
 
 def _result(name, i=0):
@@ -85,7 +84,7 @@ def test_a_fast_models_variant_stays_small_and_its_samples_round_trip(tmp_path, 
     sample: each stored variant is 20 KB or less, and what is stored reads back exactly."""
     import json
 
-    from benchmarks.results import KEPT_SAMPLES
+    from benchmarks.report.results import KEPT_SAMPLES
     store, report = tmp_path / "s.db", tmp_path / "r.json"
     out = cli("run", "--model", "mlp", "--batch-size", "1", "--epochs", "1", "--min-time",
               "1.5", "--store", str(store), "--json", str(report), "--quiet")

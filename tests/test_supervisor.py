@@ -12,10 +12,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from benchmarks.service.jobs import JobQueue
-from benchmarks.service.limits import Limits
-from benchmarks.specs import SweepSpec
-
+from benchmarks.service.queue import JobQueue
+from benchmarks.spec.limits import Limits
+from benchmarks.spec.sweep import SweepSpec
 from helpers import ROOT, chromium, wait_until, zombies_of
 
 FAST = dict(min_time_s=0.05, min_runs=10, warmup=1, epochs=1)

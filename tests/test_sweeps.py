@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.cli import build_parser, main, technique_choices
-from benchmarks.specs import SweepSpec, plan_variants
+from benchmarks.cli.main import build_parser, main, technique_choices
+from benchmarks.spec.plan import plan_variants
+from benchmarks.spec.sweep import SweepSpec
 
 
 def choices(*argv: str):
@@ -125,7 +126,7 @@ def _stored(spec: SweepSpec, phases: dict[str, tuple[float, float, int]]) -> dic
 
 
 def test_the_estimate_from_a_fake_history():
-    from benchmarks.estimate import estimate_sweep
+    from benchmarks.run.estimate import estimate_sweep
     old = SweepSpec.from_toggles(prune=0.5, epochs=2)
     history = [_stored(old, {"baseline": (10.0, 1.0, 1), "prune-l1-0.5": (4.0, 1.0, 1)})]
     # The same sweep again: everything cached, only the measuring remains.
@@ -162,7 +163,7 @@ def test_the_cli_prints_the_count_and_estimate_before_running(tmp_path, cli):
 # -- curves from rows (figure data, not pixels) -------------------------------------------------
 
 def _rows():
-    from benchmarks.results import VariantResult, comparison_rows
+    from benchmarks.report.results import VariantResult, comparison_rows
     results = [VariantResult("baseline", accuracy=0.98, latency_samples_ms=[10.0] * 10,
                              size_bytes=4 * 2**20, batch_size=32)]
     for method in ("l1", "channel"):

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from benchmarks.service.jobs import JobQueue
-from benchmarks.specs import SweepSpec
+from benchmarks.service.queue import JobQueue
+from benchmarks.spec.sweep import SweepSpec
 from dashboard.identity import session_owner
-
 from helpers import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +64,7 @@ def checkpoint_bytes() -> bytes:
     """A real seed_cnn checkpoint for digits, as safetensors."""
     from safetensors.torch import save
 
-    from benchmarks.models import create_model
+    from benchmarks.zoo.models import create_model
     model = create_model("seed_cnn", 10, 1, (8, 8))
     return save({k: v.contiguous() for k, v in model.state_dict().items()})
 

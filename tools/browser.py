@@ -61,7 +61,7 @@ def stop_server(proc: subprocess.Popen, store: Path | None) -> None:
     with no store, such as the one-button floor, has none)."""
     if store is not None:
         try:
-            from benchmarks.service.jobs import JobQueue
+            from benchmarks.service.queue import JobQueue
             JobQueue(store).stop_worker("cpu", timeout=5)
         except Exception:
             pass

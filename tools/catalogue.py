@@ -3,7 +3,7 @@ families and weights the menus list) from the installed libraries, after a versi
 
 from __future__ import annotations
 
-from benchmarks.catalogue import CATALOGUE_FILE, write
+from benchmarks.zoo.catalogue import CATALOGUE_FILE, write
 
 
 def main() -> None:

@@ -79,7 +79,7 @@ def smallest_size(spec: str) -> tuple[int, object]:
     """The smallest square resolution of SIZES the model builds and runs at, and the model."""
     import torch
 
-    from benchmarks.models import build_model, check_input_fits
+    from benchmarks.zoo.models import build_model, check_input_fits
     last = None
     for size in SIZES:
         try:
@@ -96,7 +96,10 @@ def measure_outcome(outcome, example) -> dict:
     """What a sweep measures of a variant, so a ✓ means the engine could report it."""
     import torch
 
-    from benchmarks import measure
+    from benchmarks.measure.latency import measure_latency
+    from benchmarks.measure.memory import measure_peak_memory
+    from benchmarks.measure.size import serialized_size
+    from optimizers.counting import count_flops, count_params
     device = outcome.device or torch.device("cpu")
     model = outcome.model
     model.eval()  # not chained: an exported (pt2e) graph's eval() returns None
@@ -105,12 +108,12 @@ def measure_outcome(outcome, example) -> dict:
         logits = model(example.to(device))
     if tuple(logits.shape) != (len(example), CLASSES):
         raise RuntimeError(f"the variant returns {tuple(logits.shape)}, not logits")
-    size, _ = measure.serialized_size(model)
-    params, _ = measure.count_params(model)
-    flops = outcome.flops_hint or measure.count_flops(model, example[:1], device)
-    peak, _ = measure.measure_peak_memory(model, example, device,
+    size, _ = serialized_size(model)
+    params, _ = count_params(model)
+    flops = outcome.flops_hint or count_flops(model, example[:1], device)
+    peak, _ = measure_peak_memory(model, example, device,
                                           autocast=outcome.autocast(device.type))
-    tracker = measure.measure_latency(model, example, device, autocast=outcome.autocast(
+    tracker = measure_latency(model, example, device, autocast=outcome.autocast(
         device.type), min_runs=2, min_time_s=0, warmup=1)
     return {"params": params, "size_mb": round(size / 2**20, 3),
             "flops": getattr(flops, "dense", flops), "peak_mb": round(peak / 2**20, 2),
@@ -122,8 +125,8 @@ def run_model(spec: str, cells: list[str]) -> None:
     ends (the parent names a cell that hangs by the last start it saw)."""
     import torch
 
-    from benchmarks.environment import quiet_library_noise
-    from benchmarks.models import build_model, default_student, model_source
+    from benchmarks.measure.environment import quiet_library_noise
+    from benchmarks.zoo.models import build_model, default_student, model_source
     from optimizers import chain
     from optimizers.base import Context, TrainData
     from optimizers.errors import described
@@ -283,7 +286,7 @@ def render(results: list[dict], versions: dict, wall_s: float) -> str:
 def versions() -> dict:
     from importlib.metadata import version
 
-    from benchmarks.environment import cpu_name
+    from benchmarks.measure.environment import cpu_name
     return {"torch": version("torch"), "torchvision": version("torchvision"),
             "timm": version("timm"), "torch_pruning": version("torch-pruning"),
             "cpu": cpu_name()}

@@ -41,16 +41,15 @@ import time
 from pathlib import Path
 
 from optimizers.errors import time_limit
-
-from .perf import ROOT, check, check_rows, unmet
+from tools.checks import ROOT, check, check_rows, unmet
 
 STEP_TIMEOUT_S = 150       # one section, or one subprocess
 DEFAULT_BUDGET_S = 420     # the whole run: under a lent command's 600 s, with room to write
 
 
 def _p50(model, x, device, autocast=None, min_time_s: float = 0.3):
-    from benchmarks.measure import measure_latency
-    from benchmarks.results import LatencyStats, VariantResult
+    from benchmarks.measure.latency import measure_latency
+    from benchmarks.report.results import LatencyStats, VariantResult
     tracker = measure_latency(model, x, device, autocast=autocast, min_time_s=min_time_s)
     stats = LatencyStats.from_samples(tracker.samples_ms, x.shape[0])
     launch = VariantResult("x", latency_samples_ms=tracker.samples_ms,
@@ -74,11 +73,11 @@ def _shape(device, quick: bool, batch: int, size: int = 224):
 
 def timing(device, rounds: int, quick: bool) -> dict:
     import torch
-    from torch.utils import benchmark
     from torch import nn
+    from torch.utils import benchmark
 
-    from benchmarks.environment import default_threads
-    from benchmarks.measure import pinned_threads
+    from benchmarks.measure.environment import default_threads
+    from benchmarks.measure.latency import pinned_threads
     batch, size = _shape(device, quick, 128)
     model = _resnet("resnet18", device)
     x = torch.randn(batch, 3, size, size, device=device)
@@ -111,7 +110,7 @@ def memory(device, quick: bool) -> dict:
     """The same variant's peak memory with and without a second model resident."""
     import torch
 
-    from benchmarks.measure import measure_peak_memory
+    from benchmarks.measure.memory import measure_peak_memory
     batch, size = _shape(device, quick, 64)
     model = _resnet("resnet18", device)
     x = torch.randn(batch, 3, size, size)
@@ -130,7 +129,7 @@ def memory(device, quick: bool) -> dict:
 def fp32(device, rounds: int, quick: bool) -> dict:
     import torch
 
-    from benchmarks.environment import apply_precision
+    from benchmarks.measure.environment import apply_precision
     batch, size = _shape(device, quick, 64)
     model = _resnet("resnet50", device)
     x = torch.randn(batch, 3, size, size, device=device)
@@ -153,7 +152,7 @@ def amp(device, rounds: int, quick: bool) -> dict:
 
     import torch
 
-    from benchmarks.environment import apply_precision
+    from benchmarks.measure.environment import apply_precision
     from optimizers.precision import autocast
     dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
     name = str(dtype).removeprefix("torch.")
@@ -263,7 +262,7 @@ def ddp(device, quick: bool) -> dict:
 
 
 def _peaks(device, rounds: int) -> dict:
-    from .perf import peaks
+    from tools.perf import peaks
     return peaks(rounds, device.type)
 
 
@@ -307,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         print(f"gpu_check: --rounds must be at least 1, got {args.rounds}", file=sys.stderr)
         return 2
-    from benchmarks.environment import environment_card, quiet_library_noise
+    from benchmarks.measure.environment import environment_card, quiet_library_noise
     quiet_library_noise()
     device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
     env = environment_card(device)

@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.checks import ROOT, check, check_rows, unmet  # noqa: F401 (gpu_check's too)
+
 DEFAULT_OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
 SECTIONS = ("fidelity", "peaks", "bench", "tradeoff", "resnet", "catalogue", "distributed",
             "cluster", "server", "dashboard")
@@ -60,27 +61,6 @@ def _cli(args: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess
     return time.perf_counter() - t0, proc
 
 
-def check(name: str, measured, target: str, ok: bool, note: str = "") -> dict:
-    return {"target": name, "measured": measured, "threshold": target, "ok": bool(ok),
-            "note": note}
-
-
-def check_rows(name: str, section: dict) -> list[str]:
-    """A section's checks as rows of the | target | measured | threshold | met | table."""
-    rows = [f"| {name} | failed: {section['error']} | | **no** |"] if "error" in section else []
-    for c in section.get("checks", []):
-        note = f" ({c['note']})" if c["note"] else ""
-        rows.append(f"| {c['target']}{note} | {c['measured']} | {c['threshold']} | "
-                    f"{'yes' if c['ok'] else '**no**'} |")
-    return rows
-
-
-def unmet(results: dict) -> list[str]:
-    """The checks that failed and the sections that broke, by name."""
-    return ([c["target"] for s in results.values() for c in s.get("checks", []) if not c["ok"]]
-            + [name for name, s in results.items() if "error" in s])
-
-
 # -- latency fidelity, repeatability, overhead -------------------------------------------
 
 def fidelity(repeats: int) -> dict:
@@ -88,9 +68,9 @@ def fidelity(repeats: int) -> dict:
     import torchvision
     from torch.utils import benchmark
 
-    from benchmarks.environment import default_threads
-    from benchmarks.measure import measure_latency, pinned_threads
-    from benchmarks.results import LatencyStats
+    from benchmarks.measure.environment import default_threads
+    from benchmarks.measure.latency import measure_latency, pinned_threads
+    from benchmarks.report.results import LatencyStats
 
     threads = default_threads()
     torch.manual_seed(0)
@@ -133,9 +113,9 @@ def peaks(repeats: int, device_name: str = "cpu") -> dict:
     import torch
     from torch.utils import benchmark
 
-    from benchmarks.environment import default_threads
-    from benchmarks.measure import pinned_threads
-    from benchmarks.peaks import GEMM_SIZE, fp32_matmuls, gemm_call, measure_peaks
+    from benchmarks.measure.environment import default_threads
+    from benchmarks.measure.latency import pinned_threads
+    from benchmarks.measure.peaks import GEMM_SIZE, fp32_matmuls, gemm_call, measure_peaks
 
     threads = default_threads()
     device = torch.device(device_name)
@@ -230,7 +210,7 @@ def tradeoff() -> dict:
     """The sweep of the curves: ten pruned variants (l1 and channel at five ratios) and four
     distilled ones (T = 1, 2, 4, 8) with one scratch twin. Cold trains each point once; warm
     (everything cached) must finish within a minute."""
-    from benchmarks import stats
+    from benchmarks.report import stats
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
                "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
@@ -243,9 +223,8 @@ def tradeoff() -> dict:
         if p.returncode:
             raise RuntimeError(f"warm sweep failed: {p.stderr[-400:]}")
         doc = json.loads(Path(out).read_text())
-        from benchmarks.service.store import ResultsStore
-
-        from .perf_ui import results_page_of
+        from benchmarks.store.database import ResultsStore
+        from tools.perf_ui import results_page_of
         store = Path(tmp) / "store.db"
         visits = results_page_of(store, ResultsStore(store).runs()[0]["run_id"])  # the warm run
     page = statistics.median(visits[1:])
@@ -426,7 +405,7 @@ def cluster() -> dict:
     against a two-node cluster on this machine, cold caches both, at the default budget and
     with builds long enough for the cluster to pay; and the DDP benchmark with two workers
     across the nodes against the same on one machine."""
-    from .ray_cluster import local_cluster
+    from tools.ray_cluster import local_cluster
     heavy_sweep = [*CLUSTER_SWEEP, "--epochs", str(CLUSTER_EPOCHS)]
     with tempfile.TemporaryDirectory() as tmp, local_cluster(nodes=2) as address:
         default = _cluster_pair(tmp, address, CLUSTER_SWEEP, "default")
@@ -471,11 +450,12 @@ def server() -> dict:
     100,000-image folder, and from a SIGKILLed worker to the next queued job running (no page
     action), medians of three."""
     import signal
+
     import numpy as np
     from PIL import Image
 
-    from benchmarks.service.jobs import JobQueue
-    from benchmarks.specs import SweepSpec
+    from benchmarks.service.queue import JobQueue
+    from benchmarks.spec.sweep import SweepSpec
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "images"
         tile = Image.fromarray(np.zeros((8, 8, 3), dtype=np.uint8))
@@ -484,7 +464,7 @@ def server() -> dict:
             if i < 2:
                 folder.mkdir(parents=True)
             tile.save(folder / f"{i}.png")
-        from benchmarks.runner import prepare_sweep
+        from benchmarks.run.runner import prepare_sweep
         spec = SweepSpec(dataset=f"imagefolder:{root}", input_shape=(3, 64, 64))
         admission = []
         for _ in range(3):
@@ -529,7 +509,7 @@ def server() -> dict:
 # -- the dashboard in a real browser -------------------------------------------------------
 
 def dashboard() -> dict:
-    from .perf_ui import measure_dashboard
+    from tools.perf_ui import measure_dashboard
     return measure_dashboard()
 
 
@@ -569,7 +549,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
-    from benchmarks.environment import default_threads, environment_card, quiet_library_noise
+    from benchmarks.measure.environment import (
+        default_threads,
+        environment_card,
+        quiet_library_noise,
+    )
     quiet_library_noise()
     env = environment_card(threads=default_threads())
     results = {}

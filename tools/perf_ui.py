@@ -12,13 +12,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from .browser import (CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, running_server, stop_server,
-                      wait_healthy)
+from tools.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    free_port,
+    running_server,
+    stop_server,
+    wait_healthy,
+)
 
 
 def _store_twenty_variants(store: Path) -> str:
-    from benchmarks.results import VariantResult
-    from benchmarks.service.store import ResultsStore
+    from benchmarks.report.results import VariantResult
+    from benchmarks.store.database import ResultsStore
     s = ResultsStore(store)
     run_id = s.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
                          environment={"torch": "-", "note": "synthetic figures for perf"})
@@ -143,7 +150,7 @@ def _first_draws(browser, tmp: Path, repeats: int) -> dict:
 def measure_dashboard(repeats: int = 3) -> dict:
     from playwright.sync_api import expect, sync_playwright
 
-    from .perf import check
+    from tools.checks import check
 
     if not os.path.exists(CHROMIUM):
         raise RuntimeError(f"{CHROMIUM} is missing (apt-get install chromium)")
@@ -188,7 +195,7 @@ def measure_dashboard(repeats: int = 3) -> dict:
                     expect(other.get_by_role("button", name="Run benchmark")).to_be_visible(
                         timeout=30_000)
                     loads_idle.append(time.monotonic() - t_load)
-                from benchmarks.service.jobs import JobQueue
+                from benchmarks.service.queue import JobQueue
                 queue = JobQueue(store)
                 for attempt in ("cold", "warm"):
                     jobs_before = len(queue.jobs())

@@ -1,8 +1,8 @@
 """The data-parallel training benchmark: DDP with gradient compression as a comm hook.
 
-``config`` (torch-free: the dashboard validates its form with it), ``launcher`` (one process
-per rank on this machine, the CLI ``python -m benchmarks distributed``) and ``worker`` (one
-rank's body; under torchrun, ``python -m benchmarks.distributed.worker``).
+``launcher`` (one process per rank on this machine, ``compression-bench distributed``),
+``worker`` (one rank's body; under torchrun, ``python -m benchmarks.distributed.worker``) and
+``ray_ranks`` (ranks as Ray actors). Its config is torch-free, in ``benchmarks.spec.distributed``.
 """
 
-from .config import DistributedConfig  # noqa: F401
+__all__ = ["launcher", "ray_ranks", "worker"]

@@ -2,6 +2,6 @@
 
 import sys
 
-from .launcher import main
+from benchmarks.distributed.launcher import main
 
 sys.exit(main(sys.argv[1:]))

@@ -6,7 +6,7 @@ count and compression the launcher starts one process per rank (gloo on CPU, NCC
 watches them, and turns a crash or a hang into a failed run with the worker's reason, leaving
 no process behind. A cancel (``should_stop``) is checked every WAIT_S while the ranks run, and
 stops every rank at once. Multi-node runs use the same worker under torchrun
-(``python -m benchmarks.distributed_worker``).
+(``python -m benchmarks.distributed.worker``).
 
 On one machine everything listens on loopback only: the rendezvous store on a socket bound to
 127.0.0.1 (torch's TCPStore would otherwise bind every interface, with no authentication),
@@ -26,29 +26,28 @@ import socket
 import sys
 import time
 
+from benchmarks.distributed.worker import (
+    PROGRESS_SLOTS,
+    STARTUP_TIMEOUT_S,
+    WorkerFailure,
+    WorkerJob,
+    run_worker,
+)
+from benchmarks.measure.environment import resolve_device
+from benchmarks.measure.machine import apply_memory_limit, data_segment_bytes, memory_limit
+from benchmarks.spec.cancel import Cancelled
+from benchmarks.spec.distributed import DEVICES, DistributedConfig  # noqa: F401  (re-exported)
+from benchmarks.spec.sweep import COMPRESSIONS
 from optimizers.errors import first_line
-from ..cancel import Cancelled
-from ..service.limits import apply_memory_limit, data_segment_bytes, memory_limit
-from ..specs import COMPRESSIONS
-from ..environment import resolve_device
-from .config import DEVICES, DistributedConfig  # noqa: F401  (re-exported)
-from .worker import PROGRESS_SLOTS, WorkerJob, run_worker
 
 # Beyond one worker per core timings are oversubscribed (warned); beyond this many per core
 # the run would measure the scheduler, not the training: refused.
 MAX_WORKERS_PER_CORE = 4
-# Start-up (data set, model, rendezvous, DDP's broadcast) can take long on a loaded machine;
-# the no-progress watchdog starts once every worker is through it, and this bounds it.
-STARTUP_TIMEOUT_S = 180.0
 # A terminated worker gets this long to exit before it is killed.
 TERMINATE_GRACE_S = 3.0
 HOST = "127.0.0.1"
 LOOPBACK_IFNAME = "lo"  # gloo's interface for ranks on one machine (GLOO_SOCKET_IFNAME)
 WAIT_S = 0.2            # how often the launcher looks at its ranks (and at a cancel)
-
-
-class WorkerFailure(RuntimeError):
-    """A run's workers crashed, hung or disagreed; the message names the worker."""
 
 
 # -- capacity --------------------------------------------------------------------------------
@@ -86,10 +85,10 @@ def _preflight(config: DistributedConfig, memory_share: float | None = None,
     """Bad model or dataset names fail here, in one line, before any worker starts; so does a
     run whose ranks together would need more memory than it may use (every rank loads the
     data set), before anything is loaded."""
-    from ..datasets import load_dataset, stored_size
-    from ..footprint import admit, describe_data, distributed_footprint
-    from ..models import build_model
-    from ..service.limits import Limits
+    from benchmarks.run.footprint import admit, describe_data, distributed_footprint
+    from benchmarks.spec.limits import Limits
+    from benchmarks.zoo.datasets import load_dataset, stored_size
+    from benchmarks.zoo.models import build_model
     size = stored_size(config.dataset, config.data_root, config.input_shape)
     share = memory_share if memory_share is not None else Limits.from_env().memory_share
     footprint = distributed_footprint(config, size, lambda: build_model(
@@ -196,8 +195,8 @@ def _context():
     if "forkserver" in mp.get_all_start_methods():
         ctx = mp.get_context("forkserver")
         # The built-in data sets' loaders too (scikit-learn alone takes over a second).
-        ctx.set_forkserver_preload(["benchmarks.distributed_worker", "benchmarks.datasets",
-                                    "benchmarks.models", "sklearn.datasets"])
+        ctx.set_forkserver_preload(["benchmarks.distributed.worker", "benchmarks.zoo.datasets",
+                                    "benchmarks.zoo.models", "sklearn.datasets"])
         return ctx
     return mp.get_context("spawn")
 
@@ -335,7 +334,7 @@ def run_distributed(config: DistributedConfig, on_progress=None, warn=None, *,
     warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr))
     on_ray = config.executor == "ray"
     if on_ray:
-        from ..executors.ray_executor import check_cluster_capacity, connect
+        from benchmarks.executors.ray_executor import check_cluster_capacity, connect
         connect(config.ray_address)
         device = config.device if config.device != "auto" else "cpu"
         check_cluster_capacity(max(config.workers), device)
@@ -368,7 +367,7 @@ def run_distributed(config: DistributedConfig, on_progress=None, warn=None, *,
                                                                 config.steps))
         try:
             if on_ray:
-                from .ray_ranks import launch_on_ray
+                from benchmarks.distributed.ray_ranks import launch_on_ray
                 run.update(launch_on_ray(job, workers, backend=backend,
                                          timeout_s=config.timeout_s, should_stop=should_stop))
             else:
@@ -488,19 +487,19 @@ def distributed_environment(config: DistributedConfig) -> dict:
     card on CUDA), the cores and the start method."""
     import torch
 
-    from ..environment import environment_card
+    from benchmarks.measure.environment import environment_card
     device = resolve_device(config.device)
     environment = environment_card(torch.device("cuda:0") if device.type == "cuda" else device)
     environment.update(device=device.type, cores=available_cores(),
                        start_method=_context().get_start_method())
     if config.executor == "ray":
-        from ..executors.ray_executor import cluster_card
+        from benchmarks.executors.ray_executor import cluster_card
         environment["cluster"] = cluster_card()
     return environment
 
 
 def main(argv: list[str]) -> int:
-    from ..report import RunReport
+    from benchmarks.report.document import RunReport
     try:
         args = build_parser().parse_args(argv)
         config = DistributedConfig(
@@ -513,7 +512,7 @@ def main(argv: list[str]) -> int:
         # Refuse what the machine (or the cluster) cannot host before the store records
         # anything.
         if config.executor == "ray":
-            from ..executors.ray_executor import check_cluster_capacity, connect
+            from benchmarks.executors.ray_executor import check_cluster_capacity, connect
             connect(config.ray_address)
             device = config.device if config.device != "auto" else "cpu"
             check_cluster_capacity(max(config.workers), device)
@@ -523,7 +522,7 @@ def main(argv: list[str]) -> int:
         _preflight(config)
         store = None
         if not args.no_store:
-            from ..service.store import ResultsStore
+            from benchmarks.store.database import ResultsStore
             store = ResultsStore(args.store)
     except (UsageError, ValueError) as exc:
         print(f"error: {first_line(exc)}", file=sys.stderr)

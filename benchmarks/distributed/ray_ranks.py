@@ -13,9 +13,8 @@ import datetime
 import socket
 import time
 
+from benchmarks.distributed.worker import WorkerJob, run_worker
 from optimizers.errors import described
-
-from .worker import WorkerJob, run_worker
 
 POLL_S = 0.5
 
@@ -60,8 +59,8 @@ def launch_on_ray(job: WorkerJob, world_size: int, *, backend: str, timeout_s: f
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from ..executors.ray_executor import SLOT
-    from .launcher import STARTUP_TIMEOUT_S, WorkerFailure
+    from benchmarks.distributed.worker import STARTUP_TIMEOUT_S, WorkerFailure
+    from benchmarks.executors.ray_executor import SLOT
     bundle = {"GPU": 1, "CPU": 1} if job.device == "cuda" else {"CPU": 1, SLOT: 1}
     group = placement_group([bundle] * world_size, strategy="SPREAD")
     actors = []

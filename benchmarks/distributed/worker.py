@@ -2,7 +2,7 @@
 
 Runs inside a process whose process group is already initialised: a child started by
 ``benchmarks.distributed`` (one machine), or a process started by torchrun (any number of
-machines, ``python -m benchmarks.distributed_worker``, which reads torchrun's environment).
+machines, ``python -m benchmarks.distributed.worker``, which reads torchrun's environment).
 
 How the figures are taken (docs/distributed.md says the same for the reader):
 - bytes per step: inside the comm hook, ``bucket.buffer().numel()`` times the element size
@@ -34,9 +34,10 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
-from ..results import kept_samples
-from ..specs import COMPRESSIONS
-from .config import FAULT_STEP
+from benchmarks.report.results import kept_samples
+from benchmarks.spec.distributed import FAULT_STEP
+from benchmarks.spec.sweep import COMPRESSIONS
+
 WIRE_DTYPES = {"none": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 HOOKS = {"none": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook,
          "bf16": default_hooks.bf16_compress_hook}
@@ -48,6 +49,15 @@ WARMUP_STEPS = 3
 BASE_LR = 0.01
 EVAL_BATCH = 512
 # Slots per rank in the shared progress array the launcher watches for hangs.
+# Start-up (data set, model, rendezvous, DDP's broadcast) can take long on a loaded machine;
+# the launcher's no-progress watchdog starts once every worker is through it, and this bounds it.
+STARTUP_TIMEOUT_S = 180.0
+
+
+class WorkerFailure(RuntimeError):
+    """A run's workers crashed, hung or disagreed; the message names the worker."""
+
+
 PROGRESS_SLOTS = 2  # [0] steps completed, [1] all-reduces handed over
 
 
@@ -167,8 +177,8 @@ def _tick(progress, rank: int, slot: int = 0):
 
 
 def _build(job: WorkerJob, rank: int, device: torch.device):
-    from ..datasets import load_dataset
-    from ..models import build_model
+    from benchmarks.zoo.datasets import load_dataset
+    from benchmarks.zoo.models import build_model
 
     bundle = load_dataset(job.dataset, data_root=job.data_root, download=False,
                           input_shape=job.input_shape, seed=job.seed)
@@ -322,11 +332,11 @@ def _evaluate(model, bundle, device) -> tuple[float | None, float | None]:
     return total_loss / len(bundle.test), correct / len(bundle.test)
 
 
-# -- torchrun entry: python -m benchmarks.distributed_worker ---------------------------------
+# -- torchrun entry: python -m benchmarks.distributed.worker ---------------------------------
 
 def torchrun_main(argv: list[str]) -> int:
     """One rank under torchrun (any number of nodes); rank 0 prints the run as JSON."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.distributed_worker")
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.distributed.worker")
     parser.add_argument("--model", default="seed_cnn")
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--compression", choices=COMPRESSIONS, default="none")

@@ -5,4 +5,4 @@ the interleaved rounds of an ordinary run. Results are therefore the local execu
 whatever ran where (each training step's data and seed come from its own key).
 """
 
-EXECUTORS = ("local", "ray")
+__all__ = ["devices", "pool", "ray_executor", "tasks"]

@@ -15,9 +15,9 @@ import os
 import queue as queue_module
 from pathlib import Path
 
-from .devices import compute_device, try_busy
-from .tasks import TrainTask, Trained, plan, ship, train
-from .weights import state_of
+from benchmarks.executors.devices import compute_device, try_busy
+from benchmarks.executors.tasks import Trained, TrainTask, plan, ship, train
+from benchmarks.run.weights import state_of
 
 
 def _borrowed_device_main(device: str, visible: str | None, jobs, results) -> None:
@@ -43,7 +43,7 @@ class DevicePool:
         self.own = own
 
     def prefetch(self, sweep, on_progress=None, should_stop=None) -> None:
-        from ..runner import ProgressEvent
+        from benchmarks.run.runner import ProgressEvent
         stop = should_stop or (lambda: False)
         spec = sweep.spec
         tasks = plan(spec, sweep.data.labelled)

@@ -23,10 +23,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from benchmarks.executors.tasks import Trained, TrainTask, measure, plan, ship, train
+from benchmarks.report.results import VariantResult
 from optimizers.errors import described
-
-from ..results import VariantResult
-from .tasks import TrainTask, Trained, measure, plan, ship, train
 
 SLOT = "bench_slot"
 NAMESPACE = "compression-bench"
@@ -137,7 +136,7 @@ class RaySweep:
     def run(self, on_progress=None, should_stop=None, on_partial=None, on_environment=None):
         import ray
 
-        from ..runner import ProgressEvent
+        from benchmarks.run.runner import ProgressEvent
         stop = should_stop or (lambda: False)
         spec = self.spec
         total = len(spec.variants)

@@ -53,7 +53,7 @@ def ship(spec) -> tuple[dict, dict]:
     every node."""
     from pathlib import Path
 
-    from ..models import is_user_model
+    from benchmarks.zoo.models import is_user_model
     files = {}
     if is_user_model(spec.model):
         path, factory = spec.model.rsplit(":", 1)
@@ -115,12 +115,11 @@ def train(spec_dict: dict, task: TrainTask, given=None, files: dict | None = Non
     variant fails, not the sweep)."""
     import tempfile
 
+    from benchmarks.measure.latency import pinned_threads
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.run.weights import MemoryCache
+    from benchmarks.spec.sweep import SweepSpec
     from optimizers.errors import described
-
-    from ..measure import pinned_threads
-    from ..runner import prepare_sweep
-    from ..specs import SweepSpec
-    from .weights import MemoryCache
     t0 = time.perf_counter()
     where = where_am_i()
     if isinstance(given, Trained) and given.error:
@@ -154,9 +153,9 @@ def measure(spec_dict: dict, files: dict | None, failed: dict | None, built_on: 
     ("result", index, result) (results as dicts)."""
     import tempfile
 
-    from ..runner import prepare_sweep
-    from ..specs import SweepSpec
-    from .weights import MemoryCache
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.run.weights import MemoryCache
+    from benchmarks.spec.sweep import SweepSpec
     where = where_am_i()
     with tempfile.TemporaryDirectory(prefix="cb-measure-") as folder:
         spec = SweepSpec.from_dict(unship(spec_dict, files or {}, folder))

@@ -1,2 +1,5 @@
-"""The service side of the engine: the SQLite results store and the job queue whose worker
-process runs the dashboard's sweeps. Torch-free at import: the dashboard imports both."""
+"""The service side: the job queue the dashboard submits to (``queue``), its supervisor thread
+(``supervisor``) and the worker process that runs each job (``worker``). Torch-free at import
+(the dashboard imports the queue); only the worker loads the engine."""
+
+__all__ = ["queue", "supervisor", "worker"]

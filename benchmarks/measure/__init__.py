@@ -1,0 +1,10 @@
+"""Measurements, by the same code for every variant on the same inputs.
+
+Latency with its raw samples and pinned threads (``latency``), peak memory and the bytes a
+forward moves (``memory``), the shipped size (``size``), the device's peaks (``peaks``) and the
+roofline's arithmetic (``roofline``, torch-free), what the machine and the process hold
+(``machine``: memory available, the data segment and its hard limit), and the environment card
+every figure is stored with (``environment``).
+"""
+
+__all__ = ["environment", "latency", "machine", "memory", "peaks", "roofline", "size"]

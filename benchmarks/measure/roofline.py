@@ -1,0 +1,79 @@
+"""The roofline: why each variant is as fast as it is. Torch-free arithmetic.
+
+A device has compute roofs (its measured GEMM peak per precision, ``benchmarks.measure.peaks``) and a
+memory roof (its measured copy bandwidth times a kernel's arithmetic intensity). A variant is
+one point: its achieved FLOP/s (dense FLOPs per batch over its p50) against its arithmetic
+intensity (FLOPs per byte moved). Below the slanted roof it is memory-bound (more compute per
+byte, such as INT8's faster arithmetic, buys little); under the flat roof, compute-bound.
+
+Bytes moved, per batch, is an estimate (``measure.measure_traffic``): the weights read once,
+the input read once, every op's output written once and read once by its consumer. It counts
+what a forward must move at least once without fusion, not what the caches absorb, so the
+intensity is a lower bound and the memory roof a conservative one.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Precisions a variant can run in; the peaks measure a GEMM in each (fp16 and tf32 on CUDA).
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
+
+
+def variant_precision(config: dict, environment: dict, device: str) -> str:
+    """The precision a variant's kernels ran in: INT8 for quantized kernels (not torchao's
+    pt2e reference graph, which computes in float between quantize/dequantize ops), the AMP
+    dtype when autocast applied, tf32 for a CUDA sweep that chose it, fp32 otherwise."""
+    int8 = config.get("int8") or {}
+    if int8 and int8.get("path") != "pt2e":
+        return "int8"
+    amp = config.get("amp") or {}
+    if amp and not amp.get("skipped") and amp.get("dtype") in PRECISIONS:
+        return amp["dtype"]
+    precision = environment.get("precision") or {}
+    if str(device).startswith("cuda") and precision.get("fp32") == "tf32":
+        return "tf32"
+    return "fp32"
+
+
+def device_peaks(peaks: dict, device: str) -> dict | None:
+    """The peaks of ``device`` ("cpu", "cuda:0") from the environment card's ``peaks``."""
+    return (peaks or {}).get(str(device))
+
+
+def point(*, flops: int | None, batch_size: int, p50_ms: float | None,
+          traffic_bytes: int | None, precision: str, peaks: dict | None) -> dict:
+    """One variant on its device's roofline. Every figure is None where an input is missing
+    (no FLOP count, not timed, no peaks measured for its device)."""
+    out = {"precision": precision, "achieved_flops_per_s": None, "arithmetic_intensity": None,
+           "percent_of_peak": None, "peak_flops_per_s": None, "roof_flops_per_s": None,
+           "bound": None, "traffic_bytes": traffic_bytes}
+    work = flops * batch_size if flops else None
+    if work and p50_ms and p50_ms > 0:
+        out["achieved_flops_per_s"] = work / (p50_ms / 1e3)
+    if work and traffic_bytes:
+        out["arithmetic_intensity"] = work / traffic_bytes
+    if not peaks:
+        return out
+    peak = (peaks.get("gemm_flops_per_s") or {}).get(precision)
+    bandwidth = peaks.get("memory_bytes_per_s")
+    out["peak_flops_per_s"] = peak
+    if peak and out["achieved_flops_per_s"] is not None:
+        out["percent_of_peak"] = 100.0 * out["achieved_flops_per_s"] / peak
+    if peak and bandwidth and out["arithmetic_intensity"] is not None:
+        memory_roof = out["arithmetic_intensity"] * bandwidth
+        out["roof_flops_per_s"] = min(peak, memory_roof)
+        out["bound"] = "memory" if memory_roof < peak else "compute"
+    return out
+
+
+def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """The intensity (FLOPs per byte) where the memory roof meets the compute roof."""
+    return peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def roof(intensity: float, peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """The attainable FLOP/s at ``intensity``: the lower of the two roofs."""
+    if not (math.isfinite(intensity) and intensity > 0):
+        raise ValueError(f"arithmetic intensity must be a positive number, got {intensity!r}")
+    return min(peak_flops_per_s, intensity * bandwidth_bytes_per_s)

@@ -1,0 +1,289 @@
+"""One run report: the typed object behind every output of a run.
+
+A ``RunReport`` holds a run's spec, environment, variants, its baseline (named, never
+guessed by clearing a variant's techniques) and status. It builds the JSON document (schema 1,
+unchanged for its readers, extended with the comparison against the baseline), the comparison
+rows and the text tables. The CLI, the queue's worker, the distributed benchmark and the
+dashboard's downloads all go through it. Torch-free.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+
+from benchmarks.report.results import VariantResult, comparison_rows, find_baseline
+
+SCHEMA = 1
+# The roofline's figures each comparison row carries (``VariantResult.roofline``).
+ROOFLINE_FIELDS = ("precision", "achieved_flops_per_s", "arithmetic_intensity",
+                   "percent_of_peak", "peak_flops_per_s", "roof_flops_per_s", "bound")
+
+
+@dataclass
+class RunReport:
+    kind: str = "sweep"                       # "sweep" or "distributed"
+    environment: dict = field(default_factory=dict)
+    spec: dict = field(default_factory=dict)
+    variants: list = field(default_factory=list)  # VariantResult (sweep) or dict (distributed)
+    baseline: str | None = None               # the variant every other is compared with
+    status: str | None = None
+    run_id: str | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+    error: str | None = None
+    model: str | None = None
+    dataset: str | None = None
+    device: str | None = None
+
+    @classmethod
+    def from_stored(cls, run: dict) -> "RunReport":
+        """A run as the store returns it (``ResultsStore.run``)."""
+        kind = run.get("kind", "sweep")
+        variants = [VariantResult.from_dict(v) for v in run.get("variants") or []] \
+            if kind == "sweep" else list(run.get("variants") or [])
+        report = cls(kind=kind, environment=run.get("environment") or {},
+                     spec=run.get("spec") or {}, variants=variants, status=run.get("status"),
+                     run_id=run.get("run_id"), created_at=run.get("created_at"),
+                     finished_at=run.get("finished_at"), error=run.get("error"),
+                     model=run.get("model"), dataset=run.get("dataset"),
+                     device=run.get("device"))
+        if kind == "sweep":
+            base = find_baseline(variants)
+            report.baseline = base.name if base is not None else None
+        return report
+
+    # -- the comparison --------------------------------------------------------------------
+
+    def rows(self) -> list[dict]:
+        """The comparison rows (sweeps), each with its place on the roofline; or the runs
+        themselves (distributed)."""
+        if self.kind != "sweep":
+            return [dict(v) for v in self.variants]
+        rows = comparison_rows(self.variants, self.baseline)
+        for variant, row in zip(self.variants, rows):
+            point = variant.roofline(self.environment)
+            row.update({k: point[k] for k in ROOFLINE_FIELDS})
+        return rows
+
+    @property
+    def peaks(self) -> dict:
+        """The measured peaks of the run's devices, {"cpu": {...}, "cuda:0": {...}}; empty for
+        runs stored before peaks were measured."""
+        return self.environment.get("peaks") or {}
+
+    def measurement_line(self) -> str:
+        """How the run's inputs and timings were taken, in one line."""
+        env, spec = self.environment, self.spec
+        norm = (env.get("data") or {}).get("normalization") or {}
+        parts = [f"inputs normalised: {norm.get('mode', '?')}"]
+        if norm.get("mean"):
+            parts[-1] += f" (mean {norm['mean']}, std {norm['std']})"
+        if (spec.get("seeds") or 1) > 1:
+            parts.append(f"{spec['seeds']} seeds per trained variant")
+        if spec.get("timing", "interleaved") == "interleaved":
+            parts.append(f"timed interleaved, {spec.get('timing_rounds', 5)} rounds")
+        else:
+            parts.append("timed sequentially")
+        if (env.get("precision") or {}).get("fp32"):
+            parts.append(f"fp32: {env['precision']['fp32']}")
+        return " · ".join(parts)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Every variant's warnings, once each, in order (e.g. a near-chance baseline)."""
+        seen: list[str] = []
+        for v in self.variants:
+            for w in (v.warnings if isinstance(v, VariantResult) else v.get("warnings") or []):
+                if w not in seen:
+                    seen.append(w)
+        return seen
+
+    # -- outputs ---------------------------------------------------------------------------
+
+    def document(self) -> dict:
+        """The JSON contract: {"schema": 1, "environment", "variants": [...]} for a sweep
+        (each variant with its comparison against the baseline), {"schema": 1,
+        "environment", "runs": [...]} for the distributed benchmark."""
+        if self.kind != "sweep":
+            return {"schema": SCHEMA, "environment": self.environment,
+                    "runs": [dict(v) for v in self.variants]}
+        rows = {r["variant"]: r for r in self.rows()}
+        variants = []
+        for v in self.variants:
+            d = v.to_dict()
+            row = rows.get(v.name, {})
+            if v.name != self.baseline and self.baseline is not None:
+                d["p_value_vs_baseline"] = row.get("p_value_vs_base")
+                d["within_noise"] = row.get("within_noise")
+                d["vs_baseline"] = {k[:-len("_vs_base")]: row[k] for k in row
+                                    if k.endswith("_vs_base") and not k.startswith("p_value")}
+                d["vs_baseline"]["reference"] = row.get("baseline_ref")
+            point = {k: row.get(k) for k in ROOFLINE_FIELDS}
+            d["achieved_flops_per_s"] = point.pop("achieved_flops_per_s")
+            d["percent_of_peak"] = point.pop("percent_of_peak")
+            d["roofline"] = {**point, "traffic_bytes": v.traffic_bytes}
+            if row.get("control"):
+                d["vs_control"] = {"control": row["control"],
+                                   "gain_pts": row.get("gain_vs_control_pts"),
+                                   "gain_ci_pts": row.get("gain_vs_control_ci"),
+                                   "p_value": row.get("p_value_vs_control")}
+            variants.append(d)
+        return {"schema": SCHEMA, "environment": self.environment, "baseline": self.baseline,
+                "warnings": self.warnings, "variants": variants}
+
+    def summary(self) -> dict:
+        """The run as ``history --json`` lists it: its summary fields and the document's
+        variants."""
+        doc = self.document()
+        return {"run_id": self.run_id, "created_at": self.created_at,
+                "finished_at": self.finished_at, "kind": self.kind, "model": self.model,
+                "dataset": self.dataset, "device": self.device, "status": self.status,
+                "error": self.error, "spec": self.spec, "environment": self.environment,
+                "warnings": self.warnings,
+                "variants": doc.get("variants", doc.get("runs", []))}
+
+    def table(self) -> str:
+        rows = self.rows()
+        if self.kind != "sweep":
+            return format_table(rows, RUN_COLUMNS)
+        text = format_table(rows, SWEEP_COLUMNS, marks=sweep_marks)
+        return "\n".join([text, *table_notes(rows), *(f"warning: {w}" for w in self.warnings)])
+
+    def csv_text(self) -> str:
+        rows = self.rows()
+        out = io.StringIO()
+        columns = list(dict.fromkeys(k for r in rows for k in r)) or ["variant"]
+        writer = csv.DictWriter(out, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+        return out.getvalue()
+
+
+def compare_runs(a: RunReport, b: RunReport) -> list[dict]:
+    """The variants two sweeps share by name, set side by side: the change in accuracy from
+    ``a`` to ``b`` with the paired test where both scored the same test examples, and the
+    latency ratio where both ran on the same device type."""
+    from benchmarks.report import stats
+    theirs = {v.name: v for v in b.variants}
+    rows = []
+    for mine in a.variants:
+        other = theirs.get(mine.name)
+        if other is None or not (mine.ok and other.ok):
+            continue
+        row = {"variant": mine.name, "accuracy_a": mine.accuracy, "accuracy_b": other.accuracy,
+               "accuracy_change_pts": None, "p_value": None, "within_noise": None,
+               "p50_ms_a": mine.latency.p50 if mine.latency else None,
+               "p50_ms_b": other.latency.p50 if other.latency else None, "p50_ratio": None}
+        if mine.accuracy is not None and other.accuracy is not None:
+            row["accuracy_change_pts"] = 100 * (other.accuracy - mine.accuracy)
+        if mine.correct_bits and other.correct_bits and mine.n_test == other.n_test:
+            row["p_value"] = stats.paired_p_value(mine.correct_bits, other.correct_bits,
+                                                  mine.n_test)
+            row["within_noise"] = row["p_value"] >= stats.ALPHA
+        if row["p50_ms_a"] and row["p50_ms_b"] and \
+                mine.device.split(":")[0] == other.device.split(":")[0]:
+            row["p50_ratio"] = row["p50_ms_b"] / row["p50_ms_a"]
+        rows.append(row)
+    return rows
+
+
+def table_notes(rows: list[dict]) -> list[str]:
+    """What the marks of the comparison table mean, for the marks these rows carry."""
+    notes = []
+    if any(r.get("noisy") for r in rows):
+        notes.append("~ noisy: latency spread (IQR) above 10% of the median")
+    if any(r.get("within_noise") for r in rows):
+        notes.append("= within noise: the accuracy change is not significant "
+                     "(exact McNemar test, p >= 0.05, paired on the test examples)")
+    if any(r.get("baseline_ref", "baseline") not in (None, "baseline") for r in rows):
+        notes.append("* ratio against the baseline timed on the same device, in the "
+                     "same rounds")
+    if any(r.get("launch_bound") for r in rows):
+        notes.append("^ launch-bound: the device waited on the host; the time is launch "
+                     "overhead, not kernels")
+    if any(r.get("percent_of_peak") is not None for r in rows):
+        notes.append("% peak: achieved FLOP/s over the device's measured GEMM peak for the "
+                     "precision the variant ran in")
+    return notes
+
+
+# -- text tables ---------------------------------------------------------------------------
+
+def _pct(value) -> str:
+    return f"{value * 100:.2f}"
+
+
+def _ci(row) -> str:
+    low, high = row.get("accuracy_ci_low"), row.get("accuracy_ci_high")
+    return "-" if low is None else f"{low * 100:.1f}-{high * 100:.1f}"
+
+
+def _pts(value) -> str:
+    return f"{value:+.2f}"
+
+
+def sweep_marks(row: dict, cells: dict) -> None:
+    if row.get("noisy") and cells.get("p50_ms") not in (None, "-"):
+        cells["p50_ms"] += "~"  # flagged: IQR above 10% of the median
+    if row.get("launch_bound") and cells.get("p50_ms") not in (None, "-"):
+        cells["p50_ms"] += "^"
+    if row.get("within_noise") and cells.get("accuracy_vs_base") not in (None, "-"):
+        cells["accuracy_vs_base"] += "="
+    if row.get("baseline_ref") not in (None, "baseline") and \
+            cells.get("p50_ms_vs_base") not in (None, "-"):
+        cells["p50_ms_vs_base"] += "*"
+
+
+# (key, heading, format): a format string, or a function of the value; "row:" functions get
+# the whole row.
+SWEEP_COLUMNS = [
+    ("variant", "variant", "{}"), ("device", "device", "{}"),
+    ("accuracy", "acc %", _pct), ("accuracy_ci", "95% CI", "row:ci"),
+    ("accuracy_vs_base", "Δ pts", _pts), ("p50_ms", "p50 ms", "{:.3f}"),
+    ("p90_ms", "p90 ms", "{:.3f}"), ("throughput", "samples/s", "{:,.0f}"),
+    ("peak_memory_mb", "peak MB", "{:.2f}"), ("size_mb", "size MB", "{:.3f}"),
+    ("size_gzip_mb", "gzip MB", "{:.3f}"), ("nonzero_params", "nonzero", "{:,}"),
+    ("p50_ms_vs_base", "p50 vs base", "{:.2f}x"), ("size_mb_vs_base", "size vs base", "{:.2f}x"),
+    ("percent_of_peak", "% peak", "{:.1f}"),
+]
+RUN_COLUMNS = [
+    ("name", "run", "{}"), ("throughput", "samples/s", "{:,.0f}"),
+    ("scaling_efficiency", "efficiency", "{:.2f}"), ("bytes_per_step", "bytes/step", "{:,}"),
+    ("comm_ms_per_step", "comm ms", "{:.2f}"), ("step_ms", "step ms", "{:.2f}"),
+    ("loss", "loss", "{:.4f}"), ("accuracy", "acc %", _pct), ("wall_s", "wall s", "{:.1f}"),
+]
+_ROW_FORMATS = {"row:ci": _ci}
+
+
+def format_cells(row: dict, columns: list[tuple], marks=None) -> list[str]:
+    """One row's cells as text: "-" for a missing value, then the marks (flags) added. The
+    text table and the HTML report share it."""
+    cells = {}
+    for key, _, fmt in columns:
+        if isinstance(fmt, str) and fmt.startswith("row:"):
+            cells[key] = _ROW_FORMATS[fmt](row)
+            continue
+        value = row.get(key)
+        if value is None:
+            cells[key] = "-"
+        else:
+            cells[key] = fmt(value) if callable(fmt) else fmt.format(value)
+    if marks is not None:
+        marks(row, cells)
+    return [cells[k] for k, _, _ in columns]
+
+
+def format_table(rows: list[dict], columns: list[tuple], marks=None) -> str:
+    """The one text-table formatter: aligned columns, "-" for a missing value, then one line
+    per failed row naming its error."""
+    body = [format_cells(row, columns, marks) for row in rows]
+    heads = [h for _, h, _ in columns]
+    widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(heads)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+    for row in rows:
+        if row.get("error"):
+            lines.append(f"! {row.get('variant') or row.get('name')}: {row['error']}")
+    return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""One self-contained HTML file per run: what a team reads without the dashboard.
+
+Built from the run report object (``RunReport``), never by scraping a page: every chart of the
+Results page (``figures.run_figures``), the comparison table with its intervals and noise
+flags (the text table's cells and marks), the environment card with the device's peaks, the
+sweep's settings, and how it was measured. Plotly's JavaScript is embedded once, so the file
+draws offline (a mail attachment); it loads nothing over the network. Torch-free: the
+dashboard builds it in its own process.
+
+    html = render(report, compare=other_report)
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from benchmarks.report.document import (
+    SWEEP_COLUMNS,
+    RunReport,
+    compare_runs,
+    format_cells,
+    sweep_marks,
+    table_notes,
+)
+
+# The comparison table of the report: the text table's columns plus the paired p-value and
+# the roofline's figures.
+REPORT_COLUMNS = [
+    *SWEEP_COLUMNS[:5], ("p_value_vs_base", "p (paired)", "{:.3g}"), *SWEEP_COLUMNS[5:],
+    ("precision", "precision", "{}"),
+    ("achieved_flops_per_s", "GFLOP/s", lambda v: f"{v / 1e9:,.2f}"),
+    ("arithmetic_intensity", "FLOP/byte", "{:.2f}"), ("bound", "bound", "{}"),
+]
+COMPARE_COLUMNS = [
+    ("variant", "variant", "{}"), ("accuracy_a", "acc % (first)", lambda v: f"{100 * v:.2f}"),
+    ("accuracy_b", "acc % (second)", lambda v: f"{100 * v:.2f}"),
+    ("accuracy_change_pts", "Δ pts", "{:+.2f}"), ("p_value", "p (paired)", "{:.3g}"),
+    ("within_noise", "within noise", "{}"), ("p50_ms_a", "p50 ms (first)", "{:.3f}"),
+    ("p50_ms_b", "p50 ms (second)", "{:.3f}"), ("p50_ratio", "p50 second/first", "{:.2f}x"),
+]
+
+
+def _script_json(value) -> str:
+    """JSON safe inside a <script> element: no '</script>' or '<!--' can close it early."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _figure_json(fig) -> tuple[dict, dict]:
+    """(figure without its template, template): the template is written once per file."""
+    import plotly.io as pio
+    data = json.loads(pio.to_json(fig, validate=False))
+    template = data.get("layout", {}).pop("template", {})
+    return data, template
+
+
+def _table(rows: list[dict], columns: list[tuple], marks=None) -> dict:
+    return {"heads": [h for _, h, _ in columns],
+            "rows": [{"cells": format_cells(r, columns, marks),
+                      "baseline": bool(r.get("is_baseline")), "error": r.get("error"),
+                      "variant": r.get("variant")} for r in rows]}
+
+
+def _environment_rows(environment: dict) -> list[tuple[str, str]]:
+    return [(key, value if isinstance(value, str) else json.dumps(value, default=str))
+            for key, value in environment.items() if key != "peaks" and value is not None]
+
+
+def _peak_rows(peaks: dict) -> list[dict]:
+    return [{"device": device, "name": p.get("device_name"), "threads": p.get("threads"),
+             "gemm": ", ".join(f"{k} {v / 1e9:,.1f}" for k, v in
+                               (p.get("gemm_flops_per_s") or {}).items()),
+             "bandwidth": f"{(p.get('memory_bytes_per_s') or 0) / 1e9:,.1f}",
+             "measured_at": p.get("measured_at"),
+             "method": "; ".join(f"{k}: {v}" for k, v in (p.get("method") or {}).items())}
+            for device, p in peaks.items()]
+
+
+def _settings(report: RunReport) -> dict:
+    """The sweep's settings (the spec but its variants) and what each variant applied."""
+    return {"sweep": [(k, v if isinstance(v, str) else json.dumps(v, default=str))
+                      for k, v in report.spec.items() if k != "variants"],
+            "variants": [{"name": v.name, "techniques": " → ".join(v.techniques) or "-",
+                          "config": json.dumps(v.config, default=str)}
+                         for v in report.variants]}
+
+
+def render(report: RunReport, compare: RunReport | None = None) -> str:
+    """The run's report as one HTML document (str). ``compare``: a second sweep whose shared
+    variants are set side by side with the paired test, as the History page does."""
+    import jinja2
+    import plotly.offline
+
+    from benchmarks.report.figures import PLOTLY_CONFIG, run_figures
+
+    if report.kind != "sweep":
+        raise ValueError(f"run {report.run_id} is a {report.kind} run; the HTML report covers "
+                         f"sweeps (its JSON is in `history --json`)")
+    if compare is not None and compare.kind != "sweep":
+        raise ValueError(f"run {compare.run_id} is a {compare.kind} run; --compare takes a "
+                         f"sweep")
+    rows = report.rows()
+    figures, template = [], {}
+    for name, fig in run_figures(report, rows).items():
+        data, template = _figure_json(fig)
+        figures.append({"id": f"chart-{len(figures)}", "name": name,
+                        "json": _script_json(data)})
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    page = env.from_string(resources.files(__package__).joinpath(
+        "templates/report.html").read_text(encoding="utf-8"))
+    return page.render(
+        report=report, title=f"{report.model} on {report.dataset}",
+        plotly_js=plotly.offline.get_plotlyjs(), template_json=_script_json(template),
+        config_json=_script_json({**PLOTLY_CONFIG, "responsive": True}), figures=figures,
+        table=_table(rows, REPORT_COLUMNS, sweep_marks), notes=table_notes(rows),
+        measurement=report.measurement_line(), settings=_settings(report),
+        environment=_environment_rows(report.environment), peaks=_peak_rows(report.peaks),
+        compare=None if compare is None else {
+            "run": compare, "table": _table(compare_runs(report, compare), COMPARE_COLUMNS),
+            "rows": _table(compare.rows(), REPORT_COLUMNS, sweep_marks)})

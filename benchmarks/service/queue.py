@@ -1,0 +1,395 @@
+"""The job queue the dashboard submits to: one worker process per device.
+
+Jobs live in the results store's SQLite file, so they survive a server restart and every page
+(every session) sees every job's state. One worker per device (``benchmarks.service.worker``)
+holds an exclusive ``flock`` on a lock file beside the store; the kernel drops the lock when
+the process dies, however it dies, so "is a worker alive?" is a non-blocking lock attempt, and
+two sessions that both start a worker end up with one. The next worker marks the jobs a dead
+one left running as interrupted; the queue's supervisor (``benchmarks.service.supervisor``)
+notices sooner, with the cause.
+
+Files a job needs (an uploaded checkpoint) are moved into the job's own folder at submission
+and removed when it ends, so a closed browser session never breaks a queued job. Jobs carry an
+owner (signed-in user, else the browser session, as a digest): only the owner or an admin
+cancels them, and the operator caps how many one owner may have queued or running.
+
+Import-light on purpose (no torch): the dashboard imports this module; only the worker loads
+the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.executors.devices import fake_gpus, try_lock
+from benchmarks.service.supervisor import Supervisor, holder_alive
+from benchmarks.spec.folders import private_file, private_folder
+from benchmarks.spec.limits import Limits
+from benchmarks.store.database import ResultsStore, add_missing_columns, default_store_path, now_iso
+
+JOB_KINDS = ("sweep", "distributed", "export")
+JOB_STATUSES = ("queued", "running", "complete", "failed", "cancelled", "interrupted")
+FINISHED = ("complete", "failed", "cancelled", "interrupted")
+POLL_S = 0.25            # how often an idle worker looks for work
+PROGRESS_EVERY_S = 0.2   # progress writes are throttled; a phase change is always written
+WORKER_START_TIMEOUT_S = 60.0
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id        TEXT UNIQUE NOT NULL,
+    kind          TEXT NOT NULL,
+    status        TEXT NOT NULL,
+    session       TEXT NOT NULL,
+    device        TEXT NOT NULL,
+    payload       TEXT NOT NULL,
+    submitted_at  TEXT NOT NULL,
+    started_at    TEXT,
+    finished_at   TEXT,
+    run_id        TEXT,
+    progress      TEXT NOT NULL DEFAULT '{}',
+    error         TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    worker_pid    INTEGER,
+    worker_token  TEXT,
+    owner         TEXT,
+    time_limit_s  REAL,
+    folder        TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(device, status, seq);
+CREATE TABLE IF NOT EXISTS workers (
+    device      TEXT PRIMARY KEY,
+    pid         INTEGER NOT NULL,
+    started_at  TEXT NOT NULL,
+    card        TEXT NOT NULL
+);
+"""
+JOB_COLUMNS = {"worker_token": "TEXT", "owner": "TEXT", "time_limit_s": "REAL",
+               "folder": "TEXT"}
+
+
+@dataclass
+class Job:
+    job_id: str
+    kind: str
+    status: str
+    session: str
+    device: str
+    payload: dict
+    submitted_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    run_id: str | None = None
+    progress: dict = field(default_factory=dict)
+    error: str | None = None
+    cancel_requested: bool = False
+    position: int | None = None  # 0 running now; n >= 1 the n-th in its device's queue
+    owner: str | None = None
+    time_limit_s: float | None = None
+    folder: str | None = None    # the job's own files (an uploaded checkpoint), removed at its end
+    worker_pid: int | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+# How often an idle worker driving a Ray cluster refreshes the sidebar's view of it.
+CLUSTER_REFRESH_S = 10.0
+RAY_ADDRESS_ENV = "COMPRESSION_BENCH_RAY_ADDRESS"
+
+
+def ray_address() -> str | None:
+    """The cluster the dashboard's worker drives, if the operator gave one."""
+    return os.environ.get(RAY_ADDRESS_ENV) or None
+
+
+def lock_path(store_path: Path, device: str) -> Path:
+    safe = device.replace(":", "-")
+    return store_path.with_name(f"{store_path.name}.worker-{safe}.lock")
+
+
+def log_path(store_path: Path, device: str) -> Path:
+    return store_path.with_name(f"{store_path.name}.worker-{device.replace(':', '-')}.log")
+
+
+class JobQueue:
+    def __init__(self, store_path: str | os.PathLike | None = None,
+                 limits: Limits | None = None):
+        self.store = ResultsStore(store_path)  # creates the file and the results tables
+        self.path = self.store.path
+        self.limits = limits if limits is not None else Limits.from_env()
+        self.jobs_dir = self.path.with_name(f"{self.path.name}.jobs")
+        with self.store.connect() as db:
+            db.executescript(SCHEMA)
+        with self.store.transaction() as db:
+            add_missing_columns(db, "jobs", JOB_COLUMNS)
+        self._spawned: list[subprocess.Popen] = []
+        self._exits: dict[int, int] = {}  # pid -> return code of reaped workers
+        self._lock = threading.Lock()
+        self._supervisor: Supervisor | None = None
+
+    @classmethod
+    def shared(cls, store_path: str | os.PathLike | None = None) -> "JobQueue":
+        """This process's one queue over a store, supervising: the workers it starts are its
+        children, so it alone can reap them and tell how they died. The dashboard's server
+        takes it at start-up (serve.py) and in its pages."""
+        path = Path(store_path) if store_path is not None else None
+        with _SHARED_LOCK:
+            key = str((path or default_store_path()).resolve())
+            queue = _SHARED.get(key)
+            if queue is None:
+                queue = _SHARED[key] = cls(path)
+        queue.supervise()
+        return queue
+
+    # -- submitting and reading ----------------------------------------------------------
+
+    def submit(self, kind: str, payload: dict, *, session: str, device: str = "cpu",
+               owner: str | None = None, attachments: dict[str, str] | None = None) -> str:
+        """Queue a job. ``attachments`` maps payload fields to files (an uploaded checkpoint)
+        that are moved into the job's own folder; the payload then names them there."""
+        if kind not in JOB_KINDS:
+            raise ValueError(f"job kind must be one of {', '.join(JOB_KINDS)}; got {kind!r}")
+        owner = owner or session
+        self._check_cap(owner)
+        job_id = uuid.uuid4().hex[:12]
+        payload, folder = dict(payload), None
+        if attachments:
+            folder = self.jobs_dir / job_id
+            private_folder(folder)
+            for key, source in attachments.items():
+                target = folder / Path(source).name
+                shutil.move(source, target)
+                payload[key] = str(target)
+        try:
+            with self.store.transaction() as db:
+                self._check_cap(owner, db)
+                db.execute("INSERT INTO jobs (job_id, kind, status, session, device, payload, "
+                           "submitted_at, owner, time_limit_s, folder) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?)",
+                           (job_id, kind, "queued", session, device, json.dumps(payload),
+                            now_iso(), owner, self.limits.job_time_s,
+                            None if folder is None else str(folder)))
+        except BaseException:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return job_id
+
+    def _check_cap(self, owner: str, db=None) -> None:
+        """One person may have at most ``limits.max_jobs`` jobs queued or running."""
+        sql = "SELECT COUNT(*) FROM jobs WHERE owner=? AND status IN ('queued', 'running')"
+        if db is None:
+            with self.store.connect() as conn:
+                (active,) = conn.execute(sql, (owner,)).fetchone()
+        else:
+            (active,) = db.execute(sql, (owner,)).fetchone()
+        cap = self.limits.max_jobs
+        if active >= cap:
+            raise ValueError(f"you already have {active} job{'s' * (active != 1)} queued or "
+                             f"running, the most one person may have here ({cap}, "
+                             f"COMPRESSION_BENCH_MAX_JOBS): cancel one under My jobs or wait "
+                             f"for it to finish")
+
+    def attachment_bytes(self) -> int:
+        """What the queued and running jobs' own folders hold (uploads count against a cap)."""
+        total = 0
+        if self.jobs_dir.is_dir():
+            for path in self.jobs_dir.rglob("*"):
+                try:
+                    total += path.stat().st_size if path.is_file() else 0
+                except OSError:
+                    continue
+        return total
+
+    def _job(self, db, row) -> Job:
+        position = None
+        if row["status"] == "running":
+            position = 0
+        elif row["status"] == "queued":
+            (ahead,) = db.execute("SELECT COUNT(*) FROM jobs WHERE device=? AND status='queued' "
+                                  "AND seq < ?", (row["device"], row["seq"])).fetchone()
+            position = ahead + 1
+        return Job(job_id=row["job_id"], kind=row["kind"], status=row["status"],
+                   session=row["session"], device=row["device"],
+                   payload=json.loads(row["payload"]), submitted_at=row["submitted_at"],
+                   started_at=row["started_at"], finished_at=row["finished_at"],
+                   run_id=row["run_id"], progress=json.loads(row["progress"] or "{}"),
+                   error=row["error"], cancel_requested=bool(row["cancel_requested"]),
+                   position=position, owner=row["owner"], time_limit_s=row["time_limit_s"],
+                   folder=row["folder"], worker_pid=row["worker_pid"])
+
+    def get(self, job_id: str) -> Job | None:
+        with self.store.connect() as db:
+            row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            return None if row is None else self._job(db, row)
+
+    def jobs(self, session: str | None = None, limit: int = 50, owner: str | None = None
+             ) -> list[Job]:
+        """Jobs, newest first; optionally only one session's or one owner's."""
+        sql, args, where = "SELECT * FROM jobs", [], []
+        for column, value in (("session", session), ("owner", owner)):
+            if value is not None:
+                where.append(f"{column}=?")
+                args.append(value)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY seq DESC LIMIT ?"
+        args.append(int(limit))
+        with self.store.connect() as db:
+            return [self._job(db, r) for r in db.execute(sql, args).fetchall()]
+
+    def cancel(self, job_id: str, *, by: str | None = None, admin: bool = False) -> bool:
+        """A queued job is cancelled at once, and so is a running one whose worker is dead; a
+        running one stops between phases (a distributed one at once: every rank is stopped).
+        With ``by``, only the job's owner (or ``admin``) may: PermissionError otherwise."""
+        with self.store.transaction() as db:
+            row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
+            if row is None or row["status"] in FINISHED:
+                return False
+            if by is not None and not admin and row["owner"] != by:
+                raise PermissionError("only the person who submitted it can cancel this job")
+            if row["status"] == "queued" or not holder_alive(row):
+                self._end(db, row, "cancelled",
+                          None if row["status"] == "queued" else "cancelled (its worker had "
+                          "stopped)")
+            else:
+                db.execute("UPDATE jobs SET cancel_requested=1 WHERE job_id=?", (job_id,))
+                return True
+        self._remove_folder(row["folder"])
+        return True
+
+    def _end(self, db, row, status: str, error: str | None) -> None:
+        """End a job that no worker will finish, and its stored run with it (a cancelled
+        job's run reads interrupted)."""
+        db.execute("UPDATE jobs SET status=?, error=?, finished_at=? WHERE job_id=? "
+                   "AND status IN ('queued', 'running')", (status, error, now_iso(),
+                                                           row["job_id"]))
+        if row["run_id"]:
+            run_status = "interrupted" if status == "cancelled" else status
+            db.execute("UPDATE runs SET status=?, error=?, finished_at=? WHERE run_id=? "
+                       "AND status IN ('running', 'interrupted')",
+                       (run_status, error or "cancelled by the user", now_iso(), row["run_id"]))
+
+    @staticmethod
+    def _remove_folder(folder: str | None) -> None:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    # -- workers -------------------------------------------------------------------------
+
+    def worker_alive(self, device: str = "cpu") -> bool:
+        fd = try_lock(lock_path(self.path, device))
+        if fd is None:
+            return True
+        os.close(fd)  # closing releases the lock
+        return False
+
+    def ensure_worker(self, device: str = "cpu", *, wait: bool = False) -> None:
+        """Start the device's worker unless one is alive; ``cuda`` starts one per GPU
+        (``cuda:0`` ...). Several sessions may call this at once: surplus workers find the
+        lock taken and exit."""
+        if device == "cuda":
+            from benchmarks.executors.devices import gpu_devices
+            for gpu in gpu_devices() or ["cuda:0"]:
+                self.ensure_worker(gpu, wait=wait)
+            return
+        self.supervise()
+        with self._lock:
+            if self.worker_alive(device):
+                return
+            log = log_path(self.path, device)
+            private_file(log)
+            root = Path(__file__).resolve().parents[2]
+            env = {**os.environ, "PYTHONPATH": str(root)}
+            if device.startswith("cuda:") and not fake_gpus():
+                # The worker sees only its GPU (as cuda:0): a sweep there never touches
+                # another, and its borrowed GPUs are set per process (executors.pool).
+                env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+            with open(log, "ab") as out:
+                self._spawned.append(subprocess.Popen(
+                    [sys.executable, "-m", "benchmarks.service.worker", "--store",
+                     str(self.path), "--device", device, "--parent", str(os.getpid())],
+                    cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    env=env))
+        if wait:
+            self.wait_for_worker(device)
+
+    # -- the supervisor ------------------------------------------------------------------
+
+    def supervise(self) -> None:
+        """Start this queue's supervisor thread (once)."""
+        with self._lock:
+            if self._supervisor is None or not self._supervisor.is_alive():
+                self._supervisor = Supervisor(self)
+                self._supervisor.start()
+
+    def stop_supervising(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.stop()
+            self._supervisor = None
+
+    def wait_for_worker(self, device: str = "cpu", timeout: float = WORKER_START_TIMEOUT_S
+                        ) -> dict | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            card = self.worker_card(device)
+            if card is not None and self.worker_alive(device):
+                return card
+            time.sleep(0.1)
+        return None
+
+    def worker_card(self, device: str = "cpu") -> dict | None:
+        """The live worker's environment card (torch version, devices...), or None."""
+        with self.store.connect() as db:
+            row = db.execute("SELECT card FROM workers WHERE device=?", (device,)).fetchone()
+        return json.loads(row["card"]) if row else None
+
+    def stop_worker(self, device: str = "cpu", timeout: float = 10.0) -> None:
+        """Ask the device's worker to exit (used by tests and shutdown), including one that is
+        still starting: its pid is in the lock file before it registers. This queue stops
+        supervising first, so it does not start another."""
+        self.stop_supervising()
+        pids = set()
+        try:
+            text = lock_path(self.path, device).read_text().strip()
+            if text.isdigit():
+                pids.add(int(text))
+        except OSError:
+            pass
+        with self.store.connect() as db:
+            row = db.execute("SELECT pid FROM workers WHERE device=?", (device,)).fetchone()
+        if row is not None:
+            pids.add(row["pid"])
+        pids.update(p.pid for p in self._spawned if p.poll() is None)
+        for pid in pids:
+            try:
+                os.kill(pid, 15)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.worker_alive(device):
+            time.sleep(0.05)
+        for p in self._spawned:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self._spawned = [p for p in self._spawned if p.poll() is None]
+
+
+_SHARED: dict[str, JobQueue] = {}
+_SHARED_LOCK = threading.Lock()
+
+

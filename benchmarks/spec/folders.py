@@ -1,0 +1,82 @@
+"""The operator's folders the dashboard may read (image folders, model files), and the
+owner-only folders and files the project itself creates.
+
+Jobs from the dashboard name server-side paths only inside the operator's folders. A path
+outside gets one line that says only where paths must be: whether it exists, is a folder or is
+readable is not revealed (the server runs with more rights than the person typing).
+
+The results store, the worker's log, the weights cache and the jobs' folders hold every team
+member's results and uploads: they are created readable by their owner only (0600, 0700).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DATA_ENV = "COMPRESSION_BENCH_DATA_DIR"
+CACHE_ENV = "COMPRESSION_BENCH_CACHE"
+# The checkout (or the installed packages' folder): where data/ and models/ are by default.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def data_dir() -> Path:
+    """The operator's folder of data sets the dashboard may read (default: ``data/``)."""
+    env = os.environ.get(DATA_ENV)
+    return Path(env).expanduser() if env else PROJECT_ROOT / "data"
+
+
+def default_cache_dir() -> Path:
+    """The weights cache (and the image folders' statistics): $COMPRESSION_BENCH_CACHE, else
+    under $XDG_CACHE_HOME (~/.cache)."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "compression-bench"
+
+
+def inside(folder: Path, typed: str, what: str = "the image folder") -> Path:
+    """``typed`` (relative to ``folder``, or absolute) as a resolved path inside ``folder``;
+    a ValueError naming only the rule otherwise. Symbolic links are followed first, so a
+    link inside that points outside is refused too."""
+    text = (typed or "").strip()
+    root = Path(folder).expanduser().resolve()
+    refusal = ValueError(f"{what} must be a folder inside the server's data folder "
+                         f"({DATA_ENV}); give its path relative to that folder")
+    if not text or "\x00" in text:
+        raise refusal
+    path = Path(text).expanduser()
+    resolved = (path if path.is_absolute() else root / path).resolve()
+    if resolved != root and root not in resolved.parents:
+        raise refusal
+    return resolved
+
+
+def subfolders(folder: Path, limit: int = 50) -> list[str]:
+    """The operator's data sets: the data folder's sub-folders, by name (the page's hint)."""
+    try:
+        return sorted(p.name for p in Path(folder).iterdir()
+                      if p.is_dir() and not p.name.startswith("."))[:limit]
+    except OSError:
+        return []
+
+
+def private_folder(path: Path) -> None:
+    """Create ``path`` (and its missing parents) owner-only; an existing folder is left as
+    the operator made it."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)  # mkdir's mode is filtered by the umask
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` empty and owner-only unless it exists."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass

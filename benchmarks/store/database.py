@@ -1,0 +1,392 @@
+"""The results store: SQLite in WAL mode, one row per variant written as soon as it is measured.
+
+Several processes may write at once (two CLI sweeps, the dashboard's worker): every write is
+one short ``BEGIN IMMEDIATE`` transaction and waits on a busy timeout rather than failing.
+A run whose process died is noticed by the next process that opens the store (its pid is
+gone, or belongs to another process now) and marked ``interrupted``.
+
+``store.record(...)`` starts a run and hands back its ``RunRecorder``
+(``benchmarks.store.recorder``), the one run lifecycle. ``connect``/``transaction`` are the
+public handles other tables in the same file (the job queue's) use.
+
+A run may have an owner (the dashboard's signed-in user or browser session, as a digest,
+never a session key): only its owner, or an admin, deletes it. The file is created owner-only
+(0600, its folder 0700): it holds every team member's results. Raw latency samples are stored
+as base64 float32 arrays (float64 where a value is not float32-exact), not JSON text: a fast
+model's thousands of samples took 200 KB per variant as text.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from array import array
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from benchmarks.report.results import VariantResult
+from benchmarks.spec.folders import private_file, private_folder
+from benchmarks.store.recorder import RunRecorder
+
+RUN_STATUSES = ("running", "complete", "failed", "interrupted")
+BUSY_TIMEOUT_S = 60.0
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      TEXT PRIMARY KEY,
+    created_at  TEXT NOT NULL,
+    finished_at TEXT,
+    kind        TEXT NOT NULL DEFAULT 'sweep',
+    model       TEXT NOT NULL,
+    dataset     TEXT NOT NULL,
+    device      TEXT,
+    status      TEXT NOT NULL,
+    error       TEXT,
+    spec        TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    host        TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    pid_start   TEXT,
+    owner       TEXT
+);
+CREATE TABLE IF NOT EXISTS variants (
+    run_id     TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    position   INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    result     TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, position)
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created_at);
+CREATE TABLE IF NOT EXISTS device_peaks (
+    host        TEXT NOT NULL,
+    device      TEXT NOT NULL,
+    device_name TEXT NOT NULL,
+    torch       TEXT NOT NULL,
+    threads     INTEGER NOT NULL,
+    peaks       TEXT NOT NULL,
+    measured_at TEXT NOT NULL,
+    PRIMARY KEY (host, device, device_name, torch, threads)
+);
+"""
+# What a device's measured peaks are cached under (benchmarks.peaks.peaks_key).
+PEAKS_KEY = ("host", "device", "device_name", "torch", "threads")
+# Columns added after the first release: a store created before them gains them on open.
+RUN_COLUMNS = {"owner": "TEXT"}
+# The variant's sample lists stored as packed arrays ("raw" block, and a distributed run's
+# per-step times at the top level).
+SAMPLE_KEYS = ("latency_samples_ms", "host_samples_ms", "cpu_latency_samples_ms")
+TOP_SAMPLE_KEYS = ("step_ms_samples",)
+
+
+def default_store_path() -> Path:
+    """Per user: $COMPRESSION_BENCH_STORE, else under $XDG_DATA_HOME (~/.local/share)."""
+    env = os.environ.get("COMPRESSION_BENCH_STORE")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "compression-bench" / "results.db"
+
+
+def add_missing_columns(db, table: str, columns: dict[str, str]) -> None:
+    """ALTER TABLE for the columns a store made by an older version lacks."""
+    have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+    for name, decl in columns.items():
+        if name not in have:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
+
+
+def pack_floats(values: list) -> dict:
+    """A list of floats as {"float32": base64} (exact for float32 values) or {"float64": ...}."""
+    packed = array("f", values)
+    if packed.tolist() != [float(v) for v in values]:
+        return {"float64": base64.b64encode(array("d", values).tobytes()).decode()}
+    return {"float32": base64.b64encode(packed.tobytes()).decode()}
+
+
+def unpack_floats(value):
+    """The inverse of pack_floats; a plain list (older stores) is returned as it is."""
+    if not isinstance(value, dict):
+        return value
+    for code, kind in (("f", "float32"), ("d", "float64")):
+        if kind in value:
+            return array(code, base64.b64decode(value[kind])).tolist()
+    return value
+
+
+def _packed(data: dict) -> dict:
+    data = dict(data)
+    for key in TOP_SAMPLE_KEYS:
+        if isinstance(data.get(key), list) and data[key]:
+            data[key] = pack_floats(data[key])
+    if isinstance(data.get("raw"), dict):
+        raw = data["raw"] = dict(data["raw"])
+        for key in SAMPLE_KEYS:
+            if isinstance(raw.get(key), list) and raw[key]:
+                raw[key] = pack_floats(raw[key])
+    return data
+
+
+def _unpacked(data: dict) -> dict:
+    for key in TOP_SAMPLE_KEYS:
+        if key in data:
+            data[key] = unpack_floats(data[key])
+    raw = data.get("raw")
+    if isinstance(raw, dict):
+        for key in SAMPLE_KEYS:
+            if key in raw:
+                raw[key] = unpack_floats(raw[key])
+    return data
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def process_start_token(pid: int) -> str | None:
+    """The kernel's start time of a process: with the pid, it names the process uniquely
+    (a pid alone may be reused by an unrelated process after a crash)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22 (starttime) counted after the ')' that closes the command name.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def process_alive(pid: int, token: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if process_state(pid) in ("Z", "X"):
+        # Killed but not yet reaped by its parent: kill(pid, 0) still succeeds on a zombie,
+        # yet it will never finish its run.
+        return False
+    if token is None:
+        return True
+    return process_start_token(pid) == token
+
+
+def process_state(pid: int) -> str | None:
+    """The kernel's one-letter state (R, S, Z for a zombie...), or None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+class ResultsStore:
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path) if path is not None else default_store_path()
+        if self.path.exists() and self.path.is_dir():
+            raise ValueError(f"store {self.path} is a directory; give a file path for --store")
+        try:
+            private_folder(self.path.parent)
+            # SQLite gives its -wal and -shm files the database file's mode.
+            private_file(self.path)
+        except OSError as exc:
+            raise ValueError(f"store {self.path}: cannot create it ({exc.strerror})")
+        try:
+            with self.connect() as db:
+                db.executescript(SCHEMA)
+                add_missing_columns(db, "runs", RUN_COLUMNS)
+        except sqlite3.DatabaseError as exc:
+            raise ValueError(f"store {self.path} is not a usable SQLite database ({exc})")
+        self.mark_dead_runs()
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    @contextmanager
+    def connect(self):
+        """A read connection (autocommit); writes go through ``transaction``."""
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            # NORMAL is durable in WAL mode against process crashes (a SIGKILL loses nothing
+            # committed); only an OS crash could lose the last transactions.
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.row_factory = sqlite3.Row
+            yield db
+        finally:
+            db.close()
+
+    @contextmanager
+    def transaction(self):
+        with self.connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def start_run(self, *, model: str, dataset: str, device: str | None, spec: dict,
+                  environment: dict, kind: str = "sweep", pid: int | None = None,
+                  owner: str | None = None) -> str:
+        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        pid = os.getpid() if pid is None else pid
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO runs (run_id, created_at, kind, model, dataset, device, status, "
+                "spec, environment, host, pid, pid_start, owner) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, now_iso(), kind, model, dataset, device, "running",
+                 json.dumps(spec, default=str), json.dumps(environment, default=str),
+                 socket.gethostname(), pid, process_start_token(pid), owner))
+        return run_id
+
+    def add_variant(self, run_id: str, result: VariantResult | dict,
+                    position: int | None = None) -> int:
+        """Store a variant at ``position`` (replacing what was there: a variant measured in
+        two passes is stored after each), or after the last one. Returns its position."""
+        data = result.to_dict() if isinstance(result, VariantResult) else result
+        with self.transaction() as db:
+            if position is None:
+                (position,) = db.execute("SELECT COUNT(*) FROM variants WHERE run_id=?",
+                                         (run_id,)).fetchone()
+            db.execute("INSERT OR REPLACE INTO variants (run_id, position, name, result, "
+                       "created_at) VALUES (?,?,?,?,?)",
+                       (run_id, position, data["name"], json.dumps(_packed(data), default=str),
+                        now_iso()))
+        return position
+
+    def record(self, *, model: str, dataset: str, device: str | None, spec: dict,
+               environment: dict, kind: str = "sweep", owner: str | None = None
+               ) -> RunRecorder:
+        """Start a run and return its recorder (a context manager)."""
+        return RunRecorder(self, self.start_run(model=model, dataset=dataset, device=device,
+                                                spec=spec, environment=environment,
+                                                kind=kind, owner=owner))
+
+    def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
+        if status not in RUN_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET status=?, error=?, finished_at=? WHERE run_id=?",
+                       (status, error, now_iso(), run_id))
+
+    def set_environment(self, run_id: str, environment: dict) -> None:
+        """A run's environment card, when it is known only once the run has started (the
+        node a cluster measured it on)."""
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET environment=? WHERE run_id=?",
+                       (json.dumps(environment, default=str), run_id))
+
+    def mark_dead_runs(self) -> int:
+        """Mark runs of this host whose process is gone as interrupted. Returns how many."""
+        host = socket.gethostname()
+        with self.connect() as db:
+            rows = db.execute("SELECT run_id, pid, pid_start FROM runs "
+                              "WHERE status='running' AND host=?", (host,)).fetchall()
+        dead = [r["run_id"] for r in rows if not process_alive(r["pid"], r["pid_start"])]
+        if dead:
+            with self.transaction() as db:
+                db.executemany(
+                    "UPDATE runs SET status='interrupted', finished_at=?, "
+                    "error=COALESCE(error, 'its process ended before the run finished') "
+                    "WHERE run_id=? AND status='running'", [(now_iso(), d) for d in dead])
+        return len(dead)
+
+    def delete_run(self, run_id: str, *, by: str | None = None, admin: bool = False) -> bool:
+        """Delete a run; with ``by``, only if ``by`` owns it (or ``admin``): PermissionError
+        otherwise."""
+        with self.transaction() as db:
+            row = db.execute("SELECT owner FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            if row is None:
+                return False
+            if by is not None and not admin and row["owner"] != by:
+                raise PermissionError("only the person who ran it can delete this run")
+            db.execute("DELETE FROM variants WHERE run_id=?", (run_id,))
+            cur = db.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
+        return cur.rowcount > 0
+
+    def _run_dict(self, db, row, with_variants: bool = True) -> dict:
+        if with_variants:
+            variants = [_unpacked(json.loads(v["result"])) for v in db.execute(
+                "SELECT result FROM variants WHERE run_id=? ORDER BY position",
+                (row["run_id"],))]
+            count = len(variants)
+        else:  # a summary: lists of runs stay fast as the store grows
+            variants = None
+            (count,) = db.execute("SELECT COUNT(*) FROM variants WHERE run_id=?",
+                                  (row["run_id"],)).fetchone()
+        return {
+            "variant_count": count,
+            "run_id": row["run_id"], "created_at": row["created_at"],
+            "finished_at": row["finished_at"], "kind": row["kind"], "model": row["model"],
+            "dataset": row["dataset"], "device": row["device"], "status": row["status"],
+            "error": row["error"], "spec": json.loads(row["spec"]),
+            "environment": json.loads(row["environment"]), "variants": variants,
+            "owner": row["owner"],
+        }
+
+    def runs(self, limit: int | None = None, kind: str | None = None,
+             with_variants: bool = True, model: str | None = None,
+             dataset: str | None = None, owner: str | None = None) -> list[dict]:
+        """Past runs, newest first, each with its variants (or only their count); optionally
+        only those of one kind, model, data set or owner."""
+        where, args = [], []
+        for column, value in (("kind", kind), ("model", model), ("dataset", dataset),
+                              ("owner", owner)):
+            if value is not None:
+                where.append(f"{column}=?")
+                args.append(value)
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY created_at DESC, rowid DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        with self.connect() as db:
+            return [self._run_dict(db, r, with_variants)
+                    for r in db.execute(sql, args).fetchall()]
+
+    def run(self, run_id: str) -> dict | None:
+        with self.connect() as db:
+            row = db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            return None if row is None else self._run_dict(db, row)
+
+    def variant_count(self, run_id: str) -> int:
+        """How many variants the run has stored (what a polling page needs, without decoding
+        them)."""
+        with self.connect() as db:
+            (count,) = db.execute("SELECT COUNT(*) FROM variants WHERE run_id=?",
+                                  (run_id,)).fetchone()
+        return count
+
+    def variant_results(self, run_id: str) -> list[VariantResult]:
+        run = self.run(run_id)
+        return [] if run is None else [VariantResult.from_dict(v) for v in run["variants"]]
+
+    # -- device peaks (the roofline's roofs), measured once per machine ----------------------
+
+    def device_peaks(self, key: dict) -> dict | None:
+        """The peaks stored under ``key`` (host, device, device_name, torch, threads)."""
+        with self.connect() as db:
+            row = db.execute("SELECT peaks FROM device_peaks WHERE " +
+                             " AND ".join(f"{k}=?" for k in PEAKS_KEY),
+                             [key[k] for k in PEAKS_KEY]).fetchone()
+        return None if row is None else json.loads(row["peaks"])
+
+    def save_device_peaks(self, key: dict, peaks: dict) -> None:
+        with self.transaction() as db:
+            db.execute(f"INSERT OR REPLACE INTO device_peaks ({', '.join(PEAKS_KEY)}, peaks, "
+                       f"measured_at) VALUES ({', '.join('?' * (len(PEAKS_KEY) + 2))})",
+                       [*(key[k] for k in PEAKS_KEY), json.dumps(peaks), now_iso()])
+
+    def integrity_ok(self) -> bool:
+        with self.connect() as db:
+            return db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,0 +1,468 @@
+"""Data sets: the embedded default (scikit-learn's digits), CIFAR-10, an image folder, and
+synthetic inputs for speed-only runs. All are loaded into memory once, so every variant sees
+exactly the same batches and no loader process competes with the timed model.
+
+Images are kept as they are stored: uint8 pixels (a quarter of float32), turned into
+normalised float32 only when a batch is made (``Images``). Loading makes no extra full-size
+copy: an image folder is decoded straight into one preallocated array, in split order, so its
+splits are views. ``stored_size`` says how much a data set will take before it is loaded
+(the job's admission check); loading an image folder checks ``should_stop`` between files.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from benchmarks.zoo.inputs import IMAGENET_CLASSES
+
+if TYPE_CHECKING:  # torch loads with the data, so menus can list data sets without it
+    import torch
+
+SPLIT_SEED = 0  # the train/validation/test split is fixed, whatever the sweep's seed
+VAL_FRACTION, TEST_FRACTION = 0.1, 0.2
+SYNTHETIC_CLASSES = 10
+SYNTHETIC_SAMPLES = 512
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+CIFAR10_SAMPLES, CIFAR10_SHAPE = 60_000, (3, 32, 32)
+DIGITS_SAMPLES, DIGITS_SHAPE = 1797, (1, 8, 8)
+STOP_EVERY = 64      # files decoded between two looks at should_stop
+STATS_CHUNK_BYTES = 8 * 2**20  # float64 bytes per chunk of the training split's statistics
+
+
+@dataclass(frozen=True)
+class DataSize:
+    """What a data set will hold in memory, known before it is loaded."""
+    samples: int
+    shape: tuple[int, int, int]
+    itemsize: int  # bytes per stored value: 1 for uint8 pixels, 4 for float32
+    classes: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.samples * self.itemsize * self.shape[0] * self.shape[1] * self.shape[2]
+
+
+class Images:
+    """A split's inputs as stored (uint8 pixels, or float32 values), made float32 and
+    normalised batch by batch: ``images[idx]`` is an N x C x H x W float32 tensor (C x H x W
+    for one int index). Indexing takes what slicing or indexing a tensor takes."""
+
+    def __init__(self, raw: torch.Tensor, divisor: float = 1.0, mean=None, std=None):
+        # divisor: 255 for uint8 pixels (dividing, not multiplying by 1/255, gives the very
+        # floats a float32 decode gave)
+        self.raw, self.divisor, self.mean, self.std = raw, divisor, mean, std
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.raw.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.raw.numel() * self.raw.element_size()
+
+    def pixels(self, idx) -> torch.Tensor:
+        """The selected inputs as float32 in [0, 1] (the stored scale), not normalised: always
+        a new tensor (a slice of float32 inputs is copied, so scaling never touches them)."""
+        import torch
+        x = self.raw[idx]
+        if x.dtype != torch.float32:
+            x = x.float()
+        elif x.untyped_storage().data_ptr() == self.raw.untyped_storage().data_ptr():
+            x = x.clone()
+        return x.div_(self.divisor) if self.divisor != 1 else x
+
+    def __getitem__(self, idx) -> torch.Tensor:
+        x = self.pixels(idx)
+        if self.mean is None:
+            return x
+        mean, std = (self.mean[0], self.std[0]) if x.dim() == 3 else (self.mean, self.std)
+        return x.sub_(mean).div_(std)
+
+    def normalised(self, mean, std) -> "Images":
+        """The same stored inputs, normalised otherwise (no copy)."""
+        return Images(self.raw, self.divisor, mean, std)
+
+
+@dataclass
+class Split:
+    x: Images        # N x C x H x W, float32 and normalised when indexed
+    y: torch.Tensor  # int64, N
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+@dataclass
+class DataBundle:
+    name: str
+    train: Split
+    val: Split
+    test: Split
+    num_classes: int
+    labelled: bool = True  # synthetic data has no meaningful labels: accuracy is null
+    # How the inputs were scaled: {"mode", "mean", "std"} (per channel), recorded with runs.
+    normalization: dict | None = None
+
+    @property
+    def in_channels(self) -> int:
+        return int(self.train.x.shape[1])
+
+    @property
+    def input_size(self) -> tuple[int, int]:
+        return int(self.train.x.shape[2]), int(self.train.x.shape[3])
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return (self.in_channels, *self.input_size)
+
+    def batches(self, split: str, batch_size: int) -> Iterator[tuple[torch.Tensor, ...]]:
+        """A split in order, in batches (evaluation)."""
+        data: Split = getattr(self, split)
+        for i in range(0, len(data), batch_size):
+            yield data.x[i:i + batch_size], data.y[i:i + batch_size]
+
+    def train_data(self, batch_size: int, seed: int):
+        """The training split as the techniques take it: shuffled per step and epoch from
+        each step's own key (``optimizers.base.TrainData``)."""
+        from optimizers.base import TrainData
+        return TrainData(self.train.x, self.train.y, batch_size, seed)
+
+    def example_batch(self, batch_size: int) -> torch.Tensor:
+        """A fixed batch of the measured shape (test inputs, repeated if the split is small),
+        made in one allocation."""
+        import torch
+        x = self.test.x if len(self.test) else self.train.x
+        return x[torch.arange(batch_size) % len(x)]
+
+
+def list_datasets() -> list[str]:
+    from benchmarks.spec.sweep import DATASETS
+    return list(DATASETS)
+
+
+def _stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str) -> tuple:
+    from sklearn.model_selection import train_test_split
+    idx = np.arange(len(y))
+    counts = np.bincount(y, minlength=num_classes)[np.unique(y)]  # the classes present
+    stratify = y if counts.min() >= 3 else None  # tiny folders cannot be stratified
+    if len(y) < 5:
+        raise ValueError(f"data set {name} has {len(y)} samples; at least 5 are needed")
+
+    def split(stratify):
+        rest, test = train_test_split(idx, test_size=TEST_FRACTION, random_state=SPLIT_SEED,
+                                      stratify=stratify)
+        train, val = train_test_split(rest, test_size=VAL_FRACTION / (1 - TEST_FRACTION),
+                                      random_state=SPLIT_SEED,
+                                      stratify=None if stratify is None else y[rest])
+        return train, val, test
+
+    if stratify is not None:
+        try:
+            return split(stratify)
+        except ValueError:
+            # A stratified part needs a sample of every class: a small folder (8 images of 2
+            # classes) has too few for the validation part, so it is split plainly.
+            pass
+    return split(None)
+
+
+def _part(t: torch.Tensor, idx: np.ndarray) -> torch.Tensor:
+    """``t[idx]``: a view when ``idx`` is a contiguous run (no copy), else a copy."""
+    if len(idx) and np.array_equal(idx, np.arange(idx[0], idx[0] + len(idx))):
+        return t[int(idx[0]):int(idx[0]) + len(idx)]
+    return t[idx]
+
+
+def _bundle(name: str, x: np.ndarray, y: np.ndarray, num_classes: int,
+            splits: tuple | None = None, normalize: str = "dataset",
+            divisor: float = 1.0) -> DataBundle:
+    """Split (unless given), keeping the inputs as stored (``x``: uint8 pixels with
+    ``divisor`` 255, or float32 in [0, 1]); batches are scaled as ``normalize`` says: the
+    training split's per-channel statistics, none, ImageNet's, or an explicit MEAN,STD."""
+    import torch
+    train, val, test = splits if splits is not None else _stratified_split(x, y, num_classes,
+                                                                             name)
+    xt = torch.from_numpy(x if x.dtype in (np.uint8, np.float32) else x.astype(np.float32))
+    yt = torch.from_numpy(y.astype(np.int64))
+    parts = [Images(_part(xt, i), divisor) for i in (train, val, test)]
+    mean, std, record = normalization(normalize, parts[0])
+    return DataBundle(name, *(Split(p.normalised(mean, std), yt[i])
+                              for p, i in zip(parts, (train, val, test))), num_classes,
+                      normalization=record)
+
+
+def renormalized(bundle: DataBundle, split: str, normalize: str) -> torch.Tensor:
+    """A split's inputs as another ``normalize`` would have scaled them (the data set's
+    statistics always come from the training split)."""
+    mean, std, _ = normalization(normalize, bundle.train.x)
+    return getattr(bundle, split).x.normalised(mean, std)[:]
+
+
+def _pixel_statistics(images: Images):
+    """Per-channel mean and (sample) standard deviation of a split's [0, 1] pixels, summed in
+    float64 over small chunks of the stored values: never a float copy of the whole split.
+    (numpy, single-threaded: torch's threaded reductions left their scratch space resident.)"""
+    import torch
+    raw = images.raw.numpy()
+    channels = raw.shape[1]
+    total = np.zeros(channels)
+    squares = np.zeros(channels)
+    step = max(1, STATS_CHUNK_BYTES // (8 * math.prod(raw.shape[1:])))
+    for i in range(0, len(raw), step):
+        chunk = raw[i:i + step]
+        total += chunk.sum(axis=(0, 2, 3), dtype=np.float64)
+        squares += np.square(chunk, dtype=np.float64).sum(axis=(0, 2, 3))
+    count = raw.size // channels
+    mean = total / count
+    var = (squares - count * mean ** 2) / max(count - 1, 1)
+    scale = images.divisor
+    return (torch.from_numpy(mean / scale).float().view(1, -1, 1, 1),
+            torch.from_numpy(np.sqrt(np.maximum(var, 0)) / scale).float().view(1, -1, 1, 1))
+
+
+def normalization(normalize: str, train_x: Images):
+    """(mean, std) tensors shaped 1xCx1x1 (None for "none") and the record of what was used."""
+    import torch
+
+    from benchmarks.spec.sweep import IMAGENET_MEAN, IMAGENET_STD, parse_normalize
+    mode, mean, std = parse_normalize(normalize)
+    channels = train_x.shape[1]
+    if mode == "none":
+        return None, None, {"mode": "none", "mean": None, "std": None}
+    if mode == "dataset":
+        m, s = _pixel_statistics(train_x)
+        s = s.clamp_min(1e-6)
+    else:
+        if mode == "imagenet":
+            mean, std = IMAGENET_MEAN, IMAGENET_STD
+            if channels == 1:  # grey images: the channels' average
+                mean, std = (sum(mean) / 3,), (sum(std) / 3,)
+        if len(mean) == 1:
+            mean, std = mean * channels, std * channels
+        if len(mean) != channels:
+            raise ValueError(f"normalize gives {len(mean)} channel values but the images have "
+                             f"{channels} channels")
+        m = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+        s = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+    record = {"mode": mode, "mean": [round(float(v), 6) for v in m.flatten()],
+              "std": [round(float(v), 6) for v in s.flatten()]}
+    return m, s, record
+
+
+def _digits(normalize: str = "dataset") -> DataBundle:
+    """scikit-learn's digits, with the fixed split. Images and split are kept in the cache
+    folder after the first load: importing scikit-learn's data sets and splitter cost 1.5 s of
+    every start, a third of a warm run."""
+    import os
+    import tempfile
+    from importlib.metadata import version
+
+    from benchmarks.spec.folders import default_cache_dir, private_folder
+    folder = default_cache_dir()
+    path = folder / f"digits-sklearn{version('scikit-learn')}-split{SPLIT_SEED}.npz"
+    try:
+        with np.load(path) as f:
+            return _bundle("digits", f["x"].astype(np.float32), f["y"], 10,
+                           splits=(f["train"], f["val"], f["test"]), normalize=normalize)
+    except (OSError, ValueError, KeyError):
+        pass  # absent or unreadable: rebuilt below
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    x = (d.images / 16.0)[:, None, :, :]  # N x 1 x 8 x 8, pixel values 0..16
+    splits = _stratified_split(x, d.target, 10, "digits")
+    try:
+        private_folder(folder)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, x=x, y=d.target, train=splits[0], val=splits[1], test=splits[2])
+        os.replace(tmp, path)  # whole or not at all, for concurrent processes
+    except OSError:
+        pass  # a read-only cache folder only costs the next start its 1.5 s
+    return _bundle("digits", x.astype(np.float32), d.target, 10, splits=splits,
+                   normalize=normalize)
+
+
+def _cifar10(data_root: str | None, download: bool, normalize: str = "dataset") -> DataBundle:
+    if not data_root:
+        raise ValueError("cifar10 needs --data-root DIR (add --download to fetch it there)")
+    root = Path(data_root).expanduser()
+    if not root.is_dir() and not download:
+        raise ValueError(f"data root {root} does not exist (add --download to fetch CIFAR-10)")
+    from torchvision.datasets import CIFAR10
+    try:
+        parts = [CIFAR10(str(root), train=t, download=download) for t in (True, False)]
+    except RuntimeError as exc:
+        raise ValueError(f"cifar10 under {root}: {exc}".splitlines()[0]) from None
+    # One uint8 array, channels first, filled part by part: no float or concatenated copy.
+    x = np.empty((sum(len(p.data) for p in parts), *CIFAR10_SHAPE), dtype=np.uint8)
+    start = 0
+    for p in parts:
+        x[start:start + len(p.data)] = p.data.transpose(0, 3, 1, 2)
+        start += len(p.data)
+    y = np.concatenate([np.asarray(p.targets) for p in parts])
+    return _bundle("cifar10", x, y, 10, normalize=normalize, divisor=255.0)
+
+
+def _image_files(directory: str, input_shape, labels: str | None = None,
+                 pipeline=None) -> tuple[Path, list[str], dict, tuple, dict]:
+    """The folder's classes, each one's image file names (sorted) and label, checked, without
+    reading an image. ``labels="imagenet"``: the folders are ImageNet-1k ids and the labels
+    their indices among its 1000 classes."""
+    root = Path(directory).expanduser()
+    if not root.is_dir():
+        raise ValueError(f"imagefolder: {root} is not a directory")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    index = _class_index(root, classes, labels)
+    channels, h, w = input_shape or (pipeline.shape if pipeline is not None else (3, 32, 32))
+    if channels not in (1, 3):
+        raise ValueError(f"imagefolder: --input-shape channels must be 1 or 3, got {channels}")
+    files = {cls: _image_names(root / cls) for cls in classes}
+    if not any(files.values()):
+        raise ValueError(f"imagefolder: no images ({', '.join(IMAGE_SUFFIXES)}) under {root}")
+    empty = [cls for cls in classes if not files[cls]]
+    if empty:
+        # A class with no images would still be an output of the model and silently lower
+        # every accuracy: say which folder is empty instead.
+        raise ValueError(f"imagefolder: class folder {empty[0]!r} under {root} has no images "
+                         f"({len(empty)} of {len(classes)} classes are empty)")
+    return root, classes, files, (channels, h, w), index
+
+
+def _image_names(folder: Path) -> list[str]:
+    """The image files of one class folder, by name, sorted. scandir's entries know their
+    type without a stat per file: listing 100,000 images takes a fraction of a second."""
+    with os.scandir(folder) as entries:
+        return sorted(e.name for e in entries
+                      if os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES and e.is_file())
+
+
+def _imagefolder(directory: str, input_shape, normalize: str = "dataset",
+                 labels: str | None = None, pipeline=None, should_stop=None) -> DataBundle:
+    """One sub-folder per class (``_image_files``). ``pipeline`` (an ``InputPipeline``): each
+    image resized and centre-cropped as a pretrained model's weights expect."""
+    from PIL import Image
+
+    from benchmarks.spec.cancel import Cancelled
+    def check_stop():
+        if should_stop is not None and should_stop():
+            raise Cancelled()
+
+    root, classes, files, (channels, h, w), index = _image_files(directory, input_shape,
+                                                                 labels, pipeline)
+    check_stop()
+    mode = "L" if channels == 1 else "RGB"
+    prepare = pipeline.at((h, w)).prepare if pipeline is not None \
+        else (lambda im: im.resize((w, h)))
+    paths = [root / cls / name for cls in classes for name in files[cls]]
+    y = np.asarray([index[cls] for cls in classes for _ in files[cls]])
+    num_classes = len(classes) if labels is None else IMAGENET_CLASSES
+    # The split depends on the labels only: decode each image straight into its place in
+    # split order, so the three splits are views of one uint8 array.
+    train, val, test = _stratified_split(np.zeros(len(y)), y, num_classes, f"imagefolder:{root}")
+    check_stop()
+    order = np.concatenate([train, val, test])
+    x = np.empty((len(order), channels, h, w), dtype=np.uint8)
+    for slot, i in enumerate(order):
+        if slot % STOP_EVERY == 0:
+            check_stop()
+        f = paths[i]
+        try:
+            with Image.open(f) as im:
+                arr = np.asarray(prepare(im.convert(mode)), dtype=np.uint8)
+        except Exception as exc:  # noqa: BLE001
+            # Pillow raises many types on hostile files (UnidentifiedImageError, OSError,
+            # DecompressionBombError for a header claiming gigapixels, SyntaxError,
+            # struct.error...): all of them are this file's fault, not the program's.
+            raise ValueError(f"imagefolder: {f} is not a readable image "
+                             f"({type(exc).__name__})") from None
+        x[slot] = arr[None] if channels == 1 else arr.transpose(2, 0, 1)
+    a, b = len(train), len(train) + len(val)
+    splits = (np.arange(a), np.arange(a, b), np.arange(b, len(order)))
+    return _bundle(f"imagefolder:{root}", x, y[order], num_classes, splits=splits,
+                   normalize=normalize, divisor=255.0)
+
+
+def _class_index(root: Path, classes: list[str], labels: str | None) -> dict[str, int]:
+    if labels is None:
+        if len(classes) < 2:
+            raise ValueError(f"imagefolder: {root} needs one sub-folder per class (at least "
+                             f"2), found {len(classes)}")
+        return {cls: i for i, cls in enumerate(classes)}
+    from benchmarks.zoo.inputs import imagenet_class_index
+    wnids = imagenet_class_index()
+    if not classes:
+        raise ValueError(f"imagefolder: {root} needs one sub-folder per ImageNet class id")
+    unknown = [cls for cls in classes if cls not in wnids]
+    if unknown:
+        raise ValueError(f"imagefolder: --labels imagenet needs folders named by ImageNet-1k "
+                         f"class ids (n01440764 ...); {unknown[0]!r} under {root} is not one "
+                         f"({len(unknown)} of {len(classes)} folders)")
+    return {cls: wnids[cls] for cls in classes}
+
+
+def _synthetic(input_shape, seed: int) -> DataBundle:
+    import torch
+    if input_shape is None:
+        raise ValueError("synthetic needs --input-shape C,H,W (for example 3,64,64)")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(SYNTHETIC_SAMPLES, *input_shape, generator=g)
+    y = torch.randint(0, SYNTHETIC_CLASSES, (SYNTHETIC_SAMPLES,), generator=g)
+    n = SYNTHETIC_SAMPLES // 4
+    return DataBundle("synthetic", Split(Images(x[2 * n:]), y[2 * n:]),
+                      Split(Images(x[n:2 * n]), y[n:2 * n]), Split(Images(x[:n]), y[:n]),
+                      SYNTHETIC_CLASSES, labelled=False)
+
+
+def stored_size(name: str, data_root: str | None = None,
+                input_shape: tuple[int, int, int] | None = None, labels: str | None = None,
+                pipeline=None) -> DataSize:
+    """How much ``load_dataset`` will hold, without loading it (an image folder is listed,
+    not read). Unknown names and bad folders raise the loader's ValueError."""
+    if name == "digits":
+        return DataSize(DIGITS_SAMPLES, DIGITS_SHAPE, 4, 10)
+    if name == "cifar10":
+        return DataSize(CIFAR10_SAMPLES, CIFAR10_SHAPE, 1, 10)
+    if name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
+        _, classes, files, shape, _ = _image_files(name.split(":", 1)[1], input_shape, labels,
+                                                   pipeline)
+        return DataSize(sum(map(len, files.values())), shape, 1,
+                        len(classes) if labels is None else IMAGENET_CLASSES)
+    if name == "synthetic":
+        if input_shape is None:
+            raise ValueError("synthetic needs --input-shape C,H,W (for example 3,64,64)")
+        return DataSize(SYNTHETIC_SAMPLES, tuple(input_shape), 4, SYNTHETIC_CLASSES)
+    raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(list_datasets())}")
+
+
+def load_dataset(name: str, data_root: str | None = None, download: bool = False,
+                 input_shape: tuple[int, int, int] | None = None, seed: int = 0,
+                 normalize: str = "dataset", labels: str | None = None, pipeline=None,
+                 should_stop=None) -> DataBundle:
+    """``labels`` and ``pipeline`` apply to image folders (``_imagefolder``)."""
+    if name == "digits":
+        bundle = _digits(normalize)
+    elif name == "cifar10":
+        bundle = _cifar10(data_root, download, normalize)
+    elif name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
+        bundle = _imagefolder(name.split(":", 1)[1], input_shape, normalize, labels, pipeline,
+                              should_stop)
+    elif name == "synthetic":
+        bundle = _synthetic(input_shape, seed)
+    else:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(list_datasets())}")
+    if input_shape is not None and tuple(input_shape) != bundle.input_shape:
+        got = ",".join(map(str, input_shape))
+        have = ",".join(map(str, bundle.input_shape))
+        raise ValueError(f"--input-shape {got} does not match {name}'s images ({have}); "
+                         f"omit it or give {have}")
+    return bundle
