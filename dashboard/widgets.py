@@ -446,7 +446,7 @@ def export_panel(run: dict, key: str) -> None:
     """Take a model away: a chosen variant exported by the worker (it rebuilds the model from
     the weights cache and writes safetensors, .pt2, ONNX and the model card), then downloaded
     as one zip. The page only submits and reads files: it never imports torch."""
-    from benchmarks.export.variant import CARD_NAME, archive_path, export_folder
+    from benchmarks.export.files import CARD_NAME, archive_path, export_folder
     names = [v["name"] for v in run.get("variants") or [] if not v.get("error")]
     if run.get("kind", "sweep") != "sweep" or not names:
         return

@@ -117,23 +117,23 @@ def test_int8_rows_of_a_cuda_sweep_use_the_cpu_baseline_or_no_ratio():
 def test_a_cuda_sweep_times_a_cpu_baseline_in_the_same_rounds(tmp_path, monkeypatch):
     """With a fake CUDA device (no GPU here): the rounds visit a CPU copy of the baseline
     beside the CPU variants, and its samples become the baseline's CPU reference."""
-    from benchmarks.run import runner
+    from benchmarks.run import rounds
     spec = SweepSpec.from_toggles(int8="static", **TINY)
     sweep = prepare_sweep(spec, cache=WeightsCache(tmp_path))
     results = list(sweep.run())
     visits = []
 
-    def fake_visit(self, b, runs, seconds, warmup):
+    def fake_visit(b, runs, seconds, warmup):
         visits.append((b.result.name, b.device.type))
         b.samples.extend([1.0 if b.device.type == "cuda" else 4.0] * runs)
         b.visits += 1
 
-    monkeypatch.setattr(runner.PreparedSweep, "_visit", fake_visit)
-    sweep.device = torch.device("cuda")
+    monkeypatch.setattr(rounds, "visit", fake_visit)
     results[0].device = "cuda:0"  # where a CUDA sweep's baseline runs
-    built = [runner.Built(0, results[0], nn.Linear(1, 1), torch.device("cuda")),
-             runner.Built(1, results[1], nn.Linear(1, 1), torch.device("cpu"))]
-    sweep._time_interleaved(built, None, lambda: False)
+    built = [rounds.Built(0, results[0], nn.Linear(1, 1), torch.device("cuda")),
+             rounds.Built(1, results[1], nn.Linear(1, 1), torch.device("cpu"))]
+    rounds.time_interleaved(built, spec, torch.device("cuda"), sweep.example,
+                            lambda *event: None, lambda: False)
     rounds = spec.timing_rounds
     assert visits.count(("baseline", "cuda")) == visits.count(("baseline", "cpu")) == rounds
     assert visits.count(("int8-static", "cpu")) == rounds

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.export import variant as export
+from benchmarks.export import codec, files, load, writers
+from benchmarks.export.variant import export_variant
 from benchmarks.store.database import ResultsStore
 
 FAST = ["--min-time", "0.05", "--epochs", "2", "--quiet"]
@@ -56,7 +57,7 @@ def test_export_round_trips(swept, tmp_path, cli, name):
     out = tmp_path / name
     p = cli("export", run_id, name, "--out", str(out), "--store", str(store))
     assert p.returncode == 0, p.stderr
-    card = json.loads((out / export.CARD_NAME).read_text())
+    card = json.loads((out / files.CARD_NAME).read_text())
     variant = stored(store, run_id, name)
     accuracy = variant["accuracy"]
     assert card["variant"] == name and card["run_id"] == run_id
@@ -64,14 +65,14 @@ def test_export_round_trips(swept, tmp_path, cli, name):
     assert card["metrics"]["accuracy_ci"] == variant["accuracy_ci"]
     assert card["environment"]["torch"] == torch.__version__
     # Every file is hashed in the card; nothing else is in the folder.
-    assert set(card["files"]) | {export.CARD_NAME} == {f.name for f in out.iterdir()}
+    assert set(card["files"]) | {files.CARD_NAME} == {f.name for f in out.iterdir()}
     for file, entry in card["files"].items():
-        assert export._sha256(out / file) == entry["sha256"]
+        assert files.sha256(out / file) == entry["sha256"]
     batches = split_of(card)
 
     # 1. safetensors + architecture, rebuilt without the store or the cache.
     assert card["formats"]["safetensors"]["status"] == "written"
-    loaded = export.load_exported(out)
+    loaded = load.load_exported(out)
     acc, torch_logits = score(loaded, batches)
     assert abs(acc - accuracy) <= 0.001
     if name == "prune-channel-0.5":  # the pruned shapes are in the architecture
@@ -83,9 +84,9 @@ def test_export_round_trips(swept, tmp_path, cli, name):
     pt2 = card["formats"]["pt2"]
     if name == "int8-static":  # FX INT8's packed weights are TorchScript objects export cannot trace
         assert pt2["status"] == "not exported" and "torch.export" in pt2["reason"]
-        assert not (out / export.PT2_NAME).exists()
+        assert not (out / files.PT2_NAME).exists()
     else:
-        program = torch.export.load(str(out / export.PT2_NAME)).module()
+        program = torch.export.load(str(out / files.PT2_NAME)).module()
         with torch.inference_mode():
             acc, _ = score(program, batches)
         assert abs(acc - accuracy) <= 0.001
@@ -96,7 +97,7 @@ def test_export_round_trips(swept, tmp_path, cli, name):
         assert onnx["status"] == "not exported" and "float variants" in onnx["reason"]
         return
     import onnxruntime
-    session = onnxruntime.InferenceSession(str(out / export.ONNX_NAME),
+    session = onnxruntime.InferenceSession(str(out / files.ONNX_NAME),
                                            providers=["CPUExecutionProvider"])
     acc, onnx_logits = score(lambda x: torch.from_numpy(
         session.run(None, {"input": x.numpy()})[0]), batches)
@@ -105,7 +106,7 @@ def test_export_round_trips(swept, tmp_path, cli, name):
         assert "fp32 graph" in onnx["note"]
         loaded.autocast = None
         _, reference = score(loaded, batches)
-    assert np.allclose(onnx_logits, reference, **export.ONNX_TOLERANCE)
+    assert np.allclose(onnx_logits, reference, **writers.ONNX_TOLERANCE)
     assert abs(acc - accuracy) <= 0.001 or name == "amp"
 
 
@@ -147,9 +148,9 @@ def test_a_failed_variant_and_a_variant_that_no_longer_reproduces_are_refused(sw
             variant["raw"]["correct_bits"] = __import__("base64").b64encode(bytes(bits)).decode()
         store.add_variant(copy_id, variant, position)
     with pytest.raises(ValueError, match="failed in run") as failed:
-        export.export_variant(store, copy_id, "amp", tmp_path / "a")
+        export_variant(store, copy_id, "amp", tmp_path / "a")
     with pytest.raises(ValueError, match="no longer reproducible") as moved:
-        export.export_variant(store, copy_id, "distill-T4", tmp_path / "d")
+        export_variant(store, copy_id, "distill-T4", tmp_path / "d")
     for err in (failed, moved):
         assert "\n" not in str(err.value)
     assert not (tmp_path / "a").exists() and not (tmp_path / "d").exists()
@@ -169,9 +170,9 @@ def test_int8_weights_round_trip_through_safetensors():
     prepared = prepare_fx(model, get_default_qconfig_mapping("x86"), example_inputs=(x,))
     prepared(x)
     quantized = convert_fx(prepared)
-    tensors, layout = export.encode_state(quantized.state_dict())
+    tensors, layout = codec.encode_state(quantized.state_dict())
     assert all(not t.is_quantized for t in tensors.values())
-    state = export.decode_state(tensors, json.loads(json.dumps(layout)))
+    state = codec.decode_state(tensors, json.loads(json.dumps(layout)))
     twin = convert_fx(prepare_fx(torch.nn.Sequential(
         torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
         torch.nn.Linear(4 * 36, 3)).eval(), get_default_qconfig_mapping("x86"),
@@ -192,10 +193,10 @@ def test_the_worker_exports_a_variant_into_a_zip(swept, tmp_path):
     worker.run_job(worker.claim())
     job = queue.get(job_id)
     assert job.status == "complete", job.error
-    folder = export.export_folder(store_path, run_id, "prune-channel-0.5")
-    with zipfile.ZipFile(export.archive_path(folder)) as z:
-        assert {export.CARD_NAME, export.WEIGHTS_NAME, export.PT2_NAME,
-                export.ONNX_NAME} <= set(z.namelist())
+    folder = files.export_folder(store_path, run_id, "prune-channel-0.5")
+    with zipfile.ZipFile(files.archive_path(folder)) as z:
+        assert {files.CARD_NAME, files.WEIGHTS_NAME, files.PT2_NAME,
+                files.ONNX_NAME} <= set(z.namelist())
     bad = queue.submit("export", {"run_id": run_id, "variant": "nope"}, session="test")
     worker.run_job(worker.claim())
     assert queue.get(bad).status == "failed"
@@ -285,24 +286,24 @@ def test_user_models_ship_their_source_and_pt2e_int8_exports_as_a_program(tmp_pa
     out = tmp_path / "se"
     assert cli("export", se_run, "prune-channel-0.5", "--out", str(out), "--store",
                str(store)).returncode == 0
-    card = json.loads((out / export.CARD_NAME).read_text())
+    card = json.loads((out / files.CARD_NAME).read_text())
     assert card["architecture"]["source"]["kind"] == "file"
-    assert (out / export.SOURCE_NAME).read_text() == (ROOT / "models/se_net.py").read_text()
+    assert (out / files.SOURCE_NAME).read_text() == (ROOT / "models/se_net.py").read_text()
     assert {n: f["status"] for n, f in card["formats"].items()} == dict.fromkeys(
-        export.FORMATS, "written")
+        files.FORMATS, "written")
     pruned = card["architecture"]["pruned"]
     assert any("num_features" in c["attributes"] for c in pruned.values())  # BatchNorm too
-    acc, _ = score(export.load_exported(out), split_of(card))
+    acc, _ = score(load.load_exported(out), split_of(card))
     assert abs(acc - stored(store, se_run, "prune-channel-0.5")["accuracy"]) <= 0.001
 
     out = tmp_path / "branchy"
     assert cli("export", branch_run, "int8-static", "--out", str(out), "--store",
                str(store)).returncode == 0
-    card = json.loads((out / export.CARD_NAME).read_text())
+    card = json.loads((out / files.CARD_NAME).read_text())
     assert card["settings"]["int8"]["path"] == "pt2e"
     assert card["formats"]["pt2"]["status"] == "written"
     assert card["formats"]["safetensors"]["status"] == "not exported"
     assert "pt2e" in card["formats"]["safetensors"]["reason"]
-    assert export.PT2E_OPS_MODULE in card["formats"]["pt2"]["note"]
-    acc, _ = score(export.load_program(out), split_of(card))
+    assert load.PT2E_OPS_MODULE in card["formats"]["pt2"]["note"]
+    acc, _ = score(load.load_program(out), split_of(card))
     assert abs(acc - stored(store, branch_run, "int8-static")["accuracy"]) <= 0.001

@@ -56,8 +56,8 @@ def test_a_failing_variant_is_isolated(tmp_path, monkeypatch):
 
 
 def test_out_of_memory_fails_only_that_variant(tmp_path, monkeypatch):
-    from benchmarks.run import runner
-    real = runner.measure_peak_memory
+    from benchmarks.run import variants
+    real = variants.measure_peak_memory
     calls = []
 
     def oom_once(*args, **kwargs):
@@ -66,7 +66,7 @@ def test_out_of_memory_fails_only_that_variant(tmp_path, monkeypatch):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "measure_peak_memory", oom_once)
+    monkeypatch.setattr(variants, "measure_peak_memory", oom_once)
     spec = SweepSpec.from_toggles(amp=True, **FAST)
     results = list(run_sweep(spec, cache=WeightsCache(tmp_path)))
     assert results[0].error.startswith("out of memory on cpu during memory")

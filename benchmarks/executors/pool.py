@@ -43,7 +43,7 @@ class DevicePool:
         self.own = own
 
     def prefetch(self, sweep, on_progress=None, should_stop=None) -> None:
-        from benchmarks.run.runner import ProgressEvent
+        from benchmarks.run.phases import ProgressEvent
         stop = should_stop or (lambda: False)
         spec = sweep.spec
         tasks = plan(spec, sweep.data.labelled)

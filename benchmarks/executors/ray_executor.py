@@ -136,7 +136,7 @@ class RaySweep:
     def run(self, on_progress=None, should_stop=None, on_partial=None, on_environment=None):
         import ray
 
-        from benchmarks.run.runner import ProgressEvent
+        from benchmarks.run.phases import ProgressEvent
         stop = should_stop or (lambda: False)
         spec = self.spec
         total = len(spec.variants)

@@ -324,7 +324,8 @@ class Worker:
     def run_export_job(self, job: Job) -> None:
         """A variant of a stored run rebuilt and written as files, zipped for the page's
         download (``benchmarks.export``: the dashboard never imports torch)."""
-        from benchmarks.export.variant import archive, export_folder, export_variant
+        from benchmarks.export.files import archive, export_folder
+        from benchmarks.export.variant import export_variant
         run_id, variant = job.payload["run_id"], job.payload["variant"]
         self.progress(job.job_id, variant=variant, index=0, total=1, phase="exporting",
                       fraction=0.0, message=f"rebuilding {variant} and writing its files")

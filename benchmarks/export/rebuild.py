@@ -1,0 +1,267 @@
+"""A stored variant rebuilt as it ran, and the architecture that rebuilds its weights.
+
+``rebuild`` prepares the run's sweep from its stored spec and builds the variant from the
+weights cache, read-only (a miss refuses, never retrains), on the run's thread count; its
+predictions must equal the stored correctness bits. ``architecture`` describes what a fresh
+build needs to take the weights: the model and its source (the zoo, or the user's factory
+file), classes, input shape and normalisation, autocast, INT8 mode/path/engine, and for
+channel pruning the pruned tensor shapes and module attributes (``build_architecture``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.export.files import PT2_NAME, SOURCE_NAME
+
+# Module attributes that may describe a shape (what channel pruning changes besides tensors).
+_SIMPLE = (int, float, bool, str, tuple, list)
+
+
+@dataclass
+class Rebuilt:
+    """A stored variant rebuilt as it ran, and what exporting it needs."""
+    name: str
+    model: object            # nn.Module as the variant ran (INT8 included)
+    float_model: object      # the float model before INT8 (the model itself otherwise)
+    device: object           # torch.device it runs on
+    autocast: str | None     # "bf16" / "fp16" under AMP, else None
+    sweep: object            # the PreparedSweep (data, example batch)
+    result: object           # the stored VariantResult
+    config: dict             # the settings applied, as the run recorded them
+    architecture: dict
+
+
+def locate(store, run_id: str, variant: str) -> tuple[dict, object]:
+    """(run, stored VariantResult) or a one-line ValueError naming what exists."""
+    from benchmarks.report.results import VariantResult
+    run = store.run(run_id)
+    if run is None:
+        raise ValueError(f"run {run_id!r} is not in the store {store.path}; `history` lists "
+                         f"the runs")
+    if run.get("kind", "sweep") != "sweep":
+        raise ValueError(f"run {run_id} is a {run['kind']} run: only sweeps have models to "
+                         f"export")
+    names = [v["name"] for v in run["variants"]]
+    if variant not in names:
+        raise ValueError(f"variant {variant!r} is not in run {run_id}; its variants: "
+                         f"{', '.join(names) or 'none yet'}")
+    result = VariantResult.from_dict(run["variants"][names.index(variant)])
+    if not result.ok:
+        raise ValueError(f"variant {variant} failed in run {run_id} ({result.error}); there is "
+                         f"no model to export")
+    return run, result
+
+
+def _base_model(spec, techniques: list[str], config: dict) -> str:
+    """The registry name (or FILE.py:FACTORY) the variant's float architecture starts from:
+    a student's for distillation and its scratch control, the sweep's model otherwise (a
+    pruned model recovered by distillation keeps the teacher's architecture)."""
+    from optimizers import registry
+    if len(techniques) == 1 and registry.control(techniques[0]) is not None:
+        return config[techniques[0]]["student"]
+    distill = config.get("distill") or {}
+    if "distill" in techniques and distill.get("mode") != "recover":
+        return distill["student"]
+    return spec.model
+
+
+def _float_prefix(vspec):
+    """The variant without its INT8 and AMP steps: the float model INT8 quantized."""
+    from benchmarks.spec.variant import VariantSpec
+    keep = [t for t in vspec.techniques if t not in ("int8", "amp")]
+    settings = {t: s for t, s in vspec.settings if t in keep}
+    return VariantSpec(f"{vspec.name} (float)", keep, settings)
+
+
+def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None) -> Rebuilt:
+    """The stored variant rebuilt from the weights cache (read-only: nothing retrains), on
+    the run's thread count, and checked: it must predict exactly what the run stored."""
+    import torch
+
+    from benchmarks.measure.latency import pinned_threads
+    from benchmarks.report.stats import pack_bits
+    from benchmarks.run.cache import MissingWeights, WeightsCache
+    from benchmarks.run.runner import ACCURACY_BATCH, prepare_sweep
+    from benchmarks.spec.sweep import SweepSpec
+    from optimizers.training import correctness
+
+    spec = SweepSpec.from_dict(run["spec"])
+    threads = (run.get("environment") or {}).get("threads")
+    if threads:
+        spec = dataclasses.replace(spec, threads=max(1, min(int(threads), os.cpu_count() or 1)))
+    vspec = next(v for v in spec.variants if v.name == result.name)
+    sweep = prepare_sweep(spec, cache=cache or WeightsCache(train_missing=False),
+                          allowed_models_dir=allowed_models_dir)
+    ran_on = str(run.get("device") or "cpu").split(":")[0]
+    if ran_on != sweep.device.type:
+        raise ValueError(f"run {run['run_id']} ran on {run.get('device')}; its variants rebuild "
+                         f"only on the same kind of device, and this machine gives "
+                         f"{sweep.device.type}")
+    try:
+        with pinned_threads(sweep.threads):
+            sweep.load_baseline()
+            outcome = sweep.build_variant(vspec, sweep.context(lambda *_: None, variant=vspec,
+                                                               shared={}))
+            float_model = outcome.model
+            if "int8" in vspec.techniques:
+                prefix = _float_prefix(vspec)
+                float_model = sweep.build_variant(prefix, sweep.context(
+                    lambda *_: None, variant=prefix, shared={})).model
+            device = outcome.device or sweep.device
+            model = outcome.model.to(device)
+            model.eval()  # not chained: an exported graph's eval() returns None
+            if sweep.data.labelled and result.correct_bits:
+                right = correctness(model, sweep.data.batches("test", ACCURACY_BATCH), device,
+                                    outcome.autocast_dtype)
+                if pack_bits(right) != result.correct_bits:
+                    raise ValueError(
+                        f"variant {result.name} rebuilt here scores {sum(right) / len(right):.2%}"
+                        f" where run {run['run_id']} stored {result.accuracy:.2%}: its weights "
+                        f"are no longer reproducible (another torch build, device or data?); "
+                        f"nothing was written")
+    except MissingWeights as exc:
+        raise ValueError(f"variant {result.name} of run {run['run_id']} cannot be rebuilt "
+                         f"exactly: {exc}. Run the same sweep again to refill the cache, then "
+                         f"export (weights are never retrained for an export)") from None
+    config = dict(result.config)
+    autocast = None
+    if outcome.autocast_dtype is not None:
+        autocast = {torch.bfloat16: "bf16", torch.float16: "fp16"}[outcome.autocast_dtype]
+    base = _base_model(spec, list(vspec.techniques), config)
+    # A copy: for a float variant it is the model itself, which stays on its device.
+    return Rebuilt(name=result.name, model=model,
+                   float_model=copy.deepcopy(float_model).cpu().eval(),
+                   device=device, autocast=autocast, sweep=sweep, result=result, config=config,
+                   architecture=_architecture(sweep, base, float_model, config, autocast))
+
+
+def _architecture(sweep, base: str, float_model, config: dict, autocast: str | None) -> dict:
+    from benchmarks.zoo.models import is_user_model, user_model_digest
+    data = sweep.data
+    arch = {"model": base, "num_classes": data.num_classes, "in_channels": data.in_channels,
+            "input_size": list(data.input_size), "input_shape": list(data.input_shape),
+            "normalization": data.normalization, "autocast": autocast, "int8": None,
+            "pruned": None}
+    if is_user_model(base):
+        arch["source"] = {"kind": "file", "file": SOURCE_NAME, "factory": base.rsplit(":", 1)[1],
+                          "sha256_16": user_model_digest(base)}
+    else:
+        from benchmarks.measure.environment import git_commit
+        arch["source"] = {"kind": "zoo", "builder": "benchmarks.zoo.models.create_model",
+                          "name": base, "git_commit": git_commit()}
+    try:
+        arch["pruned"] = _shape_changes(_fresh(arch, None, sweep.allowed_models_dir),
+                                        float_model)
+    except RuntimeError as exc:  # the weights can still ship in the other formats
+        arch["not_rebuildable"] = str(exc)
+    int8 = config.get("int8")
+    if int8:
+        arch["int8"] = {k: int8.get(k) for k in ("mode", "path", "engine")}
+        arch["int8"]["qconfig"] = "x86"
+    return arch
+
+
+def _fresh(arch: dict, folder: Path | None, allowed_models_dir=None):
+    """The untrained, unpruned float model ``arch`` starts from."""
+    from benchmarks.zoo.models import build_model
+    model = arch["model"]
+    if arch["source"]["kind"] == "file" and folder is not None:
+        model = f"{folder / SOURCE_NAME}:{arch['source']['factory']}"
+        allowed_models_dir = None  # the exported copy, next to its weights
+    return build_model(model, arch["num_classes"], arch["in_channels"],
+                       tuple(arch["input_size"]), allowed_models_dir).eval()
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _shape_changes(fresh, model) -> dict | None:
+    """{module: {"tensors": {name: shape}, "attributes": {name: value}}} where ``model``
+    differs from ``fresh`` (channel pruning's pruned shapes); None where nothing does. A
+    structure that differs otherwise (another module tree) cannot be described: refused."""
+    import itertools
+    mine, theirs = dict(model.named_modules()), dict(fresh.named_modules())
+    # By name: a user's factory file loaded twice defines its classes twice.
+    if list(mine) != list(theirs) or any(type(mine[n]).__qualname__ != type(
+            theirs[n]).__qualname__ for n in mine):
+        raise RuntimeError("the variant's module tree differs from a fresh build of its "
+                           "model beyond tensor shapes")
+    changes = {}
+    for name, module in mine.items():
+        ref = theirs[name]
+        tensors = {k: list(v.shape) for k, v in itertools.chain(
+            module.named_parameters(recurse=False), module.named_buffers(recurse=False))
+            if v is not None and tuple(v.shape) != tuple(getattr(ref, k).shape)}
+        attributes = {k: _plain(v) for k, v in vars(module).items()
+                      if not k.startswith("__") and k != "training" and isinstance(v, _SIMPLE)
+                      and vars(ref).get(k) != v}
+        if tensors or attributes:
+            changes[name] = {"tensors": tensors, "attributes": attributes}
+    return changes or None
+
+
+def _apply_shape_changes(model, changes: dict | None) -> None:
+    import torch
+    from torch import nn
+    for name, change in (changes or {}).items():
+        module = model.get_submodule(name)
+        for attr, value in change["attributes"].items():
+            setattr(module, attr, tuple(value) if isinstance(getattr(module, attr, None), tuple)
+                    else value)
+        for tensor, shape in change["tensors"].items():
+            old = getattr(module, tensor)
+            new = torch.zeros(shape, dtype=old.dtype)
+            if isinstance(old, nn.Parameter):
+                setattr(module, tensor, nn.Parameter(new, requires_grad=old.requires_grad))
+            else:
+                module.register_buffer(
+                    tensor, new, persistent=tensor not in module._non_persistent_buffers_set)
+
+
+def _quantized_structure(model, int8: dict, example):
+    """The INT8 module structure the variant's weights load into: the same conversion of the
+    same float model (the weights, scales and zero points are then loaded over it)."""
+    import torch
+
+    from optimizers.quantization import DYNAMIC_TYPES
+
+    engine = int8.get("engine")
+    if engine not in torch.backends.quantized.supported_engines:
+        raise RuntimeError(f"the INT8 weights were packed for the {engine} engine, which this "
+                           f"PyTorch lacks")
+    torch.backends.quantized.engine = engine
+    if int8["mode"] == "dynamic":
+        return torch.ao.quantization.quantize_dynamic(model, set(DYNAMIC_TYPES),
+                                                      dtype=torch.qint8)
+    if int8.get("path") not in ("fx", "fx-qat"):
+        raise RuntimeError("a pt2e INT8 graph has no module structure to rebuild; load "
+                           f"{PT2_NAME} instead")
+    from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qat_fx
+    if int8["path"] == "fx-qat":
+        prepared = prepare_qat_fx(model.train(), get_default_qat_qconfig_mapping("x86"),
+                                  example_inputs=(example,))
+    else:
+        prepared = prepare_fx(model.eval(), get_default_qconfig_mapping("x86"),
+                              example_inputs=(example,))
+    prepared.eval()
+    with torch.no_grad():
+        prepared(example)  # observers take their shapes; the values are overwritten on load
+    return convert_fx(prepared)
+
+
+def build_architecture(arch: dict, folder: Path | None = None, allowed_models_dir=None):
+    """The model ``arch`` describes, with placeholder weights: fresh, pruned shapes applied,
+    converted to INT8 where it was."""
+    import torch
+    model = _fresh(arch, folder, allowed_models_dir)
+    _apply_shape_changes(model, arch.get("pruned"))
+    if arch.get("int8"):
+        model = _quantized_structure(model, arch["int8"], torch.zeros(1, *arch["input_shape"]))
+    return model.eval()

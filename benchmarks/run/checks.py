@@ -1,0 +1,133 @@
+"""What a sweep checks about its inputs before it runs, and about its baseline once loaded.
+
+Before anything allocates: students that exist, data paths inside the operator's folder, how
+inputs are normalised (and a loud guess where that is unknown), and the sweep's estimated peak
+memory against what it may use. Once the baseline is scored: a checkpoint or pretrained model
+that scores near chance, or far below what another normalisation scores on the same examples,
+almost always means inputs scaled otherwise than in its training, and the run says which
+normalisation scores best.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchmarks.report.stats import discordant, mcnemar_exact, unpack_bits
+from benchmarks.spec.folders import inside
+from benchmarks.spec.sweep import NORMALIZE_MODES, SweepSpec, parse_normalize
+from benchmarks.zoo.models import check_model, default_student
+
+if TYPE_CHECKING:
+    from benchmarks.report.results import VariantResult
+
+__all__ = ["check_data_paths", "check_near_chance", "check_students", "model_card",
+           "normalization"]
+
+ACCURACY_BATCH = 256  # accuracy does not depend on the batch size; larger is faster
+# A baseline loaded from a checkpoint within this many points of chance is suspect; so is one
+# that another normalisation would score this many points better (and significantly).
+NEAR_CHANCE_POINTS = 5.0
+BETTER_NORMALIZE_POINTS = 10.0
+
+
+def check_students(spec: SweepSpec) -> None:
+    """Students must exist before anything runs: a bad name is the user's mistake."""
+    for v in spec.variants:
+        distill = dict(v.settings).get("distill")
+        if distill is None:
+            continue
+        student = distill.student or default_student(spec.model)
+        if student is None:
+            raise ValueError(f"model {spec.model} has no obvious smaller sibling to distil "
+                             f"into; give --student (a zoo name, torchvision:NAME, timm:NAME "
+                             f"or FILE.py:FACTORY)")
+        check_model(student)
+        if spec.epochs == 0 and distill.epochs is None:
+            raise ValueError("distillation trains its student for --epochs, which is 0 here; "
+                             "give --distill-epochs N")
+
+
+def check_data_paths(spec: SweepSpec, folder: Path) -> None:
+    """Jobs from the dashboard read data only inside the operator's data folder."""
+    if spec.dataset.startswith("imagefolder:"):
+        inside(folder, spec.dataset.split(":", 1)[1])
+    if spec.data_root:
+        inside(folder, spec.data_root, "the data root")
+
+
+def normalization(spec: SweepSpec, pipeline, warnings: list[str]) -> str:
+    """--normalize as given; else the weights' own mean and std; else the data set's (a
+    guess, said in ``warnings``, when a checkpoint was trained who knows how)."""
+    if spec.normalize is not None:
+        parse_normalize(spec.normalize)
+        if pipeline is not None and spec.normalize != pipeline.normalize():
+            warnings.append(f"--normalize {spec.normalize} overrides how the weights were "
+                            f"trained (mean {list(pipeline.mean)}, std {list(pipeline.std)})")
+        return spec.normalize
+    if pipeline is not None:
+        return pipeline.normalize()
+    if spec.checkpoint:
+        warnings.append(
+            "no --normalize given with --checkpoint: inputs are standardised with the data "
+            "set's own statistics, which may not be how the checkpoint was trained; say how "
+            "with --normalize dataset|none|imagenet|MEAN,STD")
+    return "dataset"
+
+
+def model_card(spec: SweepSpec, source, data, keep_head: bool, warnings: list[str]) -> dict:
+    """What the baseline starts from, for the run's record and the baseline's config."""
+    card = {"source": source.name, "name": spec.model, "family": source.family(spec.model),
+            **source.card(spec.model, spec.weights, data.num_classes, keep_head)}
+    starts = "the weights" if spec.weights else "the checkpoint" if spec.checkpoint \
+        else "random initialisation"
+    if spec.epochs == 0 and data.labelled:
+        card["baseline"] = f"evaluated as loaded from {starts}, no training (--epochs 0)"
+        if spec.weights and not keep_head:
+            warnings.append(
+                "--epochs 0 with a replaced classifier: the new head is untrained and scores "
+                "near chance; name ImageNet-id folders with --labels imagenet, or train it "
+                "with --epochs N")
+        elif not spec.weights and not spec.checkpoint:
+            warnings.append("--epochs 0 without --weights or --checkpoint: the baseline is "
+                            "the randomly initialised model")
+    elif data.labelled and not spec.checkpoint:
+        card["baseline"] = f"trained {spec.epochs} epochs from {starts}"
+    return card
+
+
+def check_near_chance(sweep, result: VariantResult, model, device) -> None:
+    """Warn, on ``result``, when a loaded baseline's score says its inputs are scaled wrong."""
+    from benchmarks.zoo.datasets import renormalized
+    from optimizers.training import correctness
+    spec, data = sweep.spec, sweep.data
+    pretrained = spec.weights is not None and sweep.keep_head
+    if not (spec.checkpoint or pretrained) or result.accuracy is None:
+        return
+    name = Path(spec.checkpoint).name if spec.checkpoint else f"{spec.model} {spec.weights}"
+    mode = (data.normalization or {}).get("mode")
+    mine = unpack_bits(result.correct_bits, result.n_test)
+    best = None
+    for other in NORMALIZE_MODES:
+        if other == mode:
+            continue
+        x = renormalized(data, "test", other)
+        right = correctness(model, ((x[i:i + ACCURACY_BATCH], data.test.y[
+            i:i + ACCURACY_BATCH]) for i in range(0, len(x), ACCURACY_BATCH)), device)
+        gain = 100 * (sum(right) - sum(mine)) / len(right)
+        if gain >= BETTER_NORMALIZE_POINTS and mcnemar_exact(
+                *discordant(right, mine)) < 0.05 and (best is None or gain > best[1]):
+            best = (other, gain, sum(right) / len(right))
+    chance = 100.0 / data.num_classes
+    if best is not None:
+        result.warnings.append(
+            f"the baseline loaded from {name} scores {100 * result.accuracy:.1f}% with "
+            f"normalize {mode} but {100 * best[2]:.1f}% with {best[0]} on the same test "
+            f"images: its training probably scaled inputs that way; give --normalize "
+            f"{best[0]} (accepted: dataset|none|imagenet|MEAN,STD)")
+    elif 100 * result.accuracy <= chance + NEAR_CHANCE_POINTS:
+        result.warnings.append(
+            f"the baseline loaded from {name} scores {100 * result.accuracy:.1f}%, near "
+            f"chance ({chance:.1f}%): its inputs are probably scaled differently from its "
+            f"training (normalize is {mode}); give --normalize dataset|none|imagenet|"
+            f"MEAN,STD as it was trained")

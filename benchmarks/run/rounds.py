@@ -1,0 +1,132 @@
+"""When each variant is timed: together, in interleaved round-robin rounds, or alone.
+
+Every built variant stays resident and is timed in ``timing_rounds`` rounds, each visit a
+slice of the budget, the starting variant rotating each round, so drift of a noisy host (a
+neighbour's job, a thermal limit, a frequency change) hits every variant alike; every p50 is
+taken over all of a variant's samples. A variant that does not fit in memory beside the others
+is timed alone right after its build, and says so. In a CUDA sweep whose INT8 variants run on
+the CPU, a CPU copy of the baseline is timed in the same rounds, as their reference (no latency
+ratio across devices).
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from benchmarks.measure.latency import measure_latency
+from benchmarks.report.results import VariantResult
+from benchmarks.run.phases import Report
+from benchmarks.spec.cancel import Cancelled
+from benchmarks.spec.sweep import SweepSpec
+from optimizers.errors import described
+
+__all__ = ["Built", "release_memory", "time_alone", "time_interleaved", "visit"]
+
+
+@dataclass
+class Built:
+    """A variant built and measured but for its latency."""
+    index: int
+    result: VariantResult
+    model: nn.Module | None = None
+    device: torch.device | None = None
+    autocast_dtype: torch.dtype | None = None
+    example: torch.Tensor | None = None  # the timed batch, in the variant's memory format
+    samples: list[float] = field(default_factory=list)
+    host: list[float] = field(default_factory=list)
+    visits: int = 0
+    flops_hint: object = None  # the technique's own FLOP count, where it knows better
+
+    def autocast(self):
+        from optimizers.precision import autocast
+        return autocast(self.device.type, self.autocast_dtype)
+
+
+
+def release_memory() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def visit(b: Built, runs: int, seconds: float, warmup: int) -> None:
+    """One visit of a variant: at least ``runs`` calls and about ``seconds`` of samples."""
+    tracker = measure_latency(b.model, b.example, b.device, autocast=b.autocast(),
+                              min_runs=runs, min_time_s=seconds, warmup=warmup)
+    b.samples.extend(tracker.samples_ms)
+    b.host.extend(tracker.host_samples_ms)
+    b.visits += 1
+    b.result.phase_s["latency"] = b.result.phase_s.get("latency", 0.0) + tracker.wall_s
+
+
+def _finish(b: Built, timing: dict) -> None:
+    b.result.keep_samples("latency_samples_ms", b.samples)
+    if b.device is not None and b.device.type == "cuda":
+        b.result.keep_samples("host_samples_ms", b.host)
+    b.result.timing = timing
+    b.model = None
+
+
+def time_alone(b: Built, spec: SweepSpec, report: Report, for_memory: bool) -> None:
+    """Sequential timing right after the build: what does not fit beside the others."""
+    report(b.result.name, b.index, "latency", 0.0)
+    started = time.time()
+    try:
+        visit(b, spec.min_runs, spec.min_time_s, spec.warmup)
+    except Exception as exc:
+        b.result.error = f"latency failed: {described(exc)}"
+    reason = ("the variants do not fit in memory together" if for_memory
+              else "sequential timing was asked for")
+    _finish(b, {"method": "sequential", "rounds": 1, "reason": reason,
+                "window": [round(started, 3), round(time.time(), 3)]})
+    release_memory()
+
+
+def time_interleaved(built: list[Built], spec: SweepSpec, device: torch.device,
+                     example: torch.Tensor, report: Report, stop: Callable[[], bool]) -> None:
+    """Time the resident variants of ``built`` together, in ``spec.timing_rounds`` rounds."""
+    entries = [b for b in built if b.model is not None]
+    if not entries:
+        return
+    base = next((b for b in entries if not b.result.techniques), None)
+    cpu_ref = None
+    if device.type != "cpu" and base is not None and any(
+            b.device.type == "cpu" for b in entries):
+        cpu_ref = Built(base.index, base.result, copy.deepcopy(base.model).cpu().eval(),
+                        torch.device("cpu"), base.autocast_dtype, example=example)
+        entries.append(cpu_ref)
+    rounds = spec.timing_rounds
+    started = time.time()
+    runs = max(2, math.ceil(spec.min_runs / rounds))
+    seconds = spec.min_time_s / rounds
+    for r in range(rounds):
+        start = r % len(entries)
+        for b in entries[start:] + entries[:start]:
+            if stop():
+                raise Cancelled()
+            report(b.result.name, b.index, f"latency round {r + 1}/{rounds}", r / rounds)
+            if b.result.error is not None:
+                continue
+            try:
+                # The first visit warms up fully; later ones one call (caches, clocks).
+                visit(b, runs, seconds, spec.warmup if b.visits == 0 else 1)
+            except Exception as exc:
+                b.result.error = f"latency failed: {described(exc)}"
+    timing = {"method": "interleaved", "rounds": rounds,
+              "variants_together": len(entries) - (cpu_ref is not None),
+              "window": [round(started, 3), round(time.time(), 3)]}
+    if cpu_ref is not None:
+        base.result.keep_samples("cpu_latency_samples_ms", cpu_ref.samples)
+        timing["cpu_baseline"] = "timed in the same rounds, for the CPU variants' ratios"
+        entries.remove(cpu_ref)
+    for b in entries:
+        _finish(b, dict(timing))
+    release_memory()
