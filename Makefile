@@ -46,7 +46,8 @@ bench: setup
 	$(PY) -m benchmarks run --prune 0.5 --distill --temperature 4 --amp --int8 static --combine \
 	  --json results/bench.json --csv results/bench.csv
 
-# Speed targets, measured side by side; writes docs/PERFORMANCE.md (developer tooling: tools/).
+# Speed targets, measured side by side; writes docs/generated/PERFORMANCE.md (developer
+# tooling: tools/).
 perf: setup
 	$(PY) -m tools.perf
 
@@ -55,8 +56,8 @@ perf: setup
 perf-gpu: setup
 	$(PY) -m tools.gpu_check
 
-# Every technique on 30 torchvision and 16 timm architectures: docs/MODEL_COVERAGE.md (about
-# an hour on two cores; a slice of it runs in the test suite).
+# Every technique on 30 torchvision and 16 timm architectures: docs/generated/MODEL_COVERAGE.md
+# (about an hour on two cores; a slice of it runs in the test suite).
 coverage: setup
 	$(PY) -m tools.coverage
 

@@ -1,4 +1,4 @@
-"""``make catalogue``: regenerate benchmarks/catalogue.json (the torchvision and timm names,
+"""``make catalogue``: regenerate benchmarks/zoo/catalogue.json (the torchvision and timm names,
 families and weights the menus list) from the installed libraries, after a version bump."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """``make coverage``: every technique on torchvision's and timm's architectures, as a matrix.
 
-Each model is built through the engine (``benchmarks.models.build_model``) at the smallest
+Each model is built through the engine (``benchmarks.zoo.models.build_model``) at the smallest
 of a few square resolutions it accepts, on synthetic data on the CPU; each technique is
 applied through the registry's chain (``optimizers.chain.apply_chain``) with a small budget
 and its result measured as a sweep measures it (logits, size, FLOPs, peak memory, latency).
 A cell is ✓ when all of that ran, otherwise the one-line reason that stopped it. Every
 model runs in its own process with a time limit, so a hang costs one cell, not the matrix.
-Writes ``docs/MODEL_COVERAGE.md`` and the raw cells to ``results/coverage.json``.
+Writes ``docs/generated/MODEL_COVERAGE.md`` and the raw cells to ``results/coverage.json``.
 
     python -m tools.coverage [--only SPEC ...] [--timeout S] [--output FILE]
 """
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_OUTPUT = ROOT / "docs" / "MODEL_COVERAGE.md"
+DEFAULT_OUTPUT = ROOT / "docs" / "generated" / "MODEL_COVERAGE.md"
 RAW_OUTPUT = ROOT / "results" / "coverage.json"
 
 TORCHVISION = (

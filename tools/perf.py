@@ -2,8 +2,8 @@
 
 This machine is shared and noisy, so every target is a ratio of two things measured in the
 same run, or a median of repeats; nothing here is a timed unit test. Writes the figures to
-``docs/PERFORMANCE.md`` and the raw numbers to ``results/perf.json``; what the figures mean
-and how they moved is written by hand in ``docs/performance-notes.md``.
+``docs/generated/PERFORMANCE.md`` and the raw numbers to ``results/perf.json``; what the
+figures mean and how they moved is written by hand in ``docs/performance-notes.md``.
 
     python -m tools.perf [--only SECTION ...] [--repeats N]
 """
@@ -22,10 +22,10 @@ from pathlib import Path
 
 from tools.checks import ROOT, check, check_rows, unmet  # noqa: F401 (gpu_check's too)
 
-DEFAULT_OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
+DEFAULT_OUTPUT = ROOT / "docs" / "generated" / "PERFORMANCE.md"
 SECTIONS = ("fidelity", "peaks", "bench", "tradeoff", "resnet", "catalogue", "distributed",
             "cluster", "server", "dashboard")
-# What each section measures (its heading in docs/PERFORMANCE.md).
+# What each section measures (its heading in docs/generated/PERFORMANCE.md).
 TITLES = {"fidelity": "Latency fidelity and repeatability",
           "peaks": "The roofline's measured peaks",
           "bench": "The default sweep: seed_cnn on digits",

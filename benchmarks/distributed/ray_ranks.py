@@ -4,7 +4,7 @@ CPU nodes), rendezvous at rank 0's node, then the same worker body and comm hook
 machine (``worker.run_worker``), so bytes per step and the hooks are those of a local run.
 
 The rendezvous listens on rank 0's node address as Ray knows it: the cluster must sit on a
-private network (README, "Beyond one machine"). Ray is imported only here.
+private network (docs/ray.md). Ray is imported only here.
 """
 
 from __future__ import annotations

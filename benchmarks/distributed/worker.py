@@ -1,8 +1,9 @@
 """One data-parallel worker: DDP training with a timed, byte-counting gradient comm hook.
 
-Runs inside a process whose process group is already initialised: a child started by
-``benchmarks.distributed`` (one machine), or a process started by torchrun (any number of
-machines, ``python -m benchmarks.distributed.worker``, which reads torchrun's environment).
+Runs inside a process whose process group is already initialised: a child started by the
+launcher (``benchmarks.distributed.launcher``, i.e. ``compression-bench distributed``: one
+machine), or a process started by torchrun (any number of machines,
+``python -m benchmarks.distributed.worker``, which reads torchrun's environment).
 
 How the figures are taken (docs/distributed.md says the same for the reader):
 - bytes per step: inside the comm hook, ``bucket.buffer().numel()`` times the element size
@@ -63,7 +64,8 @@ PROGRESS_SLOTS = 2  # [0] steps completed, [1] all-reduces handed over
 
 @dataclass(frozen=True)
 class WorkerJob:
-    """What every rank of one run does; built and validated by benchmarks.distributed."""
+    """What every rank of one run does; built and validated by the launcher
+    (``benchmarks.distributed.launcher``)."""
     model: str
     dataset: str
     compression: str = "none"

@@ -53,7 +53,7 @@ def _reachable(address: str) -> None:
             return
     except OSError as exc:
         raise ValueError(f"no Ray cluster answers at {address} ({exc.strerror or exc}); start "
-                         f"one with `ray start --head` (see the README's cluster section)"
+                         f"one with `ray start --head` (see docs/ray.md)"
                          ) from None
 
 
@@ -75,8 +75,7 @@ def connect(address: str | None) -> dict:
                      runtime_env={"py_modules": [str(root / p) for p in PACKAGES]})
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ValueError(f"no Ray cluster answers at {address} ({described(exc)}); start "
-                             f"one with `ray start --head` (see the README's cluster "
-                             f"section)") from None
+                             f"one with `ray start --head` (see docs/ray.md)") from None
     resources = ray.cluster_resources()
     if not resources.get(SLOT) and not resources.get("GPU"):
         raise ValueError(f"the Ray cluster at {address} has no GPUs and no {SLOT}: start each "

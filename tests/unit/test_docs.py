@@ -1,0 +1,197 @@
+"""The docs lead somewhere: every relative link in README.md and docs/ resolves (to a file,
+and to a heading where it names one), every repository file, test and module they name in
+backticks exists, and docs/ARCHITECTURE.md's Layout picture is the folder tree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+README_MAX_LINES = 250
+
+# What a path in backticks must start with to be read as a file of this repository (outputs
+# such as results/gpu.md and placeholders such as exports/RUN_ID/ are not files of it).
+REPO_ROOTS = ("benchmarks", "optimizers", "dashboard", "pages", "tools", "tests", "docs",
+              "models", ".streamlit")
+TOP_FILES = ("app.py", "serve.py", "Makefile", "pyproject.toml", "requirements.txt",
+             "requirements-dev.txt", "README.md")
+_ROOTS = "|".join(re.escape(r) for r in REPO_ROOTS)
+_TOP = "|".join(re.escape(f) for f in TOP_FILES)
+PATH = re.compile(rf"^(?:(?:{_ROOTS})/[\w./-]*|{_TOP})$")
+MODULE = re.compile(r"^(?:benchmarks|optimizers|dashboard|tools)(?:\.\w+)+$")
+LINK = re.compile(r"!?\[(?:[^\]\n]|\n(?!\n))*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+FENCE = re.compile(r"^(```|~~~)")
+
+
+def prose(text: str) -> str:
+    """The text outside fenced code blocks (commands and pictures there are not links)."""
+    kept, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line.strip()):
+            fenced = not fenced
+            continue
+        kept.append("" if fenced else line)
+    return "\n".join(kept)
+
+
+def fenced_blocks(text: str) -> list[tuple[int, list[str]]]:
+    """(line number of the opening fence, the block's lines) of every fenced block."""
+    blocks, current, start = [], None, 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if FENCE.match(line.strip()):
+            if current is None:
+                current, start = [], number
+            else:
+                blocks.append((start, current))
+                current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = heading.strip().lower().replace("`", "")
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link's text only
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    found = set()
+    for line in prose(path.read_text(encoding="utf-8")).splitlines():
+        match = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not match:
+            continue
+        base = slug(match.group(1))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def where(doc: Path) -> str:
+    return str(doc.relative_to(ROOT))
+
+
+def test_every_relative_link_resolves():
+    problems = []
+    for doc in DOCS:
+        for target in LINK.findall(prose(doc.read_text(encoding="utf-8"))):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+                continue
+            file_part, _, fragment = target.partition("#")
+            linked = (doc.parent / file_part).resolve() if file_part else doc
+            if not linked.exists():
+                problems.append(f"{where(doc)}: link {target} -> {file_part} does not exist")
+            elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
+                problems.append(f"{where(doc)}: link {target}: no heading #{fragment} in "
+                                f"{where(linked)}")
+    assert not problems, "\n".join(problems)
+
+
+def _defines(module: Path, name: str) -> bool:
+    text = module.read_text(encoding="utf-8")
+    return re.search(rf"^\s*(?:async\s+def|def|class)\s+{name}\b|^\s*{name}\s*[:=]|"
+                     rf"^(?:from\s+\S+\s+)?import\s.*\b{name}\b", text, re.MULTILINE) is not None
+
+
+def _module_problem(dotted: str) -> str | None:
+    """None when ``dotted`` names a package, a module, or a name a module defines."""
+    parts = dotted.split(".")
+    path = ROOT / parts[0]
+    for i, part in enumerate(parts[1:], 1):
+        if (path / part).is_dir():
+            path = path / part
+        elif (path / f"{part}.py").is_file():
+            path = path / f"{part}.py"
+            rest = parts[i + 1:]
+            if rest and not _defines(path, rest[0]):
+                return f"{'.'.join(parts[:i + 1])} defines no {rest[0]}"
+            return None
+        else:
+            init = path / "__init__.py"
+            if init.is_file() and _defines(init, part):
+                return None
+            return f"no module or name {'.'.join(parts[:i + 1])}"
+    return None
+
+
+def _named_problem(token: str) -> str | None:
+    token = token.strip("(),;.")
+    called = token.split("(")[0]  # name(args): the name
+    if MODULE.match(called):
+        return _module_problem(called)
+    file_part, _, test = token.partition("::")
+    if not test:
+        file_part = re.sub(r"(\.py):\w+$", r"\1", file_part)  # FILE.py:FACTORY
+    if not PATH.match(file_part):
+        return None
+    path = ROOT / file_part
+    if not path.exists():
+        return f"{file_part} does not exist"
+    if test:
+        name = test.split("[")[0]
+        if not _defines(path, name):
+            return f"{file_part} has no test {name}"
+    return None
+
+
+def test_every_file_test_and_module_named_exists():
+    problems = []
+    for doc in DOCS:
+        for span in CODE_SPAN.findall(prose(doc.read_text(encoding="utf-8"))):
+            for token in span.split():
+                problem = _named_problem(token)
+                if problem:
+                    problems.append(f"{where(doc)}: `{span}`: {problem}")
+    assert not problems, "\n".join(sorted(set(problems)))
+
+
+# -- the architecture's picture is the folder tree ---------------------------------------------
+
+PICTURED = ("benchmarks", "optimizers", "dashboard", "tools")  # every module named
+DESCRIBED_AS_A_WHOLE = ("benchmarks/cli",)  # its modules are described, not listed
+CONTINUATION_INDENT = 16  # a wrapped description, not an entry
+
+
+def layout_picture() -> list[str]:
+    """The repository paths docs/ARCHITECTURE.md's Layout picture lists, in order."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    start = text.index("## Layout")
+    section_line = text[:start].count("\n") + 1
+    block = next(lines for number, lines in fenced_blocks(text) if number > section_line)
+    paths, stack = [], []
+    for line in block:
+        indent = len(line) - len(line.lstrip(" "))
+        if not line.strip() or indent >= CONTINUATION_INDENT:
+            continue
+        level = indent // 2
+        names = re.split(r"\s{2,}", line.strip())[0]
+        stack = stack[:level]
+        for name in (n.strip() for n in names.split(",")):
+            paths.append("/".join([*stack, name.rstrip("/")]))
+        if names.endswith("/"):
+            stack.append(names.rstrip("/"))
+    return paths
+
+
+def test_the_layout_picture_is_the_folder_tree():
+    pictured = layout_picture()
+    assert "benchmarks/run/runner.py" in pictured and "optimizers/registry.py" in pictured
+    missing = [p for p in pictured if not (ROOT / p).exists()]
+    modules = sorted(str(p.relative_to(ROOT)) for top in PICTURED
+                     for p in (ROOT / top).rglob("*.py")
+                     if p.name != "__init__.py" and "__pycache__" not in p.parts)
+    unlisted = [m for m in modules if m not in pictured
+                and not m.startswith(tuple(d + "/" for d in DESCRIBED_AS_A_WHOLE))]
+    assert not missing, f"pictured but not in the tree: {missing}"
+    assert not unlisted, f"in the tree but not pictured: {unlisted}"
+
+
+def test_the_readme_is_a_landing_page():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES})"
