@@ -126,3 +126,10 @@ def all_controls(models: list[str]) -> tuple[set[str], dict]:
             enabled.add(technique.name)
             choices.update(picked)
     return enabled, choices
+
+
+def model_fields(enabled: set[str], choices: dict) -> list:
+    """The values picked for every model-name setting of the enabled techniques
+    (distillation's student): what the page checks against the chosen model."""
+    return [value for (name, field), value in choices.items()
+            if name in enabled and registry.get(name).field(field).kind == "text"]

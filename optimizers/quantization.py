@@ -304,3 +304,32 @@ def apply(model: nn.Module, settings: Int8Settings, ctx: Context) -> Outcome:
     quantized.eval()  # not chained: an exported graph's eval() returns None
     return Outcome(model=quantized, config={"int8": config}, device=CPU,
                    flops_hint=flops)
+
+
+def rebuild_structure(model, int8: dict, example):
+    """The INT8 module structure a variant's weights load into, from the config it recorded
+    (mode, path, engine): the same conversion of the same float model (its weights, scales
+    and zero points are then loaded over it). What an export rebuilds INT8 with."""
+    engine = int8.get("engine")
+    if engine not in torch.backends.quantized.supported_engines:
+        raise RuntimeError(f"the INT8 weights were packed for the {engine} engine, which this "
+                           f"PyTorch lacks")
+    torch.backends.quantized.engine = engine
+    if int8["mode"] == "dynamic":
+        return torch.ao.quantization.quantize_dynamic(model, set(DYNAMIC_TYPES),
+                                                      dtype=torch.qint8)
+    if int8.get("path") not in ("fx", "fx-qat"):
+        raise RuntimeError("a pt2e INT8 graph has no module structure to rebuild; load its "
+                           "exported program (.pt2) instead")
+    from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qat_fx
+    if int8["path"] == "fx-qat":
+        prepared = prepare_qat_fx(model.train(), get_default_qat_qconfig_mapping("x86"),
+                                  example_inputs=(example,))
+    else:
+        prepared = prepare_fx(model.eval(), get_default_qconfig_mapping("x86"),
+                              example_inputs=(example,))
+    prepared.eval()
+    with torch.no_grad():
+        prepared(example)  # observers take their shapes; the values are overwritten on load
+    return convert_fx(prepared)

@@ -16,7 +16,7 @@ tests/unit/optimizers/test_registry.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from importlib import import_module
 
 from optimizers.settings import (
@@ -27,6 +27,28 @@ from optimizers.settings import (
     Setting,
     setting_fields,
 )
+
+
+# How an export rebuilds a technique's result from its stored weights (benchmarks.export):
+# "weights": the float module tree with its trained weights (pruned shapes, a student);
+# "convert": a conversion applied on top of float weights, redone on load (INT8's modules);
+# "runtime": how the float model runs, not in its weights (AMP's autocast).
+EXPORT_KINDS = ("weights", "convert", "runtime")
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What a technique's preflight may ask about the sweep, before anything runs: its model,
+    its training budget, and the engine's model lookups (passed in: the optimizers never
+    import the engine)."""
+    model: str
+    epochs: int
+    check_model: Callable[[str], None]
+    default_student: Callable[[str], str | None]
+
+
+def _none(*_):
+    return None
 
 
 def _resolve(target: str | Callable) -> Callable:
@@ -46,6 +68,9 @@ class Control:
     uses: tuple[str, ...]      # the settings fields it depends on (the others do not matter)
     apply: str | Callable      # (settings, ctx) -> Outcome
     description: str
+    # The model its result is, from its recorded config: (config) -> name or None (the
+    # sweep's model).
+    architecture: Callable[[dict], str | None] = _none
 
     def apply_fn(self) -> Callable:
         return _resolve(self.apply)
@@ -67,6 +92,35 @@ class Technique:
     # Whether applying it with these settings trains weights (what an executor sends to
     # another process or node to build): (settings) -> bool.
     trains: Callable[[object], bool] = lambda settings: True
+    # The precision its result runs in, from the config it recorded: (config) -> "int8",
+    # "bf16"... or None (the precision of what it was applied to stands).
+    precision: Callable[[dict], str | None] = _none
+    export: str = "weights"                   # one of EXPORT_KINDS
+    # For "convert": (float model, its recorded config, an example input) -> the module
+    # structure its weights load into, redone by an export's rebuild.
+    convert: str | Callable | None = None
+    not_exported: dict = field(default_factory=dict)  # format -> why it cannot carry it
+    export_notes: dict = field(default_factory=dict)  # format -> what a reader must know
+    cpu_only: bool = False                    # its kernels run on the CPU whatever the sweep
+    # The model its result is (distillation's student): (config) -> name or None.
+    architecture: Callable[[dict], str | None] = _none
+    # Refusals before anything runs: (settings, Preflight) -> None, raising ValueError.
+    preflight: Callable[[object, Preflight], None] | None = None
+    # The autocast dtype a chain that includes it fine-tunes under on a device type:
+    # (settings, device_type) -> "fp16" or None.
+    train_dtype: Callable[[object, str], str | None] = _none
+    cost_fields: tuple[str, ...] = ()         # the settings that most change its cost
+
+    def __post_init__(self):
+        if self.export not in EXPORT_KINDS:
+            raise ValueError(f"technique {self.name}: export must be one of "
+                             f"{', '.join(EXPORT_KINDS)}; got {self.export!r}")
+        if (self.export == "convert") != (self.convert is not None):
+            raise ValueError(f"technique {self.name}: a convert export needs its convert "
+                             f"function, and only it has one")
+
+    def convert_fn(self) -> Callable:
+        return _resolve(self.convert)
 
     def apply_fn(self) -> Callable:
         return _resolve(self.apply)
@@ -178,23 +232,62 @@ def check_order(steps: list[str] | tuple[str, ...]) -> None:
 # the pruned model from its unpruned teacher; INT8 quantizes the recovered weights; AMP last
 # only sets the autocast dtype at run time.
 
+def _student(config: dict) -> str | None:
+    # After pruning, distillation recovers the pruned model itself (the teacher's tree).
+    return None if config.get("mode") == "recover" else config.get("student")
+
+
+def _check_student(settings, sweep: Preflight) -> None:
+    """The student must exist before anything runs: a bad name is the user's mistake."""
+    student = settings.student or sweep.default_student(sweep.model)
+    if student is None:
+        raise ValueError(f"model {sweep.model} has no obvious smaller sibling to distil into; "
+                         f"give --student (a zoo name, torchvision:NAME, timm:NAME or "
+                         f"FILE.py:FACTORY)")
+    sweep.check_model(student)
+    if sweep.epochs == 0 and settings.epochs is None:
+        raise ValueError("distillation trains its student for --epochs, which is 0 here; "
+                         "give --distill-epochs N")
+
+
+def _int8_precision(config: dict) -> str | None:
+    # torchao's pt2e reference graph computes in float between quantize/dequantize ops.
+    return None if config.get("path") in ("pt2e", "pt2e-qat") else "int8"
+
+
+def _amp_precision(config: dict) -> str | None:
+    return None if config.get("skipped") else config.get("dtype")
+
+
 register(Technique(
     "prune", PruneSettings, 10, "optimizers.pruning:apply",
     "pruning: l1 (per layer), global (across layers), channel (structured)",
     switch="ratio", label_fields=("method", "ratio"),
-    trains=lambda s: s.finetune_epochs > 0))
+    trains=lambda s: s.finetune_epochs > 0, cost_fields=("method",)))
 register(Technique(
     "distill", DistillSettings, 20, "optimizers.distillation:apply",
     "knowledge distillation of a smaller student (after pruning: recovers the pruned model)",
     label_fields=("temperature",),
     control=Control("student-scratch", "distill", ("student", "epochs"),
                     "optimizers.distillation:train_scratch",
-                    "the same student, budget and seed trained without the teacher")))
+                    "the same student, budget and seed trained without the teacher",
+                    architecture=lambda config: config.get("student")),
+    architecture=_student, preflight=_check_student))
 register(Technique(
     "int8", Int8Settings, 30, "optimizers.quantization:apply",
     "INT8 quantization (PyTorch's x86 kernels, on the CPU)", switch="mode",
-    label_fields=("mode",), trains=lambda s: s.mode == "qat"))
+    label_fields=("mode",), trains=lambda s: s.mode == "qat", precision=_int8_precision,
+    export="convert", convert="optimizers.quantization:rebuild_structure", cpu_only=True,
+    not_exported={"onnx": "ONNX is written for float variants: this INT8 variant runs "
+                          "PyTorch's quantized CPU kernels (weights packed for the x86 "
+                          "engine), which torch.onnx does not translate"},
+    export_notes={"pt2": "quantize/dequantize ops: import torch.ao.quantization.fx._decomposed "
+                         "before torch.export.load (benchmarks.export.load.load_program does)"}))
 register(Technique(
     "amp", AmpSettings, 40, "optimizers.amp:apply",
     "automatic mixed precision at inference (torch.amp autocast)", switch="dtype",
-    label_fields=("dtype",), trains=lambda s: False))
+    label_fields=("dtype",), trains=lambda s: False, precision=_amp_precision,
+    export="runtime",
+    # A chain that ends in fp16 AMP on CUDA fine-tunes under autocast with a GradScaler.
+    train_dtype=lambda s, device_type: "fp16" if device_type == "cuda"
+    and s.resolved("cuda") == "fp16" else None))

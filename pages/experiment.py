@@ -144,8 +144,8 @@ with left:
 with right:
     st.subheader("Techniques")
     enabled, technique_choices = technique_form.all_controls(catalog.student_choices())
-    if "distill" in enabled:
-        note = catalog.student_note(model, technique_choices.get(("distill", "student")))
+    for picked in technique_form.model_fields(enabled, technique_choices):
+        note = catalog.student_note(model, picked)
         if note:
             st.warning(note)
     combine = st.toggle("Combine (chain every enabled technique)", value=True,

@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+from optim_support import digits_split, trained_cnn  # noqa: F401 (fixtures)
 from optimizers import registry
 from optimizers.base import Outcome
 from optimizers.settings import check_settings, setting
@@ -125,3 +126,163 @@ def test_a_registered_technique_gets_dashboard_widgets_from_its_metadata(toy, tm
     assert at.number_input(key="exp_toy_scale_count").value == 5
     from benchmarks.service.queue import JobQueue
     JobQueue(tmp_path / "r.db").stop_worker("cpu")
+
+
+# -- a technique that changes the precision its result runs in -------------------------------
+
+@dataclass(frozen=True)
+class HalfSettings:
+    dtype: str = setting("bf16", "the autocast dtype it runs under", choices=("bf16",),
+                         flag="--toy-half")
+
+    def __post_init__(self):
+        check_settings(self, "toyhalf")
+
+
+def half_apply(model: nn.Module, settings: HalfSettings, ctx) -> Outcome:
+    return Outcome(model=copy.deepcopy(model), autocast_dtype=torch.bfloat16,
+                   config={"toyhalf": {"dtype": settings.dtype}})
+
+
+@pytest.fixture
+def toy_half():
+    technique = registry.register(registry.Technique(
+        "toyhalf", HalfSettings, 45, half_apply, "a toy that runs the model under bf16",
+        switch="dtype", label_fields=("dtype",), trains=lambda s: False,
+        precision=lambda config: config.get("dtype"), export="runtime",
+        not_exported={"onnx": "toyhalf's autocast is a run-time setting ONNX does not carry"}))
+    try:
+        yield technique
+    finally:
+        registry.unregister("toyhalf")
+
+
+def test_a_registered_precision_changing_technique_is_held_to_its_own_roof_and_exported(
+        toy_half, tmp_path):
+    """Declared once in its registry entry: the roofline holds its variant to the bf16 roof,
+    and the export writes what can carry it and says, in one line, why ONNX cannot."""
+    from benchmarks.export.variant import export_variant
+    from benchmarks.measure.roofline import variant_precision
+    from benchmarks.report.document import RunReport
+    from benchmarks.run.cache import WeightsCache
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.spec.sweep import SweepSpec
+    from benchmarks.store.database import ResultsStore
+    assert variant_precision({"toyhalf": {"dtype": "bf16"}}, {}, "cpu") == "bf16"
+    # Declared after INT8 in the chain: its precision is the last one applied.
+    assert variant_precision({"int8": {"path": "fx"}, "toyhalf": {"dtype": "bf16"}}, {},
+                             "cpu") == "bf16"
+    spec = SweepSpec.from_toggles(toy_half="bf16", epochs=1, min_time_s=0.05)
+    store = ResultsStore(tmp_path / "r.db")
+    cache = WeightsCache(tmp_path / "cache")
+    sweep = prepare_sweep(spec, cache=cache)
+    sweep.attach_peaks(store)
+    with store.record(model=spec.model, dataset=spec.dataset, device="cpu",
+                      spec=spec.to_dict(), environment=sweep.environment) as run:
+        for index, result in enumerate(sweep.run()):
+            run.add(result, index)
+    report = RunReport.from_stored(store.run(run.run_id))
+    half = next(r for r in report.rows() if r["variant"] == "toyhalf-bf16")
+    assert half["precision"] == "bf16"
+    assert half["peak_flops_per_s"] == \
+        sweep.environment["peaks"]["cpu"]["gemm_flops_per_s"]["bf16"]
+    card = export_variant(store, run.run_id, "toyhalf-bf16", tmp_path / "out", cache=cache)
+    assert card["formats"]["safetensors"]["status"] == "written"
+    onnx = card["formats"]["onnx"]
+    assert onnx["status"] == "not exported" and "toyhalf's autocast" in onnx["reason"]
+    assert "\n" not in onnx["reason"]
+
+
+# -- every registered technique, held to the same promises -----------------------------------
+
+TINY = dict(epochs=1, min_time_s=0.05, min_runs=4, warmup=1, finetune_epochs=1,
+            calibration_batches=2, qat_epochs=1, distill_epochs=1)
+
+
+def _one_of_each() -> dict:
+    """Toggles switching every registered technique on at its defaults."""
+    toggles = {}
+    for t in registry.techniques():
+        if t.switch is None:
+            toggles[t.name] = True
+        else:
+            default = t.make({}).__dict__[t.switch]
+            toggles[t.flag(t.switch).lstrip("-").replace("-", "_")] = \
+                True if default is None else default
+    return toggles
+
+
+@pytest.fixture(scope="module")
+def every_technique(tmp_path_factory):
+    """One sweep with every registered technique on its own, stored, and its weights cached."""
+    from benchmarks.run.cache import WeightsCache
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.spec.sweep import SweepSpec
+    from benchmarks.store.database import ResultsStore
+    folder = tmp_path_factory.mktemp("every-technique")
+    spec = SweepSpec.from_toggles(**_one_of_each(), **TINY)
+    store, cache = ResultsStore(folder / "r.db"), WeightsCache(folder / "cache")
+    sweep = prepare_sweep(spec, cache=cache)
+    sweep.attach_peaks(store)
+    with store.record(model=spec.model, dataset=spec.dataset, device="cpu",
+                      spec=spec.to_dict(), environment=sweep.environment) as run:
+        for index, result in enumerate(sweep.run()):
+            run.add(result, index)
+    return store, cache, run.run_id, spec, folder
+
+
+def _variant_of(spec, name: str):
+    return next(v for v in spec.variants if v.techniques == (name,))
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_technique_leaves_its_input_untouched(name, digits_split, trained_cnn):
+    from optim_support import assert_untouched, make_context, snapshot
+    from optimizers.chain import apply_chain
+    technique = registry.get(name)
+    fields = {f for f, _, _ in technique.fields()}
+    settings = technique.make({k: v for k, v in TINY.items() if k in fields})
+    x, y = digits_split[0]
+    ctx = make_context((x[:256], y[:256]), teacher=trained_cnn)
+    snap = snapshot(trained_cnn)
+    outcome = apply_chain(trained_cnn, [(name, settings)], ctx)
+    assert outcome.model is not trained_cnn
+    assert_untouched(trained_cnn, snap)
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_technique_round_trips_through_json(name):
+    from benchmarks.spec.variant import VariantSpec
+    technique = registry.get(name)
+    variant = VariantSpec(name, (name,), {name: technique.make({})})
+    again = VariantSpec.from_dict(json.loads(json.dumps(variant.to_dict())))
+    assert again == variant and again.stable_hash() == variant.stable_hash()
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_technique_is_placed_on_the_roofline_at_its_declared_precision(
+        name, every_technique):
+    from benchmarks.report.document import RunReport
+    store, _, run_id, spec, _ = every_technique
+    report = RunReport.from_stored(store.run(run_id))
+    row = next(r for r in report.rows() if r["variant"] == _variant_of(spec, name).name)
+    result = next(v for v in report.variants if v.name == row["variant"])
+    assert result.ok, result.error
+    declared = registry.get(name).precision(result.config.get(name) or {}) or "fp32"
+    assert row["precision"] == declared
+    assert row["percent_of_peak"] is not None
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_technique_exports_or_says_why_in_one_line(name, every_technique):
+    from benchmarks.export.variant import export_variant
+    store, cache, run_id, spec, folder = every_technique
+    variant = _variant_of(spec, name).name
+    card = export_variant(store, run_id, variant, folder / f"export-{name}", cache=cache)
+    assert any(f["status"] == "written" for f in card["formats"].values()), card["formats"]
+    for fmt, entry in card["formats"].items():
+        if entry["status"] != "written":
+            assert entry["reason"] and "\n" not in entry["reason"], (fmt, entry)
+    for fmt, why in registry.get(name).not_exported.items():
+        assert card["formats"][fmt]["status"] == "not exported"
+        assert why in card["formats"][fmt]["reason"]

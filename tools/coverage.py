@@ -49,28 +49,56 @@ SAMPLES, BATCH = 16, 2      # the synthetic training split and the batch every s
 # The student when a model has no obvious smaller sibling: the zoo's one-block ResNet,
 # which fits any resolution (and shows --student taking another source).
 FALLBACK_STUDENT = "resnet10"
-CELLS = ("l1", "global", "channel", "distill", "amp bf16", "int8 dynamic", "int8 static",
-         "int8 qat", "chain")
+# The matrix's small budgets, by setting: the fewest epochs and batches that still run each
+# technique's whole path (training, calibration, fine-tuning).
+BUDGET = {"finetune_epochs": 1, "epochs": 1, "calibration_batches": 2, "qat_epochs": 1}
+# Values a CPU machine does not run: fp16 autocast is CUDA's (the CPU's AMP is bf16).
+CPU_SKIPS = {("amp", "dtype", "fp16")}
 DEFAULT_TIMEOUT_S = 1800
 
 
-def cell_steps(cell: str, student: str) -> list[tuple[str, object]]:
-    """(technique, settings) of a cell, with the small budget of the matrix."""
-    from optimizers.settings import AmpSettings, DistillSettings, Int8Settings, PruneSettings
+def _cells() -> dict[str, tuple[str, str | None, object]]:
+    """Cell name -> (technique, field, value), from the technique registry: one cell per
+    choice of a technique's first label field with choices (the code path it picks: a pruning
+    method, an INT8 mode, an AMP dtype), one for a technique without one. A cell reads as the
+    flag that picks it: the technique's switch with its value (``int8 dynamic``), or the value
+    of another setting alone (``channel``, from --prune-method channel)."""
+    from optimizers import registry
+    cells = {}
+    for t in registry.techniques():
+        field = next((f for f in t.label_fields if t.field(f).choices), None)
+        if field is None:
+            cells[t.name] = (t.name, None, None)
+            continue
+        for value in t.field(field).choices:
+            if (t.name, field, value) not in CPU_SKIPS:
+                cells[f"{t.name} {value}" if field == t.switch else str(value)] = (
+                    t.name, field, value)
+    return cells
 
-    prune = {"l1": "l1", "global": "global", "channel": "channel"}
-    if cell in prune:
-        return [("prune", PruneSettings(0.5, prune[cell], 1))]
-    if cell == "distill":
-        return [("distill", DistillSettings(student=student, epochs=1))]
-    if cell == "amp bf16":
-        return [("amp", AmpSettings("bf16"))]
-    if cell.startswith("int8 "):
-        return [("int8", Int8Settings(cell.split()[1], calibration_batches=2, qat_epochs=1))]
-    return [("prune", PruneSettings(0.5, "channel", 1)),
-            ("distill", DistillSettings(epochs=1)),
-            ("int8", Int8Settings("static", calibration_batches=2)),
-            ("amp", AmpSettings("bf16"))]
+
+# The chain cell: the cells --combine would chain, structured pruning first (after it,
+# distillation recovers the pruned model itself, so it takes no student).
+CHAIN = ("channel", "distill", "int8 static", "amp bf16")
+CELLS = (*_cells(), "chain")
+
+
+def _settings(technique, values: dict):
+    fields = {f for f, _, _ in technique.fields()}
+    return technique.make({**{k: v for k, v in BUDGET.items() if k in fields}, **values})
+
+
+def cell_steps(cell: str, student: str | None) -> list[tuple[str, object]]:
+    """(technique, settings) of a cell, with the small budget of the matrix."""
+    from optimizers import registry
+    if cell == "chain":
+        return [step for c in CHAIN for step in cell_steps(c, None)]
+    name, field, value = _cells()[cell]
+    technique = registry.get(name)
+    values = {} if field is None else {field: value}
+    if student is not None and any(f == "student" for f, _, _ in technique.fields()):
+        values["student"] = student
+    return [(name, _settings(technique, values))]
 
 
 # -- one model, in its own process -----------------------------------------------------------

@@ -49,7 +49,8 @@ def load_exported(folder: str | Path, device: str = "cpu") -> Loaded:
     model.load_state_dict(decode_state(tensors, json.loads(meta["layout"])), strict=True)
     card_path = folder / CARD_NAME
     card = json.loads(card_path.read_text()) if card_path.is_file() else {}
-    device = torch.device("cpu" if arch.get("int8") else device)
+    # INT8 kernels run on the CPU (exports written before ``cpu_only`` say so by "int8").
+    device = torch.device("cpu" if arch.get("cpu_only", bool(arch.get("int8"))) else device)
     return Loaded(model=model.to(device).eval(), autocast=arch.get("autocast"), device=device,
                   card=card)
 

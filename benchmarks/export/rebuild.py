@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.export.files import PT2_NAME, SOURCE_NAME
+from benchmarks.export.files import SOURCE_NAME
 
 # Module attributes that may describe a shape (what channel pruning changes besides tensors).
 _SIMPLE = (int, float, bool, str, tuple, list)
@@ -59,21 +59,28 @@ def locate(store, run_id: str, variant: str) -> tuple[dict, object]:
 
 def _base_model(spec, techniques: list[str], config: dict) -> str:
     """The registry name (or FILE.py:FACTORY) the variant's float architecture starts from:
-    a student's for distillation and its scratch control, the sweep's model otherwise (a
-    pruned model recovered by distillation keeps the teacher's architecture)."""
+    what the last of its techniques (or its control) that declares an architecture says it
+    is (distillation's student), the sweep's model otherwise."""
     from optimizers import registry
-    if len(techniques) == 1 and registry.control(techniques[0]) is not None:
-        return config[techniques[0]]["student"]
-    distill = config.get("distill") or {}
-    if "distill" in techniques and distill.get("mode") != "recover":
-        return distill["student"]
-    return spec.model
+    base = spec.model
+    for name in techniques:
+        entry = registry.control(name) or registry.get(name)
+        base = entry.architecture(config.get(name) or {}) or base
+    return base
+
+
+def _steps_of_kind(vspec, *kinds: str) -> list[str]:
+    from optimizers import registry
+    if vspec.control is not None:
+        return list(vspec.techniques) if "weights" in kinds else []
+    return [t for t in vspec.techniques if registry.get(t).export in kinds]
 
 
 def _float_prefix(vspec):
-    """The variant without its INT8 and AMP steps: the float model INT8 quantized."""
+    """The variant without the steps applied on top of its float weights (a conversion such
+    as INT8's, a run-time setting such as AMP's): the float model they were applied to."""
     from benchmarks.spec.variant import VariantSpec
-    keep = [t for t in vspec.techniques if t not in ("int8", "amp")]
+    keep = _steps_of_kind(vspec, "weights")
     settings = {t: s for t, s in vspec.settings if t in keep}
     return VariantSpec(f"{vspec.name} (float)", keep, settings)
 
@@ -108,7 +115,7 @@ def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None) -> Rebuil
             outcome = sweep.build_variant(vspec, sweep.context(lambda *_: None, variant=vspec,
                                                                shared={}))
             float_model = outcome.model
-            if "int8" in vspec.techniques:
+            if _steps_of_kind(vspec, "convert"):
                 prefix = _float_prefix(vspec)
                 float_model = sweep.build_variant(prefix, sweep.context(
                     lambda *_: None, variant=prefix, shared={})).model
@@ -145,8 +152,7 @@ def _architecture(sweep, base: str, float_model, config: dict, autocast: str | N
     data = sweep.data
     arch = {"model": base, "num_classes": data.num_classes, "in_channels": data.in_channels,
             "input_size": list(data.input_size), "input_shape": list(data.input_shape),
-            "normalization": data.normalization, "autocast": autocast, "int8": None,
-            "pruned": None}
+            "normalization": data.normalization, "autocast": autocast, "pruned": None}
     if is_user_model(base):
         arch["source"] = {"kind": "file", "file": SOURCE_NAME, "factory": base.rsplit(":", 1)[1],
                           "sha256_16": user_model_digest(base)}
@@ -159,10 +165,13 @@ def _architecture(sweep, base: str, float_model, config: dict, autocast: str | N
                                         float_model)
     except RuntimeError as exc:  # the weights can still ship in the other formats
         arch["not_rebuildable"] = str(exc)
-    int8 = config.get("int8")
-    if int8:
-        arch["int8"] = {k: int8.get(k) for k in ("mode", "path", "engine")}
-        arch["int8"]["qconfig"] = "x86"
+    from optimizers import registry
+    # The conversions a rebuild redoes (INT8's), each with the config it recorded, under its
+    # technique's name; and whether the result's kernels run on the CPU whatever the device.
+    convert = [t for t in registry.techniques() if t.export == "convert"]
+    for technique in convert:
+        arch[technique.name] = config.get(technique.name) or None
+    arch["cpu_only"] = any(registry.get(t).cpu_only for t in config if t in registry.names())
     return arch
 
 
@@ -224,44 +233,16 @@ def _apply_shape_changes(model, changes: dict | None) -> None:
                     tensor, new, persistent=tensor not in module._non_persistent_buffers_set)
 
 
-def _quantized_structure(model, int8: dict, example):
-    """The INT8 module structure the variant's weights load into: the same conversion of the
-    same float model (the weights, scales and zero points are then loaded over it)."""
-    import torch
-
-    from optimizers.quantization import DYNAMIC_TYPES
-
-    engine = int8.get("engine")
-    if engine not in torch.backends.quantized.supported_engines:
-        raise RuntimeError(f"the INT8 weights were packed for the {engine} engine, which this "
-                           f"PyTorch lacks")
-    torch.backends.quantized.engine = engine
-    if int8["mode"] == "dynamic":
-        return torch.ao.quantization.quantize_dynamic(model, set(DYNAMIC_TYPES),
-                                                      dtype=torch.qint8)
-    if int8.get("path") not in ("fx", "fx-qat"):
-        raise RuntimeError("a pt2e INT8 graph has no module structure to rebuild; load "
-                           f"{PT2_NAME} instead")
-    from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping
-    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qat_fx
-    if int8["path"] == "fx-qat":
-        prepared = prepare_qat_fx(model.train(), get_default_qat_qconfig_mapping("x86"),
-                                  example_inputs=(example,))
-    else:
-        prepared = prepare_fx(model.eval(), get_default_qconfig_mapping("x86"),
-                              example_inputs=(example,))
-    prepared.eval()
-    with torch.no_grad():
-        prepared(example)  # observers take their shapes; the values are overwritten on load
-    return convert_fx(prepared)
-
-
 def build_architecture(arch: dict, folder: Path | None = None, allowed_models_dir=None):
     """The model ``arch`` describes, with placeholder weights: fresh, pruned shapes applied,
-    converted to INT8 where it was."""
+    converted where it was (each technique's ``convert``: INT8's module structure)."""
     import torch
+
+    from optimizers import registry
     model = _fresh(arch, folder, allowed_models_dir)
     _apply_shape_changes(model, arch.get("pruned"))
-    if arch.get("int8"):
-        model = _quantized_structure(model, arch["int8"], torch.zeros(1, *arch["input_shape"]))
+    for technique in registry.techniques():
+        if technique.export == "convert" and arch.get(technique.name):
+            model = technique.convert_fn()(model, arch[technique.name],
+                                           torch.zeros(1, *arch["input_shape"]))
     return model.eval()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchmarks.export.codec import encode_state
 from benchmarks.export.files import ONNX_NAME, PT2_NAME, SOURCE_NAME, WEIGHTS_NAME
-from benchmarks.export.load import PT2E_OPS_MODULE, load_exported, load_program, run_model
+from benchmarks.export.load import load_exported, load_program, run_model
 from benchmarks.export.rebuild import Rebuilt
 
 # A reloaded artefact passes with the same predictions, or an accuracy this close (points).
@@ -78,6 +78,12 @@ class Scores:
         import torch
         labels = torch.cat([y for _, y in self.batches])
         return (logits.argmax(1) == labels).tolist()
+
+
+def _techniques(rebuilt: Rebuilt) -> list:
+    """The registry entries of the techniques the variant applied (its recorded config)."""
+    from optimizers import registry
+    return [registry.get(name) for name in registry.names() if name in rebuilt.config]
 
 
 def _not_exported(reason: str) -> dict:
@@ -158,12 +164,11 @@ def write_pt2(rebuilt: Rebuilt, folder: Path, scores: Scores) -> dict:
         logits = scores.logits(lambda x: run_model(loaded, x, rebuilt.device, None))
     except Exception as exc:
         (folder / PT2_NAME).unlink(missing_ok=True)
-        what = "INT8 model" if rebuilt.config.get("int8") else "model"
+        converted = [t.name.upper() for t in _techniques(rebuilt) if t.export == "convert"]
+        what = f"{' '.join(converted)} model" if converted else "model"
         return _not_exported(f"torch.export cannot trace this {what}: {described(exc)}")
     notes = ["autocast traced into the graph"] if rebuilt.autocast else []
-    if rebuilt.config.get("int8"):
-        notes.append(f"quantize/dequantize ops: import {PT2E_OPS_MODULE} before "
-                     f"torch.export.load (benchmarks.export.load.load_program does)")
+    notes += [t.export_notes["pt2"] for t in _techniques(rebuilt) if "pt2" in t.export_notes]
     return _checked(PT2_NAME, folder, scores.verify(logits), note="; ".join(notes) or None)
 
 
@@ -172,11 +177,10 @@ def write_onnx(rebuilt: Rebuilt, folder: Path, scores: Scores) -> dict:
     import torch
 
     from optimizers.errors import described
-    if rebuilt.config.get("int8"):
-        return _not_exported(
-            "ONNX is written for float variants: this INT8 variant runs PyTorch's quantized "
-            "CPU kernels (weights packed for the x86 engine), which torch.onnx does not "
-            f"translate; use {WEIGHTS_NAME} (load_exported) or {PT2_NAME} where written")
+    refused = [t.not_exported["onnx"] for t in _techniques(rebuilt) if "onnx" in t.not_exported]
+    if refused:
+        return _not_exported(f"{refused[0]}; use {WEIGHTS_NAME} (load_exported) or {PT2_NAME} "
+                             f"where written")
     model = rebuilt.float_model
     example = rebuilt.sweep.example.cpu()
     try:

@@ -21,15 +21,16 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
 
 
 def variant_precision(config: dict, environment: dict, device: str) -> str:
-    """The precision a variant's kernels ran in: INT8 for quantized kernels (not torchao's
-    pt2e reference graph, which computes in float between quantize/dequantize ops), the AMP
-    dtype when autocast applied, tf32 for a CUDA sweep that chose it, fp32 otherwise."""
-    int8 = config.get("int8") or {}
-    if int8 and int8.get("path") != "pt2e":
-        return "int8"
-    amp = config.get("amp") or {}
-    if amp and not amp.get("skipped") and amp.get("dtype") in PRECISIONS:
-        return amp["dtype"]
+    """The precision a variant's kernels ran in: what the last of its techniques (in chain
+    order) that declares one says it runs in (``Technique.precision``: INT8's quantized
+    kernels, AMP's autocast dtype), else tf32 for a CUDA sweep that chose it, fp32."""
+    from optimizers import registry
+    declared = None
+    for technique in registry.techniques():
+        if config.get(technique.name):
+            declared = technique.precision(config[technique.name]) or declared
+    if declared in PRECISIONS:
+        return declared
     precision = environment.get("precision") or {}
     if str(device).startswith("cuda") and precision.get("fp32") == "tf32":
         return "tf32"

@@ -375,7 +375,7 @@ def _add_control_gains(results: list[VariantResult], rows: list[dict]) -> None:
     for result, row in zip(results, rows):
         row.update(gain_vs_control_pts=None, gain_vs_control_ci=None, p_value_vs_control=None,
                    control=None)
-        if result.techniques != ["distill"] or not result.ok:
+        if not result.ok or not _has_control(result):
             continue
         twin = next((c for c in results if _is_twin(result, c)), None)
         if twin is None:
@@ -391,6 +391,14 @@ def _add_control_gains(results: list[VariantResult], rows: list[dict]) -> None:
             row["gain_vs_control_ci"] = summary["ci"]
         elif result.accuracy is not None and twin.accuracy is not None:
             row["gain_vs_control_pts"] = 100 * (result.accuracy - twin.accuracy)
+
+
+def _has_control(result: VariantResult) -> bool:
+    """A single technique whose registry entry brings a control (distillation's scratch
+    twin)."""
+    from optimizers import registry
+    return len(result.techniques) == 1 and result.techniques[0] in registry.names() and \
+        registry.get(result.techniques[0]).control is not None
 
 
 def _is_twin(result: VariantResult, candidate: VariantResult) -> bool:

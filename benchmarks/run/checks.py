@@ -1,6 +1,6 @@
 """What a sweep checks about its inputs before it runs, and about its baseline once loaded.
 
-Before anything allocates: students that exist, data paths inside the operator's folder, how
+Before anything allocates: each technique's own refusals (a student that exists), data paths inside the operator's folder, how
 inputs are normalised (and a loud guess where that is unknown), and the sweep's estimated peak
 memory against what it may use. Once the baseline is scored: a checkpoint or pretrained model
 that scores near chance, or far below what another normalisation scores on the same examples,
@@ -17,12 +17,13 @@ from benchmarks.report.stats import discordant, mcnemar_exact, unpack_bits
 from benchmarks.spec.folders import inside
 from benchmarks.spec.sweep import NORMALIZE_MODES, SweepSpec, parse_normalize
 from benchmarks.zoo.models import check_model, default_student
+from optimizers import registry
+from optimizers.registry import Preflight
 
 if TYPE_CHECKING:
     from benchmarks.report.results import VariantResult
 
-__all__ = ["check_data_paths", "check_near_chance", "check_students", "model_card",
-           "normalization"]
+__all__ = ["check_data_paths", "check_near_chance", "model_card", "normalization", "preflight"]
 
 ACCURACY_BATCH = 256  # accuracy does not depend on the batch size; larger is faster
 # A baseline loaded from a checkpoint within this many points of chance is suspect; so is one
@@ -31,21 +32,18 @@ NEAR_CHANCE_POINTS = 5.0
 BETTER_NORMALIZE_POINTS = 10.0
 
 
-def check_students(spec: SweepSpec) -> None:
-    """Students must exist before anything runs: a bad name is the user's mistake."""
+def preflight(spec: SweepSpec) -> None:
+    """Each technique's own refusals (``Technique.preflight``: distillation's student must
+    exist), once per distinct settings, before anything runs."""
+    sweep = Preflight(model=spec.model, epochs=spec.epochs, check_model=check_model,
+                      default_student=default_student)
+    seen = set()
     for v in spec.variants:
-        distill = dict(v.settings).get("distill")
-        if distill is None:
-            continue
-        student = distill.student or default_student(spec.model)
-        if student is None:
-            raise ValueError(f"model {spec.model} has no obvious smaller sibling to distil "
-                             f"into; give --student (a zoo name, torchvision:NAME, timm:NAME "
-                             f"or FILE.py:FACTORY)")
-        check_model(student)
-        if spec.epochs == 0 and distill.epochs is None:
-            raise ValueError("distillation trains its student for --epochs, which is 0 here; "
-                             "give --distill-epochs N")
+        for name, settings in v.settings:
+            technique = registry.get(name)
+            if technique.preflight is not None and (name, settings) not in seen:
+                seen.add((name, settings))
+                technique.preflight(settings, sweep)
 
 
 def check_data_paths(spec: SweepSpec, folder: Path) -> None:

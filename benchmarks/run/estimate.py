@@ -64,9 +64,13 @@ def _variant_key(variant: dict) -> str:
 
 
 def _family(techniques: list, settings: dict) -> str:
-    """Techniques plus the setting that most changes the cost (the pruning method)."""
-    method = (settings or {}).get("prune", {}).get("method")
-    return "+".join(techniques or ["baseline"]) + (f":{method}" if method else "")
+    """Techniques plus the settings that most change their cost (``Technique.cost_fields``:
+    the pruning method)."""
+    from optimizers import registry
+    settings = settings or {}
+    costs = [str(settings.get(t.name, {}).get(f)) for t in registry.techniques()
+             for f in t.cost_fields if settings.get(t.name, {}).get(f) is not None]
+    return "+".join(techniques or ["baseline"]) + "".join(f":{c}" for c in costs)
 
 
 def _times(result: dict) -> tuple[float, float, bool]:

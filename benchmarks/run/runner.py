@@ -47,9 +47,9 @@ from benchmarks.run.cache import WeightsCache
 from benchmarks.run.checks import (
     ACCURACY_BATCH,
     check_data_paths,
-    check_students,
     model_card,
     normalization,
+    preflight,
 )
 from benchmarks.run.phases import ProgressEvent, ProgressFn, reporter
 from benchmarks.run.rounds import Built, time_alone, time_interleaved
@@ -60,6 +60,7 @@ from benchmarks.spec.variant import VariantSpec
 from benchmarks.zoo.checkpoints import load_into, read_state_dict
 from benchmarks.zoo.datasets import DataBundle, load_dataset, stored_size
 from benchmarks.zoo.models import build_model, check_input_fits, default_student, model_source
+from optimizers import registry
 from optimizers.base import Context, Outcome
 from optimizers.training import fit
 
@@ -111,7 +112,7 @@ class PreparedSweep:
         self.threads = spec.threads or default_threads()
         self.source = model_source(spec.model)
         self.source.check(spec.model)
-        check_students(spec)
+        preflight(spec)
         self.warnings: list[str] = []
         # Pretrained weights: the file must be in the local cache (one line naming it and its
         # folder otherwise, before any data loads); their transforms say how inputs look.
@@ -286,11 +287,15 @@ class PreparedSweep:
             train_amp=self._train_amp(variant), shared=shared)
 
     def _train_amp(self, variant: VariantSpec | None) -> str | None:
-        """A chain that ends in fp16 AMP on CUDA fine-tunes under autocast with a GradScaler."""
-        amp = dict(variant.settings).get("amp") if variant is not None else None
-        if amp is None or len(variant.techniques) < 2 or self.device.type != "cuda":
+        """The autocast dtype a chain's fine-tuning runs under, where one of its techniques
+        asks for one (``Technique.train_dtype``: fp16 AMP on CUDA, with a GradScaler)."""
+        if variant is None or len(variant.techniques) < 2 or variant.control is not None:
             return None
-        return "fp16" if amp.resolved("cuda") == "fp16" else None
+        for name, settings in variant.steps:
+            dtype = registry.get(name).train_dtype(settings, self.device.type)
+            if dtype is not None:
+                return dtype
+        return None
 
     def build_variant(self, variant: VariantSpec, ctx: Context,
                       baseline: nn.Module | None = None) -> Outcome:

@@ -1,0 +1,98 @@
+"""What every chart shares: colours, the layout, labels that fit an axis, which row is the
+baseline. Figures only: no Streamlit, no torch."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import plotly.graph_objects as go
+
+BASELINE_COLOR = "#6b7280"
+VARIANT_COLOR = "#2563eb"
+NOISE_COLOR = "#93c5fd"      # a change within noise: drawn pale
+NOISY_COLOR = "#f59e0b"
+FAILED_COLOR = "#dc2626"
+FRONT_COLOR = "#16a34a"
+CHART_HEIGHT = 320
+SHORT_LABEL = 22             # characters of a variant's name on an axis; the rest on hover
+PALETTE = ["#2563eb", "#db2777", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#65a30d",
+           "#b91c1c"]
+
+# Passed to st.plotly_chart(config=...): the modebar's camera button saves a PNG, rendered by
+# the browser (the server has no renderer to do it).
+PLOTLY_CONFIG = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "filename": "compression-benchmark",
+                             "scale": 2},
+}
+
+
+def num(value) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def is_baseline(row: dict) -> bool:
+    if "is_baseline" in row:
+        return bool(row["is_baseline"])
+    return row.get("techniques") in ("-", "", None)
+
+
+def ok_rows(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if not r.get("error")]
+
+
+def short(name: str, limit: int = SHORT_LABEL) -> str:
+    """A name that fits an axis: long chained names keep their start and end."""
+    if len(name) <= limit:
+        return name
+    keep = (limit - 1) // 2
+    return f"{name[:keep]}…{name[-(limit - 1 - keep):]}"
+
+
+def axis_labels(rows: list[dict]) -> list[str]:
+    """Short labels, made unique (two long names may shorten alike)."""
+    out, seen = [], defaultdict(int)
+    for r in rows:
+        label = short(r["variant"])
+        seen[label] += 1
+        if seen[label] > 1:  # the tag fits in the same width
+            tag = f" ({seen[label]})"
+            label = short(r["variant"], SHORT_LABEL - len(tag)) + tag
+        out.append(label)
+    return out
+
+
+def layout(fig: go.Figure, title: str, axis_title: str, n: int) -> go.Figure:
+    fig.update_layout(title=title, height=max(CHART_HEIGHT, 90 + 22 * n),
+                      margin=dict(l=10, r=10, t=40, b=10), showlegend=False, bargap=0.25)
+    fig.update_xaxes(title=axis_title)
+    fig.update_yaxes(autorange="reversed", automargin=True)  # first variant on top
+    return fig
+
+
+def bar_colors(rows: list[dict]) -> list[str]:
+    out = []
+    for r in rows:
+        if is_baseline(r):
+            out.append(BASELINE_COLOR)
+        elif r.get("within_noise"):
+            out.append(NOISE_COLOR)
+        else:
+            out.append(VARIANT_COLOR)
+    return out
+
+
+def mark_baseline(fig: go.Figure, rows: list[dict], key: str, scale: float = 1.0) -> None:
+    """A dashed line at the baseline's value, so every bar reads against it."""
+    base = next((r for r in rows if is_baseline(r)), None)
+    value = num(base.get(key)) if base else None
+    if value is not None:
+        fig.add_vline(x=value * scale, line_dash="dash", line_color=BASELINE_COLOR,
+                      annotation_text="baseline", annotation_position="top")

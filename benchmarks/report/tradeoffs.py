@@ -1,0 +1,292 @@
+"""The trade-off figures: the Pareto frontier of accuracy against latency, a curve per swept
+setting (accuracy with its interval, latency and size against the setting's values, a line per
+method), and the roofline (each variant's achieved FLOP/s against the device's roofs).
+
+Legible at 30 variants: the Pareto chart labels only its frontier, placed apart.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import plotly.graph_objects as go
+
+from benchmarks.report.style import (
+    BASELINE_COLOR,
+    CHART_HEIGHT,
+    FAILED_COLOR,
+    FRONT_COLOR,
+    NOISY_COLOR,
+    PALETTE,
+    VARIANT_COLOR,
+    is_baseline,
+    num,
+    ok_rows,
+    short,
+)
+
+
+def pareto_points(rows: list[dict]) -> list[dict]:
+    return [r for r in ok_rows(rows)
+            if num(r.get("accuracy")) is not None and num(r.get("p50_ms")) is not None]
+
+
+def pareto_front_of(rows: list[dict]) -> list[str]:
+    """The variants no other beats on both accuracy and latency, by latency."""
+    from benchmarks.report.results import pareto_front
+    return pareto_front([(r["variant"], r["accuracy"], r["p50_ms"])
+                         for r in pareto_points(rows)])
+
+
+# Where a frontier label may go around its point, in order of preference, as plotly names
+# them and as offsets of the label's centre in label widths and heights.
+LABEL_SPOTS = (("top center", 0, 1), ("bottom center", 0, -1), ("middle right", 0.6, 0),
+               ("middle left", -0.6, 0), ("top right", 0.6, 1), ("top left", -0.6, 1),
+               ("bottom right", 0.6, -1), ("bottom left", -0.6, -1))
+
+
+# The plot area assumed when placing labels: smaller than any the pages draw, so labels
+# placed apart here are at least as far apart on the page.
+PLOT_PX = (480.0, 260.0)
+CHAR_PX, LINE_PX = 7.5, 16.0
+
+
+def _label_positions(rows: list[dict], front: list[str]) -> dict[str, str]:
+    """A position for each frontier variant's label such that no two labels (nor a label and
+    a point) overlap; a frontier point with no free spot is named on hover only. Greedy, by
+    latency, in pixels of an assumed plot area (plotly places no labels apart itself)."""
+    by_name = {r["variant"]: r for r in rows}
+    pts = [by_name[n] for n in front if n in by_name]
+    if not pts:
+        return {}
+    xs = [r["p50_ms"] for r in rows]
+    ys = [100 * r["accuracy"] for r in rows]
+    lows = [100 * (num(r.get("accuracy_ci_low")) or r["accuracy"]) for r in rows]
+    highs = [100 * (num(r.get("accuracy_ci_high")) or r["accuracy"]) for r in rows]
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = min(lows), max(highs)
+    xpad, ypad = 0.06 * ((x1 - x0) or 1.0), 0.06 * ((y1 - y0) or 1.0)
+    x0, x1, y0, y1 = x0 - xpad, x1 + xpad, y0 - ypad, y1 + ypad
+
+    def px(x, y):
+        return ((x - x0) / (x1 - x0) * PLOT_PX[0], (y - y0) / (y1 - y0) * PLOT_PX[1])
+
+    taken = [(cx - 6, cy - 6, cx + 6, cy + 6) for cx, cy in (px(x, y) for x, y in zip(xs, ys))]
+    placed: dict[str, str] = {}
+    for r in pts:
+        cx, cy = px(r["p50_ms"], 100 * r["accuracy"])
+        w, h = CHAR_PX * len(short(r["variant"])), LINE_PX
+        for name, dx, dy in LABEL_SPOTS:
+            left = cx + dx * w - w / 2 + (8 if dx > 0 else -8 if dx < 0 else 0)
+            bottom = cy + dy * (h / 2 + 8) - h / 2
+            box = (left, bottom, left + w, bottom + h)
+            inside = box[0] >= -40 and box[2] <= PLOT_PX[0] + 40 and box[1] >= -20 and \
+                box[3] <= PLOT_PX[1] + 30
+            if inside and not any(_overlap(box, t) for t in taken
+                                  if t != (cx - 6, cy - 6, cx + 6, cy + 6)):
+                placed[r["variant"]] = name
+                taken.append(box)
+                break
+    return placed
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
+    """Accuracy against latency, marker area proportional to size, the non-dominated
+    variants (``front``, ordered by latency) joined by a line and labelled; the others are
+    named on hover only, so labels never pile up."""
+    rows = pareto_points(rows)
+    sizes = [num(r.get("size_mb")) or 0.0 for r in rows]
+    biggest = max(sizes) if sizes and max(sizes) > 0 else 1.0
+    # sizemode="area": marker area, not diameter, grows with the model's size.
+    marker_size = [max(8.0, 40.0 * s / biggest) for s in sizes]
+    on_front = set(front)
+    err = [[100 * (r["accuracy"] - (num(r.get("accuracy_ci_low")) or r["accuracy"])),
+            100 * ((num(r.get("accuracy_ci_high")) or r["accuracy"]) - r["accuracy"])]
+           for r in rows]
+    fig = go.Figure()
+    positions = _label_positions(rows, front)
+    fig.add_scatter(x=[r["p50_ms"] for r in rows], y=[100 * r["accuracy"] for r in rows],
+                    mode="markers+text",
+                    text=[short(r["variant"]) if r["variant"] in positions else ""
+                          for r in rows],
+                    textposition=[positions.get(r["variant"], "top center") for r in rows],
+                    name="variants",
+                    error_y=dict(type="data", symmetric=False, array=[e[1] for e in err],
+                                 arrayminus=[e[0] for e in err], thickness=1, width=0,
+                                 color="#9ca3af"),
+                    marker=dict(size=marker_size, sizemode="area",
+                                sizeref=2.0 * 40.0 / (40.0 ** 2),
+                                color=[FRONT_COLOR if r["variant"] in on_front else
+                                       (BASELINE_COLOR if is_baseline(r) else VARIANT_COLOR)
+                                       for r in rows],
+                                line=dict(width=[3 if r.get("noisy") else 0 for r in rows],
+                                          color=NOISY_COLOR), opacity=0.8),
+                    customdata=[[r["variant"], s] for r, s in zip(rows, sizes)],
+                    hovertemplate="%{customdata[0]}<br>%{x:.3f} ms, %{y:.2f}%<br>"
+                                  "%{customdata[1]:.3f} MB<extra></extra>")
+    by_name = {r["variant"]: r for r in rows}
+    pts = [by_name[n] for n in front if n in by_name]
+    if pts:
+        fig.add_scatter(x=[r["p50_ms"] for r in pts], y=[100 * r["accuracy"] for r in pts],
+                        mode="lines", name="Pareto front", hoverinfo="skip",
+                        line=dict(color=FRONT_COLOR, dash="dot"))
+    fig.update_layout(title="Accuracy vs latency (marker area: size; green: Pareto front)",
+                      height=CHART_HEIGHT + 80, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis_title="p50 latency (ms per batch)", yaxis_title="accuracy (%)",
+                      showlegend=False)
+    return fig
+
+
+def swept_axes(rows: list[dict]) -> list[str]:
+    """The settings swept in these rows (those with more than one value)."""
+    values = defaultdict(set)
+    for r in rows:
+        for k, v in r.items():
+            if k.startswith("axis:") and v is not None:
+                values[k[5:]].add(v if not isinstance(v, list) else tuple(v))
+    return sorted(a for a, vs in values.items() if len(vs) > 1)
+
+
+CURVE_FIGURES = (("accuracy", "accuracy (%)", 100.0), ("p50_ms", "p50 (ms per batch)", 1.0),
+                 ("size_mb", "size (MB)", 1.0))
+
+
+def curve_chart(rows: list[dict], axis: str) -> go.Figure:
+    """Accuracy, p50 latency and size against one swept setting, one line per combination of
+    the other settings swept with it (e.g. per pruning method), the baseline as a reference
+    line, failed points marked with a red cross."""
+    from plotly.subplots import make_subplots
+    key = f"axis:{axis}"
+    points = [r for r in rows if r.get(key) is not None]
+    others = sorted({k for r in points for k in r if k.startswith("axis:") and k != key
+                     and r.get(k) is not None and _varies(points, k)})
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in points:
+        group = ", ".join(f"{k[5:].split('.', 1)[-1]}={r.get(k)}" for k in others) or "variants"
+        if "+" in (r.get("techniques") or ""):
+            group += " (chained)"
+        groups[group].append(r)
+    base = next((r for r in rows if is_baseline(r) and not r.get("error")), None)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t, _ in CURVE_FIGURES],
+                        horizontal_spacing=0.08)
+    numeric = all(isinstance(r.get(key), (int, float)) for r in points)
+    for g, (label, members) in enumerate(sorted(groups.items())):
+        members = sorted(members, key=lambda r: r[key] if numeric else str(r[key]))
+        color = PALETTE[g % len(PALETTE)]
+        for col, (figure, _, scale) in enumerate(CURVE_FIGURES, start=1):
+            good = [r for r in members if not r.get("error") and num(r.get(figure)) is not None]
+            fig.add_scatter(
+                x=[r[key] for r in good], y=[r[figure] * scale for r in good],
+                mode="lines+markers", name=label, legendgroup=label, showlegend=col == 1,
+                line=dict(color=color), marker=dict(color=color),
+                error_y=_curve_error(good) if figure == "accuracy" else None,
+                customdata=[r["variant"] for r in good],
+                hovertemplate="%{customdata}<br>%{x}: %{y:.3f}<extra></extra>",
+                row=1, col=col)
+            failed = [r for r in members if r.get("error")]
+            if failed:
+                fig.add_scatter(x=[r[key] for r in failed],
+                                y=[_failed_y(rows, figure, scale)] * len(failed),
+                                mode="markers", marker=dict(symbol="x", size=11,
+                                                            color=FAILED_COLOR),
+                                name="failed", legendgroup="failed",
+                                showlegend=col == 1 and g == 0,
+                                customdata=[f"{r['variant']}: {r['error']}" for r in failed],
+                                hovertemplate="%{customdata}<extra>failed</extra>",
+                                row=1, col=col)
+            if base is not None and num(base.get(figure)) is not None:
+                note = {"annotation_text": "baseline"} if g == 0 else {}
+                fig.add_hline(y=base[figure] * scale, line_dash="dash",
+                              line_color=BASELINE_COLOR, row=1, col=col, **note)
+    fig.update_xaxes(title=axis)
+    fig.update_layout(title=f"Trade-off against {axis}", height=CHART_HEIGHT + 40,
+                      margin=dict(l=10, r=10, t=60, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def _varies(points: list[dict], key: str) -> bool:
+    return len({str(r.get(key)) for r in points}) > 1
+
+
+def _curve_error(rows: list[dict]) -> dict | None:
+    if not any(num(r.get("accuracy_ci_low")) is not None for r in rows):
+        return None
+    return dict(type="data", symmetric=False, thickness=1, width=3,
+                array=[100 * ((num(r.get("accuracy_ci_high")) or r["accuracy"]) - r["accuracy"])
+                       for r in rows],
+                arrayminus=[100 * (r["accuracy"] - (num(r.get("accuracy_ci_low"))
+                                                    or r["accuracy"])) for r in rows])
+
+
+def _failed_y(rows: list[dict], figure: str, scale: float) -> float:
+    """Where a failed point is drawn: at the bottom of what the others span."""
+    values = [r[figure] * scale for r in rows if num(r.get(figure)) is not None]
+    return min(values) if values else 0.0
+
+
+PRECISION_COLORS = {"fp32": "#2563eb", "tf32": "#0891b2", "bf16": "#9333ea", "fp16": "#db2777",
+                    "int8": "#ea580c"}
+
+
+GIGA = 1e9
+
+
+def roofline_points(rows: list[dict]) -> list[dict]:
+    return [r for r in ok_rows(rows) if num(r.get("achieved_flops_per_s")) is not None
+            and num(r.get("arithmetic_intensity")) is not None]
+
+
+def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
+    """Log-log: FLOP/s against arithmetic intensity (FLOPs per byte moved). Each device's
+    memory roof (its copy bandwidth times the intensity) meets a flat compute roof per
+    precision (its GEMM peak); one point per variant, coloured by the precision it ran in.
+    A point far below its roof leaves the kernels idle (small or irregular shapes, launch
+    overhead); one under the slanted roof is memory-bound."""
+    from benchmarks.measure.roofline import ridge_point
+    points = roofline_points(rows)
+    devices = [d for d in dict.fromkeys(r.get("device") for r in points) if d in peaks]
+    xs = [r["arithmetic_intensity"] for r in points]
+    ridges = [ridge_point(p, peaks[d]["memory_bytes_per_s"]) for d in devices
+              for p in peaks[d]["gemm_flops_per_s"].values()]
+    low = min(xs + ridges, default=1.0) / 4
+    high = max(xs + ridges, default=10.0) * 4
+    fig = go.Figure()
+    for n, device in enumerate(devices):
+        bandwidth = peaks[device]["memory_bytes_per_s"]
+        dash = "solid" if n == 0 else "dash"
+        for precision, peak in peaks[device]["gemm_flops_per_s"].items():
+            ridge = ridge_point(peak, bandwidth)
+            label = f"{device} {precision}" if len(devices) > 1 else precision
+            fig.add_scatter(x=[low, ridge, high], y=[low * bandwidth / GIGA, peak / GIGA,
+                                                     peak / GIGA],
+                            mode="lines", name=f"{label} roof",
+                            line=dict(color=PRECISION_COLORS.get(precision, BASELINE_COLOR),
+                                      width=1.5, dash=dash),
+                            hovertemplate=f"{label}: peak {peak / GIGA:,.1f} GFLOP/s, "
+                                          f"{bandwidth / GIGA:,.1f} GB/s<extra></extra>")
+    # One trace per variant, so the legend names each point (labels on the chart pile up
+    # where variants share an intensity); the colour says its precision.
+    symbols = ("circle", "square", "triangle-up", "x", "star", "cross", "triangle-down", "hexagon")
+    for n, r in enumerate(points):
+        fig.add_scatter(
+            x=[r["arithmetic_intensity"]], y=[r["achieved_flops_per_s"] / GIGA], mode="markers",
+            name=f"{short(r['variant'])} ({r.get('precision')})",
+            marker=dict(size=12, color=PRECISION_COLORS.get(r.get("precision"), VARIANT_COLOR),
+                        symbol="diamond" if is_baseline(r) else symbols[n % len(symbols)],
+                        line=dict(width=1, color="#111827")),
+            customdata=[[r["variant"], num(r.get("percent_of_peak")) or 0.0,
+                         r.get("bound") or "-", r.get("device")]],
+            hovertemplate="%{customdata[0]} (%{customdata[3]})<br>%{y:,.2f} GFLOP/s at "
+                          "%{x:.2f} FLOP/byte<br>%{customdata[1]:.1f}% of the peak; "
+                          "%{customdata[2]}-bound<extra></extra>")
+    fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte moved)")
+    fig.update_yaxes(type="log", title="GFLOP/s")
+    fig.update_layout(title="Roofline: achieved FLOP/s against the measured roofs",
+                      height=CHART_HEIGHT + 140, margin=dict(l=10, r=10, t=40, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
