@@ -135,22 +135,38 @@ class RaySweep:
     def run(self, on_progress=None, should_stop=None, on_partial=None, on_environment=None):
         import ray
 
-        from benchmarks.run.phases import ProgressEvent
+        from benchmarks.run.phases import reporter
         stop = should_stop or (lambda: False)
         spec = self.spec
-        total = len(spec.variants)
+        report = reporter(on_progress, len(spec.variants))
         res = _resources(self.device.type)
         spec_dict, files = ship(spec)
+        trained = self._train(spec_dict, files, res, report, stop)
+        if trained is None:
+            return
+        refs, done = trained
+        failed, built_on = self._outcomes(done)
+        good = [refs[t] for t, t_ in done.items() if not t_.error]
+        remote_measure = ray.remote(measure).options(num_returns="streaming", max_retries=0,
+                                                      **res)
+        report("all variants", 0, "measuring on the cluster", 0.0)
+        stream = remote_measure.remote(spec_dict, files, failed, built_on, *good)
+        yield from self._stream(stream, report, stop, on_partial, on_environment)
+
+    def _train(self, spec_dict, files, res, report, stop):
+        """Every build that trains as a Ray task (each seed's baseline first, the variants
+        from its weights as an ObjectRef): ({task: ref}, {task: Trained}); None if
+        cancelled."""
+        import ray
+        spec = self.spec
         # SPREAD: Ray's default would place every variant beside the baseline's weights (data
         # locality) and queue them on that node's one slot.
         remote_train = ray.remote(train).options(max_retries=1, retry_exceptions=False,
                                                  scheduling_strategy="SPREAD", **res)
 
-        def report(task: TrainTask, phase: str):
-            if on_progress:
-                name = spec.variants[task.index].name if task.index else "baseline"
-                on_progress(ProgressEvent(name, task.index if task.index else -1, total,
-                                          phase))
+        def tell(task: TrainTask, phase: str):
+            name = spec.variants[task.index].name if task.index else "baseline"
+            report(name, task.index if task.index else -1, phase, 0.0)
 
         tasks = plan(spec, self.prepared.data.labelled, with_baseline=True)
         refs: dict = {}
@@ -161,13 +177,14 @@ class RaySweep:
             if task.index > 0:
                 base = refs.get(TrainTask(0, task.seed))
                 refs[task] = remote_train.remote(spec_dict, task, base, files)
-                report(task, f"build on the cluster (seed {task.seed})")
+                tell(task, f"build on the cluster (seed {task.seed})")
         of = {ref: task for task, ref in refs.items()}
         trained: dict[TrainTask, Trained] = {}
         pending = list(refs.values())
         while pending:
             if stop():
-                return self._cancel(pending)
+                self._cancel(pending)
+                return None
             ready, pending = ray.wait(pending, num_returns=1, timeout=POLL_S)
             for ref in ready:
                 task = of[ref]
@@ -176,23 +193,28 @@ class RaySweep:
                 except ray.exceptions.RayError as exc:  # its worker died twice, or cancelled
                     trained[task] = Trained(task, error=f"{described(exc)} (retried once)")
                 done = trained[task]
-                report(task, f"built on {done.where}" if not done.error
-                       else f"build failed: {done.error}")
+                tell(task, f"built on {done.where}" if not done.error
+                     else f"build failed: {done.error}")
+        return refs, trained
+
+    def _outcomes(self, trained: dict) -> tuple[dict, dict]:
+        """(variant index -> why its build failed, variant index -> where each seed trained)."""
+        spec = self.spec
         failed = {t.index: t_.error for t, t_ in trained.items()
                   if t_.error and t.seed == spec.seed and t.index > 0}
         base_failed = trained.get(TrainTask(0, spec.seed))
         if base_failed is not None and base_failed.error:
             failed.update({i: f"its baseline failed: {base_failed.error}"
-                           for i in range(1, total)})
+                           for i in range(1, len(spec.variants))})
         built_on: dict[int, list[str]] = {}
         for task in sorted(trained, key=lambda t: (t.index, t.seed)):
             built_on.setdefault(task.index, []).append(trained[task].where)
-        good = [refs[t] for t, t_ in trained.items() if not t_.error]
-        remote_measure = ray.remote(measure).options(num_returns="streaming", max_retries=0,
-                                                      **res)
-        if on_progress:
-            on_progress(ProgressEvent("all variants", 0, total, "measuring on the cluster"))
-        stream = remote_measure.remote(spec_dict, files, failed, built_on, *good)
+        return failed, built_on
+
+    def _stream(self, stream, report, stop, on_partial, on_environment):
+        """The measuring task's stream: the timing node's environment, each variant as it is
+        measured (partial), then each fully timed, yielded in the sweep's order."""
+        import ray
         results: dict[int, VariantResult] = {}
         while True:
             if stop():
@@ -218,13 +240,10 @@ class RaySweep:
             if kind == "partial":
                 if on_partial:
                     on_partial(index, result)
-                if on_progress:
-                    on_progress(ProgressEvent(result.name, index, total,
-                                              f"measured on {result.timed_on}", 1.0))
+                report(result.name, index, f"measured on {result.timed_on}", 1.0)
             else:
                 results[index] = result
-                if on_progress:
-                    on_progress(ProgressEvent(result.name, index, total, "done", 1.0))
+                report(result.name, index, "done", 1.0)
         for index in sorted(results):
             yield results[index]
 
@@ -236,4 +255,3 @@ class RaySweep:
             except Exception:  # already finished or gone
                 pass
         self.cancelled = True
-        return iter(())
