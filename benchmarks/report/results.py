@@ -115,6 +115,10 @@ class VariantResult:
     cpu_latency_samples_ms: list[float] = field(default_factory=list)
     # Host-side milliseconds per timed call (CUDA: beside the events, to see launch-bound runs).
     host_samples_ms: list[float] = field(default_factory=list)
+    # The p50 of each interleaved timing round (and of the CPU baseline's, beside it): a
+    # speed-up's interval resamples whole rounds, the unit host drift comes in.
+    round_p50_ms: list[float] = field(default_factory=list)
+    cpu_round_p50_ms: list[float] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # The weights cache during this variant's build: {"hits": n, "misses": m} (a miss trained).
     cache: dict = field(default_factory=dict)
@@ -240,7 +244,7 @@ class VariantResult:
             "latency_samples_ms", "batch_size", "peak_memory_bytes", "traffic_bytes",
             "size_bytes", "size_gzip_bytes", "layer_sparsity", "started_at", "wall_s", "phase_s",
             "correct_bits", "n_test", "seeds", "seed_accuracies", "cpu_latency_samples_ms",
-            "host_samples_ms", "cache", "sample_stats")}
+            "host_samples_ms", "cache", "sample_stats", "round_p50_ms", "cpu_round_p50_ms")}
         return out
 
     @classmethod

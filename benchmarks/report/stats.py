@@ -84,3 +84,91 @@ def mean_interval(values: list[float], confidence: float = CONFIDENCE) -> dict |
     from scipy.stats import t
     half = float(t.ppf(0.5 + confidence / 2, len(values) - 1)) * std / math.sqrt(len(values))
     return {"mean": mean, "std": std, "ci": [mean - half, mean + half], "n": len(values)}
+
+
+# -- a paired difference of accuracies: Tango's score interval -------------------------------
+
+def _tango_z(b: int, c: int, n: int, theta0: float) -> float:
+    """Tango's score statistic for H0: theta = theta0, theta = (b - c) / n the difference of
+    paired proportions, with the restricted MLE of the discordant cell (Tango 1998, Stat Med
+    17:891-908)."""
+    w = -b - c + (2 * n - b + c) * theta0
+    q = (math.sqrt(max(0.0, w * w + 8 * n * c * theta0 * (1 - theta0))) - w) / (4 * n)
+    variance = n * (2 * q + theta0 * (1 - theta0))
+    if variance <= 0:
+        return math.copysign(math.inf, b - c - n * theta0) if b - c != n * theta0 else 0.0
+    return (b - c - n * theta0) / math.sqrt(variance)
+
+
+def _root(f, low: float, high: float, tol: float = 1e-10) -> float:
+    """The root of a decreasing ``f`` on [low, high] by bisection (f(low) > 0 > f(high))."""
+    for _ in range(200):
+        mid = (low + high) / 2
+        if f(mid) > 0:
+            low = mid
+        else:
+            high = mid
+        if high - low < tol:
+            break
+    return (low + high) / 2
+
+
+def tango_interval(b: int, c: int, n: int, confidence: float = CONFIDENCE
+                   ) -> tuple[float, float] | None:
+    """Two-sided ``confidence`` interval for theta = (b - c) / n, the difference in accuracy
+    of two models on the same n examples, b the examples only the first gets right and c
+    those only the second does: the values theta0 whose score test does not reject.
+    With no discordant pair the interval is still given (about +-z^2/(n+z^2))."""
+    if n <= 0:
+        return None
+    if b < 0 or c < 0 or b + c > n:
+        raise ValueError(f"discordant counts must be within 0 and n; got b={b}, c={c}, n={n}")
+    from scipy.stats import norm
+    z = float(norm.ppf(0.5 + confidence / 2))
+    eps = 1e-9
+    theta = (b - c) / n
+    low = -1.0 if theta <= -1 + eps else _root(lambda t: _tango_z(b, c, n, t) - z,
+                                              -1 + eps, theta)
+    high = 1.0 if theta >= 1 - eps else _root(lambda t: _tango_z(b, c, n, t) + z,
+                                             theta, 1 - eps)
+    return low, high
+
+
+def tango_lower(b: int, c: int, n: int, confidence: float = CONFIDENCE) -> float | None:
+    """The one-sided ``confidence`` lower limit of theta (the non-inferiority test's: H0
+    theta <= -delta is rejected at level 1 - confidence when this is above -delta)."""
+    interval = tango_interval(b, c, n, 2 * confidence - 1)
+    return None if interval is None else interval[0]
+
+
+# -- a ratio of medians, resampled over timing rounds ----------------------------------------
+
+def bootstrap_ratio(reference: list[list[float]], candidate: list[list[float]],
+                    confidence: float = CONFIDENCE, resamples: int = 2000, seed: int = 0
+                    ) -> dict | None:
+    """median(reference) / median(candidate) (a speed-up when both are latencies), with a
+    percentile bootstrap interval that resamples whole timing rounds, the same rounds for
+    both: rounds are where host drift lives, and the two were timed in the same ones.
+    ``reference[r]`` and ``candidate[r]`` are the samples of round r. None without samples;
+    the interval is None with fewer than two rounds."""
+    rounds = min(len(reference), len(candidate))
+    pooled_ref = [x for r in reference[:rounds] for x in r]
+    pooled_cand = [x for r in candidate[:rounds] for x in r]
+    if not pooled_ref or not pooled_cand:
+        return None
+    ratio = statistics.median(pooled_ref) / statistics.median(pooled_cand)
+    if rounds < 2:
+        return {"ratio": ratio, "ci": None, "rounds": rounds, "resamples": 0}
+    import random
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(resamples):
+        picked = [rng.randrange(rounds) for _ in range(rounds)]
+        ref = [x for i in picked for x in reference[i]]
+        cand = [x for i in picked for x in candidate[i]]
+        draws.append(statistics.median(ref) / statistics.median(cand))
+    draws.sort()
+    tail = (1 - confidence) / 2
+    low = draws[int(math.floor(tail * (resamples - 1)))]
+    high = draws[int(math.ceil((1 - tail) * (resamples - 1)))]
+    return {"ratio": ratio, "ci": [low, high], "rounds": rounds, "resamples": resamples}

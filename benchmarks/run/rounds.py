@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import gc
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ class Built:
     example: torch.Tensor | None = None  # the timed batch, in the variant's memory format
     samples: list[float] = field(default_factory=list)
     host: list[float] = field(default_factory=list)
+    rounds: list[float] = field(default_factory=list)  # each visit's p50
     visits: int = 0
     flops_hint: object = None  # the technique's own FLOP count, where it knows better
 
@@ -63,6 +65,8 @@ def visit(b: Built, runs: int, seconds: float, warmup: int) -> None:
                               min_runs=runs, min_time_s=seconds, warmup=warmup)
     b.samples.extend(tracker.samples_ms)
     b.host.extend(tracker.host_samples_ms)
+    if tracker.samples_ms:
+        b.rounds.append(statistics.median(tracker.samples_ms))
     b.visits += 1
     b.result.phase_s["latency"] = b.result.phase_s.get("latency", 0.0) + tracker.wall_s
 
@@ -71,6 +75,7 @@ def _finish(b: Built, timing: dict) -> None:
     b.result.keep_samples("latency_samples_ms", b.samples)
     if b.device is not None and b.device.type == "cuda":
         b.result.keep_samples("host_samples_ms", b.host)
+    b.result.round_p50_ms = [round(x, 6) for x in b.rounds]
     b.result.timing = timing
     b.model = None
 
@@ -125,6 +130,7 @@ def time_interleaved(built: list[Built], spec: SweepSpec, device: torch.device,
               "window": [round(started, 3), round(time.time(), 3)]}
     if cpu_ref is not None:
         base.result.keep_samples("cpu_latency_samples_ms", cpu_ref.samples)
+        base.result.cpu_round_p50_ms = [round(x, 6) for x in cpu_ref.rounds]
         timing["cpu_baseline"] = "timed in the same rounds, for the CPU variants' ratios"
         entries.remove(cpu_ref)
     for b in entries:

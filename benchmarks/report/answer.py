@@ -1,0 +1,148 @@
+"""The answer a run gives: the fastest variant whose accuracy is within a margin of the
+baseline's, at a stated confidence, and how much faster it is, with intervals on both.
+
+``exploratory_answer`` reads any run. Accuracy: the one-sided lower limit of Tango's score
+interval for the paired difference (the variant against the baseline on the same test
+examples, ``stats.tango_lower``) must be above -margin. Speed: the objective's ratio to the
+baseline, with a bootstrap interval over the interleaved timing rounds
+(``stats.bootstrap_ratio``); a variant counts as faster only when that interval's lower end is
+above 1. The answer is *exploratory*: the same examples chose it and judged it, so its
+confidence is not a guarantee. A certified answer (``recommend``) keeps the data that chooses
+apart from the data that judges. "Within noise" (a McNemar p above 0.05) is never taken for
+"as accurate": absence of evidence is not equivalence, and only the interval decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from benchmarks.report import stats
+from benchmarks.report.results import VariantResult, find_baseline
+
+__all__ = ["OBJECTIVES", "Answer", "Candidate", "exploratory_answer"]
+
+# What "faster" (or better) means: the ratio baseline / variant of these figures (latencies,
+# sizes, memory: smaller is better), or variant / baseline for throughput.
+OBJECTIVES = ("p50", "p99", "throughput", "size", "memory")
+DEFAULT_MARGIN_PTS = 1.0
+# Fewer discordant pairs than this and the score interval rests on very little: say so.
+FEW_DISCORDANT = 10
+
+
+@dataclass
+class Candidate:
+    name: str
+    accuracy_change_pts: float
+    accuracy_ci_pts: list[float]      # two-sided interval at the confidence
+    accuracy_lower_pts: float         # one-sided lower limit at the confidence
+    discordant: list[int]             # [b, c]: only the variant right, only the baseline
+    n: int
+    ratio: float | None               # the objective, baseline over variant (bigger: better)
+    ratio_ci: list[float] | None
+    within_margin: bool
+    faster: bool                      # the ratio's interval (or, without one, it) above 1
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Answer:
+    variant: str | None               # None: no variant qualifies
+    margin_pts: float
+    confidence: float
+    objective: str
+    certified: bool = False
+    reason: str = ""
+    candidates: list[Candidate] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> Candidate | None:
+        return next((c for c in self.candidates if c.name == self.variant), None)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _objective(variant: VariantResult, base: VariantResult, objective: str
+               ) -> tuple[float | None, list[float] | None]:
+    if objective in ("size", "memory"):  # counted, not timed: no noise to bound
+        key = "size_bytes" if objective == "size" else "peak_memory_bytes"
+        mine, ref = getattr(variant, key), getattr(base, key)
+        return (ref / mine if mine and ref else None), None
+    if variant.device.split(":")[0] != base.device.split(":")[0]:
+        return None, None  # no latency ratio across devices
+    mine, ref = variant.latency, base.latency
+    if mine is None or ref is None:
+        return None, None
+    if objective == "throughput":
+        point = (variant.throughput or 0) / base.throughput if base.throughput else None
+        boot = stats.bootstrap_ratio([[x] for x in variant.round_p50_ms],
+                                     [[x] for x in base.round_p50_ms])
+    else:
+        figure = "p99" if objective == "p99" else "p50"
+        point = getattr(ref, figure) / getattr(mine, figure)
+        boot = stats.bootstrap_ratio([[x] for x in base.round_p50_ms],
+                                     [[x] for x in variant.round_p50_ms])
+    ci = boot["ci"] if boot and objective != "p99" else None
+    return point, ci
+
+
+def candidate(variant: VariantResult, base: VariantResult, margin_pts: float,
+              confidence: float, objective: str) -> Candidate | None:
+    """The variant judged against the baseline; None where it cannot be paired."""
+    if not (variant.ok and variant.correct_bits and base.correct_bits
+            and variant.n_test == base.n_test and variant.n_test):
+        return None
+    n = variant.n_test
+    b, c = stats.discordant(stats.unpack_bits(variant.correct_bits, n),
+                            stats.unpack_bits(base.correct_bits, n))
+    low, high = stats.tango_interval(b, c, n, confidence)
+    lower = stats.tango_lower(b, c, n, confidence)
+    ratio, ratio_ci = _objective(variant, base, objective)
+    notes = []
+    if b + c < FEW_DISCORDANT:
+        notes.append(f"few discordant pairs ({b + c})")
+    if ratio is not None and ratio_ci is None and objective not in ("size", "memory"):
+        notes.append("no interval for the speed-up (timed in one round)")
+    faster = ratio is not None and (ratio_ci[0] > 1 if ratio_ci else ratio > 1)
+    return Candidate(name=variant.name, accuracy_change_pts=100 * (b - c) / n,
+                     accuracy_ci_pts=[100 * low, 100 * high], accuracy_lower_pts=100 * lower,
+                     discordant=[b, c], n=n, ratio=ratio, ratio_ci=ratio_ci,
+                     within_margin=100 * lower > -margin_pts, faster=faster, notes=notes)
+
+
+def exploratory_answer(variants: list[VariantResult], baseline: str | None = None, *,
+                       margin_pts: float = DEFAULT_MARGIN_PTS,
+                       confidence: float = stats.CONFIDENCE, objective: str = "p50") -> Answer:
+    """The fastest variant of a run within ``margin_pts`` points of its baseline at
+    ``confidence`` (see the module's docstring), or none, with the reason."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}; got {objective!r}")
+    if not 0 < margin_pts <= 50:
+        raise ValueError(f"the margin must be in (0, 50] points; got {margin_pts!r}")
+    if not 0.5 < confidence < 1:
+        raise ValueError(f"confidence must be in (0.5, 1); got {confidence!r}")
+    answer = Answer(None, margin_pts, confidence, objective)
+    base = find_baseline(variants, baseline)
+    if base is None or not base.ok or not base.correct_bits:
+        answer.reason = "the baseline has no per-example accuracy to compare against"
+        return answer
+    for v in variants:
+        if v is not base:
+            judged = candidate(v, base, margin_pts, confidence, objective)
+            if judged is not None:
+                answer.candidates.append(judged)
+    good = [c for c in answer.candidates if c.within_margin and c.faster]
+    if good:
+        best = max(good, key=lambda c: c.ratio)
+        answer.variant = best.name
+        answer.reason = (f"the fastest variant whose accuracy is within {margin_pts:g} points "
+                         f"of the baseline at {confidence:.0%} confidence (exploratory: the "
+                         f"same test examples chose it and judged it)")
+    elif not any(c.within_margin for c in answer.candidates):
+        answer.reason = (f"no variant keeps its accuracy within {margin_pts:g} points of the "
+                         f"baseline at {confidence:.0%} confidence")
+    else:
+        answer.reason = (f"no variant within {margin_pts:g} points is "
+                         f"{'faster' if objective in ('p50', 'p99', 'throughput') else 'better'}"
+                         f" than the baseline beyond its noise")
+    return answer

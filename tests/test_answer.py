@@ -1,0 +1,81 @@
+"""The statistics behind an answer: Tango's score interval for a paired difference (checked
+against the published values of R's contingencytables), the bootstrap over timing rounds, and
+the exploratory answer's rule on hand-made variants."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.report.answer import exploratory_answer
+from benchmarks.report.results import VariantResult
+from benchmarks.report.stats import bootstrap_ratio, pack_bits, tango_interval, tango_lower
+
+
+def test_tango_interval_matches_published_values():
+    # contingencytables (Fagerland, Lydersen and Laake), Cavo et al. 2012: n12 = 6, n21 = 16,
+    # N = 161: estimate -0.0621, 95% CI -0.1240 to -0.0054.
+    low, high = tango_interval(6, 16, 161)
+    assert (round(low, 4), round(high, 4)) == (-0.1240, -0.0054)
+    # Symmetric in the discordant cells, and the interval holds its estimate.
+    low2, high2 = tango_interval(16, 6, 161)
+    assert low2 == pytest.approx(-high) and high2 == pytest.approx(-low)
+    assert low < (6 - 16) / 161 < high
+
+
+def test_tango_without_discordant_pairs_still_bounds_and_narrows_with_n():
+    small, large = tango_interval(0, 0, 100), tango_interval(0, 0, 1000)
+    assert small[0] < 0 < small[1] and large[0] < 0 < large[1]
+    assert -large[0] < -small[0]
+    # One-sided lower limit at 95% is the two-sided 90% interval's.
+    assert tango_lower(3, 5, 200) == pytest.approx(tango_interval(3, 5, 200, 0.90)[0])
+    with pytest.raises(ValueError, match="discordant"):
+        tango_interval(5, 6, 10)
+
+
+def test_bootstrap_over_rounds_brackets_the_ratio_and_needs_two_rounds():
+    base = [[10.0, 10.2], [11.0, 11.1], [9.8, 10.0], [10.5, 10.4]]
+    fast = [[5.0, 5.1], [5.6, 5.5], [4.9, 5.0], [5.2, 5.3]]
+    out = bootstrap_ratio(base, fast)
+    assert out["ci"][0] <= out["ratio"] <= out["ci"][1]
+    assert out["ci"][0] > 1.5 and out["rounds"] == 4
+    assert bootstrap_ratio(base[:1], fast[:1])["ci"] is None
+    assert bootstrap_ratio([], fast) is None
+
+
+def _variant(name, right, p50, rounds, techniques=("prune",)):
+    return VariantResult(name=name, techniques=list(techniques), accuracy=sum(right) / len(right),
+                         correct_bits=pack_bits(right), n_test=len(right),
+                         latency_samples_ms=[p50] * 20, round_p50_ms=rounds, size_bytes=1000)
+
+
+def test_the_answer_is_the_fastest_variant_whose_interval_stays_within_the_margin():
+    n = 2000
+    base = _variant("baseline", [True] * 1900 + [False] * 100, 10.0,
+                    [10.0, 10.3, 9.9, 10.1, 10.2], techniques=())
+    same = _variant("same", [True] * 1900 + [False] * 100, 5.0, [5.0, 5.1, 4.9, 5.0, 5.2])
+    # Faster still, but loses 3 points: outside a 1-point margin.
+    worse = _variant("worse", [True] * 1840 + [False] * 160, 2.0, [2.0, 2.1, 1.9, 2.0, 2.05])
+    # Within the margin but not faster beyond its noise.
+    slow = _variant("slow", [True] * 1900 + [False] * 100, 10.0,
+                    [9.0, 11.5, 9.5, 11.0, 10.2])
+    answer = exploratory_answer([base, same, worse, slow])
+    assert answer.variant == "same" and not answer.certified
+    chosen = answer.chosen
+    assert chosen.ratio == pytest.approx(2.0) and chosen.ratio_ci[0] > 1
+    assert chosen.discordant == [0, 0] and "few discordant" in chosen.notes[0]
+    assert {c.name: c.within_margin for c in answer.candidates} == {
+        "same": True, "worse": False, "slow": True}
+    assert not next(c for c in answer.candidates if c.name == "slow").faster
+    assert exploratory_answer([base, worse], margin_pts=5).variant == "worse"
+    none = exploratory_answer([base, worse])
+    assert none.variant is None and "no variant keeps its accuracy" in none.reason
+    assert len(none.candidates[0].accuracy_ci_pts) == 2 and n == base.n_test
+
+
+def test_bad_margins_confidences_and_objectives_are_refused_by_name():
+    base = _variant("baseline", [True, False] * 50, 1.0, [1.0, 1.0], techniques=())
+    for kwargs, word in (({"margin_pts": 0}, "margin"), ({"margin_pts": 60}, "margin"),
+                         ({"confidence": 1.0}, "confidence"), ({"objective": "speed"},
+                                                               "objective")):
+        with pytest.raises(ValueError, match=word):
+            exploratory_answer([base], **kwargs)
