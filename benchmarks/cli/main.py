@@ -125,9 +125,9 @@ def expand_range(flag: str, text: str, integer: bool = False) -> tuple:
 # -- the parser ------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
+    from benchmarks.spec.datasets import list_datasets
     from benchmarks.spec.plan import DEFAULT_MAX_VARIANTS
     from benchmarks.spec.sweep import (
-        DATASETS,
         DEVICES,
         EXECUTORS,
         FP32_MODES,
@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "(n01440764 ...) scored by the model's own 1000-class head; "
                           "unset: the folders are the classes and the head is replaced")
     run.add_argument("--checkpoint", help=".safetensors, or a .pt/.pth state_dict")
-    run.add_argument("--dataset", default="digits", help=" | ".join(DATASETS))
+    run.add_argument("--dataset", default="digits", help=" | ".join(list_datasets()) + " (see `list`)")
     run.add_argument("--input-shape", type=_shape, help="C,H,W (needed for synthetic)")
     run.add_argument("--normalize", metavar="MODE",
                      help="how inputs are scaled: dataset (the training split's statistics, "
@@ -370,7 +370,7 @@ class _Progress:
 
 def list_info() -> dict:
     """Models, data sets and techniques with every setting's metadata (``list --json``)."""
-    from benchmarks.zoo.datasets import list_datasets
+    from benchmarks.spec.datasets import dataset_entries
     from benchmarks.zoo.models import list_models, model_entry
     from optimizers import registry
     techniques = {}
@@ -391,7 +391,8 @@ def list_info() -> dict:
         "models": {n: {"family": model_entry(n).family, "description": model_entry(n).description,
                        "student": model_entry(n).student} for n in list_models()},
         "catalogues": {source: names(source) for source in SOURCES},
-        "datasets": list_datasets(),
+        "datasets": [entry.menu for entry in dataset_entries()],
+        "dataset_entries": {entry.menu: entry.to_dict() for entry in dataset_entries()},
         "techniques": techniques,
         "order": list(registry.names()),
     }
@@ -410,7 +411,9 @@ def cmd_list(args) -> int:
         print(f"  {source + ':NAME':<26} {len(listed)} models of {source}'s registry, e.g. "
               f"{', '.join(listed[:3])} (list --json names them all)")
     print("  FILE.py:FACTORY            your own: FACTORY(num_classes, in_channels) -> nn.Module")
-    print("datasets: " + ", ".join(info["datasets"]))
+    print("datasets:")
+    for name, d in info["dataset_entries"].items():
+        print(f"  {name:<26} {d['description']}")
     print(f"techniques (combined in the order {' -> '.join(info['order'])}):")
     for name, t in info["techniques"].items():
         print(f"  {name:<8} {t['switch']:<10} {t['description']}")
