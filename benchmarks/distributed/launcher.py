@@ -5,8 +5,9 @@ its PyTorch-native equivalent (docs/distributed.md maps every Horovod call). For
 count and compression the launcher starts one process per rank (gloo on CPU, NCCL on GPU),
 watches them, and turns a crash or a hang into a failed run with the worker's reason, leaving
 no process behind. ``prepare_distributed`` refuses what cannot run before anything starts or
-is recorded (the ``distributed`` command, ``benchmarks.cli.distributed``, records after it). A cancel (``should_stop``) is checked every WAIT_S while the ranks run, and
-stops every rank at once. Multi-node runs use the same worker under torchrun
+is recorded (the ``distributed`` command, ``benchmarks.cli.distributed``, records after it).
+A cancel (``should_stop``) is checked every WAIT_S while the ranks run, and stops every rank
+at once. Multi-node runs use the same worker under torchrun
 (``python -m benchmarks.distributed.worker``).
 
 On one machine everything listens on loopback only: the rendezvous store on a socket bound to
