@@ -59,11 +59,11 @@ def student_note(model: str | None, student: str | None) -> str | None:
             f"(any zoo, torchvision or timm model).")
 
 
-def datasets() -> list[str]:
-    from benchmarks.spec.sweep import (
-        DATASETS,  # not benchmarks.zoo.datasets: that one imports numpy
-    )
-    return list(DATASETS)
+def datasets(*, folders: bool = True) -> list[str]:
+    """The data sets' menu forms (``imagefolder:DIR`` ...), from the registry (torch- and
+    numpy-free, unlike the loaders). ``folders=False``: without those that take a folder."""
+    from benchmarks.spec.datasets import dataset_entries
+    return [entry.menu for entry in dataset_entries() if folders or entry.argument is None]
 
 
 def sweep_choices() -> dict:

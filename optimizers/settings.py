@@ -8,7 +8,11 @@ spirit of transformers' ``HfArgumentParser`` and optimum-benchmark's configs). T
 the dashboard imports it without loading torch.
 
 Allowed values sit in UPPER_CASE constants beside the dataclasses; a bad value is rejected
-with a message that names the field, the accepted values and what was given.
+with a message that names the field, the accepted values and what was given. Other configs
+declare their fields the same way (``benchmarks.spec.distributed``): a switch (``boolean``),
+several distinct values (``many``: worker counts 1,2,4) or a fixed number of them
+(``length``: C,H,W), fields the dashboard leaves to its operator (``form=False``) and test
+hooks no front-end shows (``hidden``).
 """
 
 from __future__ import annotations
@@ -70,21 +74,50 @@ class Setting:
     label: str | None = None     # how a value reads in a variant's name, e.g. "T{}"
     step: float | None = None    # the widget's step
     advanced: bool = False       # shown under "more settings" rather than up front
+    boolean: bool = False        # on or off: a bare CLI switch, a toggle
+    many: bool = False           # the value is a tuple of distinct values: 1,2,4
+    length: int | None = None    # the value is a tuple of exactly this many values: C,H,W
+    suggested: tuple | None = None  # what a menu offers for a many-valued number
+    metavar: str | None = None   # how the CLI's help shows a value (HOST:PORT)
+    form: bool = True            # False: the CLI's (or the operator's), not the dashboard's
+    hidden: bool = False         # a test hook: accepted, never shown in help or on a page
 
     @property
     def kind(self) -> str:
+        if self.boolean:
+            return "bool"
         if self.choices is not None:
             return "choice"
         if self.text:
             return "text"
         return "int" if self.integer else "float"
 
+    @property
+    def several(self) -> bool:
+        """Whether the value is a tuple (``many`` or ``length``)."""
+        return self.many or self.length is not None
+
     def check(self, owner: str, name: str, value) -> None:
         if value is None:
             if self.nullable:
                 return
             raise ValueError(f"{owner}.{name} must be given, got None")
-        if self.choices is not None:
+        if not self.several:
+            self._check_one(owner, name, value)
+            return
+        if not isinstance(value, (tuple, list)):
+            raise ValueError(f"{owner}.{name} must be {self.accepted()}; got {value!r}")
+        for item in value:
+            self._check_one(owner, name, item)
+        if (self.length is not None and len(value) != self.length) or (
+                self.many and (not value or len(set(value)) != len(value))):
+            raise ValueError(f"{owner}.{name} must be {self.accepted()}; got {value!r}")
+
+    def _check_one(self, owner: str, name: str, value) -> None:
+        if self.boolean:
+            if not isinstance(value, bool):
+                raise ValueError(f"{owner}.{name} must be true or false, got {value!r}")
+        elif self.choices is not None:
             check_choice(owner, name, value, self.choices)
         elif self.text:
             if not isinstance(value, str) or not value.strip() or "\x00" in value:
@@ -95,13 +128,19 @@ class Setting:
 
     def accepted(self) -> str:
         """The accepted values in words, for help texts and messages."""
-        if self.choices is not None:
+        if self.boolean:
+            text = "on or off"
+        elif self.choices is not None:
             text = "|".join(map(str, self.choices))
         elif self.text:
-            text = "a name"
+            text = self.metavar or "a name"
         else:
             text = ("an integer " if self.integer else "a number ") + \
                 describe_range(self.low, self.high, self.low_open)
+        if self.many:
+            text += ", one or more distinct, comma-separated"
+        elif self.length is not None:
+            text += f", {self.length} of them comma-separated"
         return text + (f"; unset: {self.none_means}" if self.nullable and self.none_means
                        else "")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import catalog, charts, shell, state, widgets
+from benchmarks.spec.distributed import DistributedConfig  # torch-free
+from dashboard import catalog, charts, settings_form, shell, state, widgets
 
 shell.standalone()
 
@@ -13,37 +14,21 @@ st.caption("DDP with gradient compression as a communication hook (PyTorch's equ
            "the article's Horovod). Each worker count and compression is one run; the "
            "throughput is set beside the ideal N × one worker.")
 
-models = list(catalog.models())
-datasets = [d for d in catalog.datasets() if not d.startswith("imagefolder")]
-
 with st.form("dist_form"):
-    c1, c2 = st.columns(2)
-    model = c1.selectbox("Model", models, key="dist_model",
-                         index=models.index("seed_cnn") if "seed_cnn" in models else 0)
-    dataset = c2.selectbox("Data set", datasets, key="dist_dataset")
-    c1, c2, c3 = st.columns(3)
-    workers = c1.multiselect("Workers", [1, 2, 3, 4, 6, 8], default=[1, 2], key="dist_workers")
-    compressions = c2.multiselect("Gradient compression", list(catalog.COMPRESSIONS),
-                                  default=["none", "fp16"], key="dist_compressions")
-    device = c3.radio("Device", ["auto", "cpu", "cuda"], horizontal=True, key="dist_device")
-    c1, c2, c3 = st.columns(3)
-    steps = c1.number_input("Steps", 1, 100_000, 50, key="dist_steps")
-    batch_size = c2.number_input("Batch size per worker", 1, 65536, 32, key="dist_batch")
-    amp = c3.toggle("AMP", value=False, key="dist_amp")
+    # The config's own fields (DistributedConfig's setting metadata): defaults, bounds, help.
+    values = settings_form.config_form(DistributedConfig, "dist", options={
+        "model": list(catalog.models()), "dataset": catalog.datasets(folders=False)})
     submitted = st.form_submit_button("Run distributed benchmark", type="primary")
 
 if submitted:
-    from benchmarks.spec.distributed import DistributedConfig
     try:  # the same self-validating config the launcher runs, checked before submitting
-        config = DistributedConfig(model=model, dataset=dataset, workers=tuple(sorted(workers)),
-                                   compressions=tuple(compressions), amp=bool(amp),
-                                   steps=int(steps), batch_size=int(batch_size), device=device)
+        config = DistributedConfig(**values)
     except ValueError as exc:
         st.error(str(exc))
     else:
         try:
             st.session_state[state.DIST_JOB_ID] = state.submit(
-                "distributed", config.to_dict(), device)
+                "distributed", config.to_dict(), config.device)
         except Exception as exc:
             st.error(f"The job could not be submitted: {state.one_line(exc)}")
 

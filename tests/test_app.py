@@ -231,6 +231,55 @@ def test_distributed_page_charts_a_stored_run(store):
     assert len(at.dataframe[0].value) == 4
 
 
+def _submit_distributed(at: AppTest) -> AppTest:
+    [button] = [b for b in at.button if b.label == "Run distributed benchmark"]
+    return button.click().run()
+
+
+def test_distributed_form_is_the_config_fields_and_refuses_in_one_line(store):
+    """The form is DistributedConfig's setting metadata: its defaults, no widget for what the
+    operator (ports, clusters, data roots) or a test (fault hooks) sets, and the config's own
+    check behind st.error."""
+    from benchmarks.spec.distributed import DistributedConfig
+    from optimizers.settings import setting_fields
+    at = new_app()
+    at.switch_page("pages/distributed.py").run()
+    assert_clean(at)
+    default = DistributedConfig()
+    assert at.selectbox(key="dist_model").value == default.model
+    assert at.selectbox(key="dist_dataset").value == default.dataset
+    assert "imagefolder:DIR" not in at.selectbox(key="dist_dataset").options
+    assert tuple(at.multiselect(key="dist_workers_multi").value) == default.workers
+    assert tuple(at.multiselect(key="dist_compressions_multi").value) == default.compressions
+    assert at.toggle(key="dist_amp").value is default.amp
+    assert at.number_input(key="dist_steps").value == default.steps
+    assert at.number_input(key="dist_batch_size").value == default.batch_size
+    assert at.number_input(key="dist_timeout_s").value == default.timeout_s
+    assert at.selectbox(key="dist_device").value == default.device
+    for field, meta, _ in setting_fields(DistributedConfig):
+        drawn = any(key in at.session_state for key in (f"dist_{field}", f"dist_{field}_multi"))
+        assert drawn is (meta.form and not meta.hidden), field
+
+    at.multiselect(key="dist_workers_multi").set_value([])
+    at = _submit_distributed(at)
+    assert errors(at) == ["distributed.workers must be an integer >= 1, one or more distinct, "
+                          "comma-separated; got ()"]
+    at.multiselect(key="dist_workers_multi").set_value([1])
+    at.selectbox(key="dist_dataset").set_value("synthetic")
+    at = _submit_distributed(at)
+    assert errors(at) == ["synthetic needs --input-shape C,H,W (for example 3,64,64)"]
+    at.text_input(key="dist_input_shape").set_value("3,x,8")
+    at = _submit_distributed(at)
+    assert len(errors(at)) == 1 and "distributed.input_shape must be" in errors(at)[0]
+    assert_clean(at)
+    assert state_job(at) is None  # nothing was submitted
+
+
+def state_job(at: AppTest):
+    from dashboard.state import DIST_JOB_ID
+    return at.session_state[DIST_JOB_ID] if DIST_JOB_ID in at.session_state else None
+
+
 def test_every_compression_offered_has_a_ddp_hook_and_wire_dtype():
     from benchmarks.distributed.worker import HOOKS, WIRE_DTYPES
     from dashboard.catalog import COMPRESSIONS as shown

@@ -118,3 +118,38 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(case, bad_files, tmp_p
     assert "Traceback" not in p.stderr
     assert not store.exists()
     assert not (bad_files / "PWNED").exists()
+
+
+# Ray is an optional part: a wheel installed without it still refuses --executor ray in one
+# line. The child makes `import ray` fail as it would there (None in sys.modules).
+WITHOUT_RAY = ("import sys; sys.modules['ray'] = None\n"
+               "from benchmarks.cli.main import main; sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.parametrize("command", [["run", "--quiet"], ["distributed", "--device", "cpu"]])
+def test_executor_ray_without_ray_installed_is_one_line_and_exit_2(command, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+    store = tmp_path / "s.db"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    p = subprocess.run([sys.executable, "-c", WITHOUT_RAY, *command, "--store", str(store),
+                        "--executor", "ray", "--ray-address", "127.0.0.1:9"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith("error: --executor ray needs Ray, which is not installed here")
+    assert "Traceback" not in p.stderr and not store.exists()
+
+
+def test_list_describes_every_registered_data_set(cli):
+    from benchmarks.spec.datasets import dataset_entries
+    info = json.loads(cli("list", "--json").stdout)
+    assert info["datasets"] == [e.menu for e in dataset_entries()]
+    assert info["dataset_entries"]["synthetic"]["has_labels"] is False
+    assert info["dataset_entries"]["digits"]["channels"] == 1
+    text = cli("list").stdout
+    for entry in dataset_entries():
+        assert f"  {entry.menu:<26} {entry.description}" in text

@@ -1,6 +1,10 @@
+from pathlib import Path
+
 import numpy as np
+import pytest
 import torch
 
+from benchmarks.spec.datasets import list_datasets
 from benchmarks.zoo.datasets import load_dataset
 
 
@@ -41,7 +45,6 @@ def _folder(root, classes, count=6, size=(40, 60)):
 
 
 def test_imagenet_ids_label_a_folder_with_the_1000_class_indices(tmp_path):
-    import pytest
     root = _folder(tmp_path / "in", ["n01440764", "n01443537"])
     data = load_dataset(f"imagefolder:{root}", labels="imagenet")
     assert data.num_classes == 1000
@@ -63,3 +66,88 @@ def test_a_pretrained_pipeline_resizes_and_crops_the_images(tmp_path):
     assert data.normalization["mean"] == [0.5, 0.5, 0.5]
     smaller = load_dataset(f"imagefolder:{root}", input_shape=(3, 12, 12), pipeline=pipeline)
     assert smaller.input_shape == (3, 12, 12)
+
+
+# -- the registry: every registered data set loads, and is as big as it said ------------------
+
+def _cifar10_root():
+    import os
+
+    from benchmarks.spec.folders import data_dir
+    root = os.environ.get("COMPRESSION_BENCH_CIFAR10_ROOT") or str(data_dir() / "cifar10")
+    if not (Path(root) / "cifar-10-batches-py").is_dir():
+        pytest.skip(f"CIFAR-10 is not under {root} (no network here: set "
+                    f"COMPRESSION_BENCH_CIFAR10_ROOT to a folder holding it)")
+    return root
+
+
+# How each registered data set is asked for in the test: a new entry needs a case here.
+CASES = {
+    "digits": lambda tmp: ("digits", {}),
+    "cifar10": lambda tmp: ("cifar10", {"data_root": _cifar10_root()}),
+    "imagefolder:DIR": lambda tmp: (f"imagefolder:{_folder(tmp / 'f', ['a', 'b'])}",
+                                    {"input_shape": (3, 12, 12)}),
+    "synthetic": lambda tmp: ("synthetic", {"input_shape": (3, 8, 8)}),
+}
+
+
+@pytest.mark.parametrize("menu", list_datasets())
+def test_every_registered_data_set_loads_as_big_and_labelled_as_its_entry_says(menu, tmp_path):
+    from benchmarks.spec.datasets import dataset_entry
+    from benchmarks.zoo.datasets import stored_size
+    assert menu in CASES, f"registered data set {menu} has no case in this test"
+    name, options = CASES[menu](tmp_path)
+    entry = dataset_entry(name)
+    size = stored_size(name, input_shape=options.get("input_shape"),
+                       data_root=options.get("data_root"))
+    data = load_dataset(name, **options)
+    splits = (data.train, data.val, data.test)
+    # What admission counted before loading is what the loader holds.
+    assert size.samples == sum(len(s) for s in splits)
+    assert size.shape == data.input_shape and size.classes == data.num_classes
+    assert size.itemsize == data.train.x.raw.element_size()
+    assert size.nbytes == sum(s.x.nbytes for s in splits)
+    assert entry.channels in (None, data.in_channels)
+    assert data.labelled is entry.has_labels
+    assert all(len(s) for s in splits)
+    x, y = next(data.batches("test", 4))
+    assert x.dtype == torch.float32 and x.shape[1:] == data.input_shape
+    assert int(y.max()) < data.num_classes
+
+
+def test_the_registry_lists_without_torch_or_numpy_and_refuses_unknown_names():
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+    code = ("import sys; from benchmarks.spec.datasets import dataset_entries, list_datasets;"
+            "print(list_datasets(), [e.has_labels for e in dataset_entries()]);"
+            "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    listed, loaded = out.stdout.strip().splitlines()
+    assert "imagefolder:DIR" in listed and loaded == "[]"
+    for name, message in (("mnist", "unknown dataset 'mnist'; choose one of digits"),
+                          ("imagefolder:", "needs its DIR"), ("digits:x", "unknown dataset"),
+                          ("synthetic", "synthetic needs --input-shape")):
+        with pytest.raises(ValueError, match=message):
+            load_dataset(name)
+
+
+def test_a_registered_data_set_reaches_the_loader_the_specs_and_the_menus(tmp_path):
+    from benchmarks.spec.datasets import DatasetEntry, register_dataset, unregister_dataset
+    from benchmarks.spec.sweep import SweepSpec
+    from benchmarks.zoo.datasets import stored_size
+    register_dataset(DatasetEntry("tiny", "digits under another name",
+                                  "benchmarks.zoo.datasets:load_digits",
+                                  "benchmarks.zoo.datasets:digits_size", channels=1))
+    try:
+        assert "tiny" in list_datasets()
+        assert SweepSpec(dataset="tiny").dataset == "tiny"
+        assert stored_size("tiny") == stored_size("digits")
+        assert load_dataset("tiny").num_classes == 10
+    finally:
+        unregister_dataset("tiny")
+    with pytest.raises(ValueError, match="unknown dataset 'tiny'"):
+        SweepSpec(dataset="tiny")

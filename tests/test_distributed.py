@@ -146,20 +146,59 @@ def test_busy_port_is_replaced_by_a_free_one():
     assert any(str(port) in w for w in warnings)
 
 
-# -- CLI -------------------------------------------------------------------------------------
+# -- CLI: one parser, generated from the config's fields --------------------------------------
+
+def test_the_command_is_generated_from_the_config_fields():
+    from benchmarks.cli.parser import build_parser, config_flag, config_from_args
+    from benchmarks.spec.distributed import DistributedConfig
+    from optimizers.settings import setting_fields
+    parser = build_parser()
+    dist = parser._subparsers._group_actions[0].choices["distributed"]
+    usage = dist.format_help()
+    for field, meta, default in setting_fields(DistributedConfig):
+        flag = config_flag(field, meta)
+        assert (flag in usage) is not meta.hidden, flag  # test hooks are accepted, not listed
+        assert meta.hidden or meta.help.split(" (")[0][:30] in " ".join(usage.split())
+    # Defaults are the config's: no flags, the config's defaults.
+    assert config_from_args(DistributedConfig, parser.parse_args(["distributed"])) == \
+        DistributedConfig()
+    args = parser.parse_args(["distributed", "--workers", "2,1", "--compression", "fp16,bf16",
+                              "--amp", "--timeout", "30", "--input-shape", "3,16,16",
+                              "--dataset", "synthetic", "--crash-rank", "1"])
+    assert config_from_args(DistributedConfig, args) == DistributedConfig(
+        workers=(1, 2), compressions=("fp16", "bf16"), amp=True, timeout_s=30.0,
+        input_shape=(3, 16, 16), dataset="synthetic", crash_rank=1)
+
 
 @pytest.mark.parametrize("argv,needle", [
     (["--model", "nope"], "unknown model"),
-    (["--dataset", "nope"], "unknown dataset"),
-    (["--workers", "1,x"], "workers"),
-    (["--compression", "zip"], "compressions"),
+    (["--dataset", "nope"], "unknown dataset 'nope'; choose one of digits"),
+    (["--dataset", "synthetic"], "synthetic needs --input-shape"),
+    (["--workers", "1,x"], "--workers must be an integer, got 'x'"),
+    (["--workers", "1,1"], "distributed.workers must be an integer >= 1, one or more distinct"),
+    (["--workers", "0"], "distributed.workers must be >= 1"),
+    (["--compression", "zip"], "distributed.compressions must be one of none, fp16, bf16"),
+    (["--steps", "0"], "distributed.steps must be >= 1"),
+    (["--timeout", "nan"], "distributed.timeout_s must be a number"),
+    (["--port", "70000"], "distributed.port must be >= 1 and <= 65535"),
+    (["--input-shape", "3,8"], "distributed.input_shape must be"),
+    (["--crash-rank", "0", "--steps", "2"], "distributed.steps must be > 2 when crash_rank"),
     (["--workers", "999"], "per core"),
+    (["--json", "/nowhere/d.json"], "folder /nowhere does not exist"),
     (["--bogus"], "unrecognized"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(argv, needle, capsys):
-    assert D.main(argv + ["--no-store"]) == 2
+    from benchmarks.cli.main import main
+    assert main(["distributed", *argv, "--no-store"]) == 2
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_bad_input_records_nothing(tmp_path, capsys):
+    from benchmarks.cli.main import main
+    store = tmp_path / "s.db"
+    assert main(["distributed", "--workers", "999", "--store", str(store)]) == 2
+    assert not store.exists()
 
 
 def test_cli_end_to_end_writes_json_and_store(tmp_path):

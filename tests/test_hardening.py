@@ -202,7 +202,7 @@ def test_an_environment_error_is_one_line_and_exit_2(tmp_path, monkeypatch, caps
     def refuse(*args, **kwargs):
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory\nmore detail")
 
-    monkeypatch.setattr(datasets, "_digits", refuse)
+    monkeypatch.setattr(datasets, "load_digits", refuse)
     store = tmp_path / "s.db"
     assert main(["run", "--store", str(store), "--quiet"]) == 2
     err = capsys.readouterr().err

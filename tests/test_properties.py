@@ -227,6 +227,114 @@ def test_cli_accepts_or_refuses_with_one_line_and_exit_2(inputs, tmp_path_factor
         assert Path(store).is_file()
 
 
+# -- the distributed command and its config -------------------------------------------------
+
+DIST_FIELDS = {
+    "workers": toggle([(1,), (1, 2), [2, 1], (0,), (1, 1), ()]),
+    "compressions": toggle([("none",), ("fp16", "bf16"), ["none"], ("zip",)]),
+    "amp": toggle([True, False]),
+    "steps": toggle([1, 3, 100_000, 100_001]),
+    "batch_size": toggle([1, 32]),
+    "device": toggle(["auto", "cpu"]),
+    "timeout_s": toggle([0.5, 120, 86_400.0]),
+    "port": toggle([None, 1, 65535, 65536]),
+    "input_shape": toggle([None, (1, 8, 8), [3, 16, 16], (3, 8)]),
+    "dataset": toggle(["digits", "synthetic", "imagefolder:/x", "imagefolder:"]),
+    "crash_rank": toggle([None, 0, 1]),
+    "executor": toggle(["local", "ray"]),
+}
+
+
+@SETTINGS
+@given(st.fixed_dictionaries({}, optional=DIST_FIELDS))
+def test_distributed_config_accepts_or_refuses_with_one_line(kwargs):
+    from benchmarks.spec.distributed import DistributedConfig
+    try:
+        config = DistributedConfig(**kwargs)
+    except ValueError as exc:
+        one_line_value_error(exc)
+        return
+    assert config.workers == tuple(sorted(set(config.workers))) and config.workers[0] >= 1
+    assert isinstance(config.compressions, tuple) and isinstance(config.amp, bool)
+    assert DistributedConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+
+
+DIST_FLAGS = {
+    "--model": values("seed_cnn", "mlp", "nope", "{in}/good.py:build"),
+    "--dataset": values("digits", "synthetic", "imagefolder:", "imagefolder:{in}/empty-root",
+                        "mnist"),
+    "--workers": values("1", "1,2", "2,1", "3", "0", "1,1", "1,x", "999"),
+    "--compression": values("none", "fp16,bf16", "zip", "none,none"),
+    "--amp": st.just(None),
+    "--steps": values("3", "0", "100001", "x"),
+    "--batch-size": values("1", "16", "0", "65537", "1e3", "2000"),
+    "--device": values("cpu", "auto", "tpu"),
+    "--seed": values("0", "-1", "4294967296"),
+    "--timeout": values("1", "0", "nan", "inf"),
+    "--port": values("1", "65536", "x"),
+    "--input-shape": values("1,8,8", "3,8", "0,1,1", "a,b,c"),
+    "--data-root": values("{in}/empty-root"),
+    "--crash-rank": values("0", "-1"),
+    "--json": values("{out}/d.json", "{out}/nowhere/d.json", "{out}"),
+    "--store": values("{out}/s.db", "{in}/junk.db"),
+    "--no-store": st.just(None),
+    "--bogus": st.just(None),
+}
+
+
+def _fake_distributed(self, on_progress=None, warn=None, *, should_stop=None, on_step=None):
+    """Training is tested elsewhere (test_distributed); here only validation and records."""
+    pairs = [(c, w) for c in self.config.compressions for w in self.config.workers]
+    runs = []
+    for done, (compression, workers) in enumerate(pairs, 1):
+        run = {**self._empty_run(workers, compression), "throughput": 100.0 * workers,
+               "wall_s": 0.1, "oversubscribed": False}
+        runs.append(run)
+        if on_progress:
+            on_progress(done, len(pairs), run)
+    return runs
+
+
+@st.composite
+def distributed_argvs(draw):
+    argv = []
+    for flag in draw(st.lists(st.sampled_from(sorted(DIST_FLAGS)), max_size=5)):
+        argv.append(flag)
+        value = draw(DIST_FLAGS[flag])
+        if value is not None:
+            argv.append(value)
+    return argv + draw(st.lists(JUNK_TOKENS, max_size=1))
+
+
+@SETTINGS
+@given(distributed_argvs())
+def test_distributed_cli_accepts_or_refuses_with_one_line_and_exit_2(
+        inputs, tmp_path_factory, monkeypatch, capsys, generated):
+    from benchmarks.distributed import launcher
+    monkeypatch.setattr(launcher.PreparedDistributed, "run", _fake_distributed)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    out = Path(tempfile.mkdtemp(dir=tmp_path_factory.getbasetemp()))
+    monkeypatch.chdir(out)
+    argv = ["distributed", "--store", str(out / "forced.db"), "--device", "cpu", "--steps", "3",
+            *(a.replace("{in}", str(inputs)).replace("{out}", str(out)) for a in generated)]
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # only --help / -h end this way
+        assert exc.code == 0, argv
+        return
+    stdout, stderr = capsys.readouterr()
+    event(f"exit {code}")
+    assert "Traceback" not in stderr
+    if code == 2:
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (argv, stderr)
+        assert list(out.iterdir()) == [], (argv, list(out.iterdir()))  # nothing written
+        return
+    assert code == 0, (argv, code, stderr)
+    assert "w1-" in stdout or "w2-" in stdout or "w3-" in stdout, stdout
+
+
 # -- checkpoints -----------------------------------------------------------------------------
 
 def _valid_files(d: Path) -> dict[str, bytes]:

@@ -57,7 +57,10 @@ def toy():
 
 
 def test_a_registered_technique_reaches_the_cli_parser_and_list(toy, capsys):
-    from benchmarks.cli.main import build_parser, list_info, main, technique_choices
+    from benchmarks.cli.listing import list_info
+    from benchmarks.cli.main import main
+    from benchmarks.cli.parser import build_parser
+    from benchmarks.cli.run import technique_choices
     parser = build_parser()
     args = parser.parse_args(["run", "--toy", "1.5,3", "--toy-bias", "0.5"])
     assert technique_choices(args) == ({("toy", "scale"): (1.5, 3.0),

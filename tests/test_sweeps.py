@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.cli.main import build_parser, main, technique_choices
+from benchmarks.cli.main import main
+from benchmarks.cli.parser import build_parser
+from benchmarks.cli.run import technique_choices
 from benchmarks.spec.plan import plan_variants
 from benchmarks.spec.sweep import SweepSpec
 

@@ -1,7 +1,10 @@
 """The command line: ``compression-bench`` (= ``python -m benchmarks``).
 
-``main`` parses and dispatches run | list | history | report | export | distributed; bad input
-is one line on stderr and exit 2.
+``main`` holds the one error boundary and dispatches run | list | history | report | export |
+distributed; ``parser`` builds the one parser from the registries (techniques, data sets,
+``DistributedConfig``'s fields); ``run``, ``listing``, ``handoff`` and ``distributed`` hold the
+commands, ``outputs`` the exit statuses and the output files' checks. Bad input is one line on
+stderr and exit 2.
 """
 
-__all__ = ["main"]
+__all__ = ["distributed", "handoff", "listing", "main", "outputs", "parser", "run"]

@@ -4,8 +4,10 @@ The article trains with Horovod; Horovod does not build against current PyTorch,
 its PyTorch-native equivalent (docs/distributed.md maps every Horovod call). For each worker
 count and compression the launcher starts one process per rank (gloo on CPU, NCCL on GPU),
 watches them, and turns a crash or a hang into a failed run with the worker's reason, leaving
-no process behind. A cancel (``should_stop``) is checked every WAIT_S while the ranks run, and
-stops every rank at once. Multi-node runs use the same worker under torchrun
+no process behind. ``prepare_distributed`` refuses what cannot run before anything starts or
+is recorded (the ``distributed`` command, ``benchmarks.cli.distributed``, records after it).
+A cancel (``should_stop``) is checked every WAIT_S while the ranks run, and stops every rank
+at once. Multi-node runs use the same worker under torchrun
 (``python -m benchmarks.distributed.worker``).
 
 On one machine everything listens on loopback only: the rendezvous store on a socket bound to
@@ -16,15 +18,14 @@ between them.
 
 from __future__ import annotations
 
-import argparse
 import datetime
-import json
 import multiprocessing as mp
 import os
 import queue
 import socket
 import sys
 import time
+from dataclasses import dataclass
 
 from benchmarks.distributed.worker import (
     PROGRESS_SLOTS,
@@ -36,8 +37,7 @@ from benchmarks.distributed.worker import (
 from benchmarks.measure.environment import resolve_device
 from benchmarks.measure.machine import apply_memory_limit, data_segment_bytes, memory_limit
 from benchmarks.spec.cancel import Cancelled
-from benchmarks.spec.distributed import DEVICES, DistributedConfig  # noqa: F401  (re-exported)
-from benchmarks.spec.sweep import COMPRESSIONS
+from benchmarks.spec.distributed import DistributedConfig
 from optimizers.errors import first_line
 
 # Beyond one worker per core timings are oversubscribed (warned); beyond this many per core
@@ -324,6 +324,100 @@ def _threads_per_worker(world_size: int, device: str) -> int:
     return max(1, (available_cores() - 1) // world_size)
 
 
+@dataclass(frozen=True)
+class PreparedDistributed:
+    """A benchmark that passed every check (capacity, model, data, memory): nothing is
+    recorded or started yet, so a refusal before this writes nothing."""
+
+    config: DistributedConfig
+    device: str  # the ranks' device type: cpu or cuda
+    warnings: tuple[str, ...] = ()  # what the machine hosts badly (oversubscribed cores)
+
+    @property
+    def backend(self) -> str:
+        return "nccl" if self.device == "cuda" else "gloo"
+
+    def run(self, on_progress=None, warn=None, *, should_stop=None, on_step=None
+            ) -> list[dict]:
+        """Every (compression, workers) pair, fewest workers first so the one-worker run is
+        there to compute scaling efficiency from (see ``run_distributed``)."""
+        config = self.config
+        warn = warn or _warn
+        pairs = [(c, w) for c in config.compressions for w in config.workers]
+        runs: list[dict] = []
+        for done, (compression, workers) in enumerate(pairs, 1):
+            if should_stop is not None and should_stop():
+                raise Cancelled()
+            run = self._empty_run(workers, compression)
+            stepped = None if on_step is None else (
+                lambda steps, i=done - 1, name=run["name"]: on_step(i, len(pairs), name, steps,
+                                                                    config.steps))
+            t0 = time.monotonic()
+            try:
+                run.update(self._launch(self._job(workers, compression), workers, warn,
+                                        should_stop, stepped))
+                run["error"] = _sync_error(run)
+            except WorkerFailure as exc:
+                run["error"] = str(exc)
+            run["wall_s"] = round(time.monotonic() - t0, 3)
+            run["oversubscribed"] = (config.executor != "ray" and self.device == "cpu"
+                                     and workers > available_cores())
+            run["scaling_efficiency"] = scaling_efficiency(run, runs)
+            runs.append(run)
+            if on_progress:
+                on_progress(done, len(pairs), run)
+        return runs
+
+    def _job(self, workers: int, compression: str) -> WorkerJob:
+        c = self.config
+        return WorkerJob(model=c.model, dataset=c.dataset, compression=compression, amp=c.amp,
+                         steps=c.steps, batch_size=c.batch_size, device=self.device,
+                         seed=c.seed, data_root=c.data_root, input_shape=c.input_shape,
+                         threads=_threads_per_worker(workers, self.device),
+                         crash_rank=c.crash_rank, hang_rank=c.hang_rank)
+
+    def _empty_run(self, workers: int, compression: str) -> dict:
+        c = self.config
+        return {"name": run_name(workers, compression, c.amp), "workers": workers,
+                "compression": compression, "amp": c.amp, "backend": self.backend,
+                "device": self.device, "throughput": None, "scaling_efficiency": None,
+                "bytes_per_step": None, "comm_ms_per_step": None, "step_ms": None,
+                "loss": None, "accuracy": None, "steps": c.steps,
+                "global_batch_size": c.batch_size * workers, "error": None}
+
+    def _launch(self, job, workers, warn, should_stop, on_step) -> dict:
+        c = self.config
+        if c.executor == "ray":
+            from benchmarks.distributed.ray_ranks import launch_on_ray
+            return launch_on_ray(job, workers, backend=self.backend, timeout_s=c.timeout_s,
+                                 should_stop=should_stop)
+        return launch(job, workers, backend=self.backend, timeout_s=c.timeout_s, port=c.port,
+                      warn=warn, should_stop=should_stop, on_step=on_step)
+
+
+def _warn(text: str) -> None:
+    print(f"warning: {text}", file=sys.stderr)
+
+
+def prepare_distributed(config: DistributedConfig, *, should_stop=None,
+                        memory_share: float | None = None) -> PreparedDistributed:
+    """Refuse (ValueError, one line) what this machine or the cluster cannot host, a model or
+    data set that does not load, and ranks that together would need more memory than the run
+    may use. What it hosts badly (more CPU workers than cores) is in ``warnings``, for the
+    caller to show once everything passed (a refusal stays one line)."""
+    warnings: list[str] = []
+    if config.executor == "ray":
+        from benchmarks.executors.ray_executor import check_cluster_capacity, connect
+        connect(config.ray_address)
+        device = config.device if config.device != "auto" else "cpu"
+        check_cluster_capacity(max(config.workers), device)
+    else:
+        device = resolve_device(config.device).type
+        warnings += check_capacity(config.workers, device)
+    _preflight(config, memory_share, should_stop)
+    return PreparedDistributed(config, device, tuple(warnings))
+
+
 def run_distributed(config: DistributedConfig, on_progress=None, warn=None, *,
                     should_stop=None, on_step=None, memory_share: float | None = None
                     ) -> list[dict]:
@@ -331,59 +425,10 @@ def run_distributed(config: DistributedConfig, on_progress=None, warn=None, *,
     to compute scaling efficiency from. on_progress(done, total, run) after each run;
     on_step(index, total, name, steps, of) while one trains; warn(text) for what the caller
     should show (default: stderr). ``should_stop()`` true: Cancelled, every rank stopped."""
-    warn = warn or (lambda text: print(f"warning: {text}", file=sys.stderr))
-    on_ray = config.executor == "ray"
-    if on_ray:
-        from benchmarks.executors.ray_executor import check_cluster_capacity, connect
-        connect(config.ray_address)
-        device = config.device if config.device != "auto" else "cpu"
-        check_cluster_capacity(max(config.workers), device)
-    else:
-        device = resolve_device(config.device).type
-        for text in check_capacity(config.workers, device):
-            warn(text)
-    _preflight(config, memory_share, should_stop)
-    backend = "nccl" if device == "cuda" else "gloo"
-    pairs = [(c, w) for c in config.compressions for w in config.workers]
-    runs: list[dict] = []
-    for done, (compression, workers) in enumerate(pairs, 1):
-        if should_stop is not None and should_stop():
-            raise Cancelled()
-        job = WorkerJob(model=config.model, dataset=config.dataset, compression=compression,
-                        amp=config.amp, steps=config.steps, batch_size=config.batch_size,
-                        device=device, seed=config.seed, data_root=config.data_root,
-                        input_shape=config.input_shape,
-                        threads=_threads_per_worker(workers, device),
-                        crash_rank=config.crash_rank, hang_rank=config.hang_rank)
-        run = {"name": run_name(workers, compression, config.amp), "workers": workers,
-               "compression": compression, "amp": config.amp, "backend": backend,
-               "device": device, "throughput": None, "scaling_efficiency": None,
-               "bytes_per_step": None, "comm_ms_per_step": None, "step_ms": None,
-               "loss": None, "accuracy": None, "steps": config.steps,
-               "global_batch_size": config.batch_size * workers, "error": None}
-        t0 = time.monotonic()
-        stepped = None if on_step is None else (
-            lambda steps, i=done - 1, name=run["name"]: on_step(i, len(pairs), name, steps,
-                                                                config.steps))
-        try:
-            if on_ray:
-                from benchmarks.distributed.ray_ranks import launch_on_ray
-                run.update(launch_on_ray(job, workers, backend=backend,
-                                         timeout_s=config.timeout_s, should_stop=should_stop))
-            else:
-                run.update(launch(job, workers, backend=backend, timeout_s=config.timeout_s,
-                                  port=config.port, warn=warn, should_stop=should_stop,
-                                  on_step=stepped))
-            run["error"] = _sync_error(run)
-        except WorkerFailure as exc:
-            run["error"] = str(exc)
-        run["wall_s"] = round(time.monotonic() - t0, 3)
-        run["oversubscribed"] = not on_ray and device == "cpu" and workers > available_cores()
-        run["scaling_efficiency"] = scaling_efficiency(run, runs)
-        runs.append(run)
-        if on_progress:
-            on_progress(done, len(pairs), run)
-    return runs
+    prepared = prepare_distributed(config, should_stop=should_stop, memory_share=memory_share)
+    for text in prepared.warnings:
+        (warn or _warn)(text)
+    return prepared.run(on_progress, warn, should_stop=should_stop, on_step=on_step)
 
 
 def _sync_error(run: dict) -> str | None:
@@ -429,58 +474,7 @@ def first_step_gradients(model_name: str, dataset: str, workers: int, global_bat
     return {name: torch.from_numpy(g) for name, g in grads.items()}
 
 
-# -- the CLI ---------------------------------------------------------------------------------
-
-class UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, no usage block: the CLI contract's exit 2
-        raise UsageError(message)
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
-
-
-def _str_list(text: str) -> tuple[str, ...]:
-    return tuple(t.strip() for t in text.split(",") if t.strip())
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m benchmarks distributed",
-                description="Data-parallel training benchmark (DDP, gloo on CPU, NCCL on GPU).")
-    p.add_argument("--model", default="seed_cnn")
-    p.add_argument("--dataset", default="digits")
-    p.add_argument("--workers", type=_int_list, default=(1, 2),
-                   help="worker counts, e.g. 1,2,4 (default 1,2)")
-    p.add_argument("--compression", type=_str_list, default=("none", "fp16"),
-                   help=f"gradient compressions among {','.join(COMPRESSIONS)} (default none,fp16)")
-    p.add_argument("--amp", action="store_true",
-                   help="autocast (fp16 + GradScaler on CUDA, bf16 on CPU)")
-    p.add_argument("--steps", type=int, default=50)
-    p.add_argument("--batch-size", type=int, default=32, help="per worker (default 32)")
-    p.add_argument("--device", choices=DEVICES, default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds without progress before a run counts as hung (default 120)")
-    p.add_argument("--port", type=int, help="rendezvous port (default: a free one)")
-    p.add_argument("--data-root")
-    p.add_argument("--json", help="write the runs to this JSON file")
-    p.add_argument("--store", help="the SQLite results store (default: per user)")
-    p.add_argument("--no-store", action="store_true", help="do not record in the store")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="local: ranks on this machine; ray: ranks spread over a Ray cluster")
-    p.add_argument("--ray-address", metavar="HOST:PORT",
-                   help="the Ray cluster's head (default: $RAY_ADDRESS)")
-    p.add_argument("--crash-rank", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--hang-rank", type=int, help=argparse.SUPPRESS)
-    return p
-
+# -- the record ------------------------------------------------------------------------------
 
 def distributed_environment(config: DistributedConfig) -> dict:
     """The environment card of a distributed run: the device its ranks train on (a GPU's
@@ -496,62 +490,3 @@ def distributed_environment(config: DistributedConfig) -> dict:
         from benchmarks.executors.ray_executor import cluster_card
         environment["cluster"] = cluster_card()
     return environment
-
-
-def main(argv: list[str]) -> int:
-    from benchmarks.report.document import RunReport
-    try:
-        args = build_parser().parse_args(argv)
-        config = DistributedConfig(
-            model=args.model, dataset=args.dataset, workers=args.workers,
-            compressions=args.compression, amp=args.amp, steps=args.steps,
-            batch_size=args.batch_size, device=args.device, seed=args.seed,
-            timeout_s=args.timeout, port=args.port, data_root=args.data_root,
-            crash_rank=args.crash_rank, hang_rank=args.hang_rank, executor=args.executor,
-            ray_address=args.ray_address)
-        # Refuse what the machine (or the cluster) cannot host before the store records
-        # anything.
-        if config.executor == "ray":
-            from benchmarks.executors.ray_executor import check_cluster_capacity, connect
-            connect(config.ray_address)
-            device = config.device if config.device != "auto" else "cpu"
-            check_cluster_capacity(max(config.workers), device)
-        else:
-            device = resolve_device(config.device).type
-            check_capacity(config.workers, device)
-        _preflight(config)
-        store = None
-        if not args.no_store:
-            from benchmarks.store.database import ResultsStore
-            store = ResultsStore(args.store)
-    except (UsageError, ValueError) as exc:
-        print(f"error: {first_line(exc)}", file=sys.stderr)
-        return 2
-    environment = distributed_environment(config)
-    recorder = None if store is None else store.record(
-        model=config.model, dataset=config.dataset, device=device, spec=config.to_dict(),
-        environment=environment, kind="distributed")
-
-    def report(done, total, run):
-        if recorder is not None:
-            recorder.add(dict(run))
-        status = "ok" if run["error"] is None else f"FAILED: {run['error']}"
-        tput = f"{run['throughput']:.0f} samples/s" if run["throughput"] else "-"
-        print(f"[{done}/{total}] {run['name']}: {tput}, {run['wall_s']:.1f} s, {status}",
-              file=sys.stderr)
-
-    if recorder is not None:
-        with recorder:
-            runs = run_distributed(config, on_progress=report)
-    else:
-        runs = run_distributed(config, on_progress=report)
-    document = RunReport(kind="distributed", environment=environment, variants=runs)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(document.document(), fh, indent=2)
-    print(document.table())
-    return 1 if any(r["error"] is not None for r in runs) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

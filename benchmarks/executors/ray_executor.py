@@ -33,6 +33,17 @@ POLL_S = 0.5
 PACKAGES = ("benchmarks", "optimizers")
 
 
+def require_ray() -> None:
+    """Ray is an optional part (a wheel may be installed without it): its absence is the
+    user's choice to fix, one line, never an ImportError's traceback."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ValueError("--executor ray needs Ray, which is not installed here: pip install "
+                         "ray[default] (requirements.txt pins its version), or use "
+                         "--executor local") from None
+
+
 def address_or_default(address: str | None) -> str:
     address = address or os.environ.get("RAY_ADDRESS")
     if not address:
@@ -60,6 +71,7 @@ def _reachable(address: str) -> None:
 def connect(address: str | None) -> dict:
     """Join the cluster at ``address`` as a driver; returns its resources. Refuses, in one
     line, an address with no cluster or a cluster whose nodes declare no bench slot."""
+    require_ray()
     address = address_or_default(address)
     _reachable(address)
     # Ray's core logs to stderr from C++; the CLI keeps stderr for progress and one-line

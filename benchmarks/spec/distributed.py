@@ -7,85 +7,83 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from benchmarks.spec.sweep import COMPRESSIONS, DEVICES
+from benchmarks.spec.datasets import check_dataset
+from benchmarks.spec.sweep import COMPRESSIONS, DEVICES, EXECUTORS
+from optimizers.settings import check_settings, setting, setting_fields
 
 # Where the test hooks strike: after step 1, whose forward holds DDP's bucket-rebuild
 # collective, so the healthy ranks get as far as the gradient all-reduce and the launcher
 # can tell the stalled rank from the ones waiting for it.
 FAULT_STEP = 2
+WORKER_MENU = (1, 2, 3, 4, 6, 8)  # what the page offers; any count the machine hosts is taken
 
 
 @dataclass(frozen=True)
 class DistributedConfig:
-    model: str = "seed_cnn"
-    dataset: str = "digits"
-    workers: tuple[int, ...] = (1, 2)
-    compressions: tuple[str, ...] = ("none", "fp16")
-    amp: bool = False
-    steps: int = 50
-    batch_size: int = 32            # per worker (weak scaling, as Horovod's examples do)
-    device: str = "auto"
-    seed: int = 0
-    timeout_s: float = 120.0        # seconds without progress before a run counts as hung
-    port: int | None = None         # rendezvous port; None (or a busy one): a free one
-    data_root: str | None = None
-    input_shape: tuple[int, int, int] | None = None
-    crash_rank: int | None = None   # test hooks: make one rank raise / hang (at step 2)
-    hang_rank: int | None = None
-    executor: str = "local"         # local: ranks on this machine; ray: across a cluster
-    ray_address: str | None = None  # the cluster's head (default: $RAY_ADDRESS)
+    """Every field's ``setting(...)`` is its one declaration: the default, the check below,
+    the ``distributed`` command's flag and help, and the Distributed page's widget."""
+
+    model: str = setting(
+        "seed_cnn", "the model trained: a zoo name (see `list`), torchvision:NAME, timm:NAME "
+        "or FILE.py:FACTORY", text=True)
+    dataset: str = setting("digits", "the data set (see `list`)", text=True)
+    workers: tuple[int, ...] = setting(
+        (1, 2), "worker counts, one run each", integer=True, low=1, many=True,
+        suggested=WORKER_MENU)
+    compressions: tuple[str, ...] = setting(
+        ("none", "fp16"), "gradient compressions (DDP communication hooks), one run each",
+        choices=COMPRESSIONS, many=True, flag="--compression")
+    amp: bool = setting(False, "autocast: fp16 and a GradScaler on CUDA, bf16 on the CPU",
+                        boolean=True)
+    steps: int = setting(50, "training steps of each run", integer=True, low=1, high=100_000,
+                         step=1)
+    # Per worker: weak scaling, as Horovod's examples do.
+    batch_size: int = setting(32, "batch size per worker", integer=True, low=1, high=65536,
+                              step=1)
+    device: str = setting("auto", "where the ranks train: gloo on the CPU, NCCL on GPUs",
+                          choices=DEVICES)
+    seed: int = setting(0, "the seed of the model's weights and the shards' order",
+                        integer=True, low=0, high=2**32 - 1, step=1, advanced=True)
+    timeout_s: float = setting(
+        120.0, "seconds without progress before a run counts as hung", low=0.0, high=86_400.0,
+        low_open=True, step=10.0, flag="--timeout", advanced=True)
+    port: int | None = setting(
+        None, "the rendezvous port (a busy one is replaced)", integer=True, low=1,
+        high=65535, nullable=True, none_means="a free one", form=False)
+    data_root: str | None = setting(None, "where cifar10 lives", text=True, nullable=True,
+                                    metavar="DIR", form=False)
+    input_shape: tuple[int, int, int] | None = setting(
+        None, "the inputs' C,H,W (synthetic needs it)", integer=True, low=1, high=4096,
+        length=3, nullable=True, none_means="the data set's own", metavar="C,H,W",
+        advanced=True)
+    # Test hooks: make one rank raise / hang (at FAULT_STEP).
+    crash_rank: int | None = setting(None, "the rank that raises", integer=True, low=0,
+                                     nullable=True, hidden=True)
+    hang_rank: int | None = setting(None, "the rank that hangs", integer=True, low=0,
+                                    nullable=True, hidden=True)
+    # The operator's cluster, not a page's choice: the dashboard's worker decides.
+    executor: str = setting("local", "local: ranks on this machine; ray: ranks spread over a "
+                            "Ray cluster", choices=EXECUTORS, form=False)
+    ray_address: str | None = setting(
+        None, "the Ray cluster's head", text=True, nullable=True, none_means="$RAY_ADDRESS",
+        metavar="HOST:PORT", form=False)
 
     def __post_init__(self):
-        from benchmarks.spec.sweep import EXECUTORS
-
-        def bad(name, accepted, got):
-            raise ValueError(f"{name} must be {accepted}; got {got!r}")
-
-        for name in ("model", "dataset"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                bad(name, "a non-empty name", getattr(self, name))
-        workers = tuple(self.workers) if isinstance(self.workers, (list, tuple)) else ()
-        if (not workers or any(not isinstance(w, int) or isinstance(w, bool) or w < 1
-                               for w in workers) or len(set(workers)) != len(workers)):
-            bad("workers", "distinct integers >= 1", self.workers)
-        object.__setattr__(self, "workers", tuple(sorted(workers)))
-        comps = tuple(self.compressions) if isinstance(self.compressions, (list, tuple)) else ()
-        if not comps or any(c not in COMPRESSIONS for c in comps) or len(set(comps)) != len(comps):
-            bad("compressions", f"distinct values among {', '.join(COMPRESSIONS)}",
-                self.compressions)
-        object.__setattr__(self, "compressions", comps)
-        if not isinstance(self.amp, bool):
-            bad("amp", "true or false", self.amp)
-        for name in ("steps", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                bad(name, "an integer >= 1", value)
-        if self.device not in DEVICES:
-            bad("device", f"one of {', '.join(DEVICES)}", self.device)
-        if not isinstance(self.seed, int) or self.seed < 0:
-            bad("seed", "an integer >= 0", self.seed)
-        if not isinstance(self.timeout_s, (int, float)) or not self.timeout_s > 0:
-            bad("timeout_s", "a number of seconds > 0", self.timeout_s)
-        if self.port is not None and (not isinstance(self.port, int) or not 0 < self.port < 65536):
-            bad("port", "an integer in 1..65535 or None", self.port)
-        if self.executor not in EXECUTORS:
-            bad("executor", f"one of {', '.join(EXECUTORS)}", self.executor)
-        if self.ray_address is not None and (not isinstance(self.ray_address, str)
-                                             or not self.ray_address.strip()):
-            bad("ray_address", "HOST:PORT", self.ray_address)
+        check_settings(self, "distributed")
+        for name, meta, _ in setting_fields(type(self)):
+            if meta.several and getattr(self, name) is not None:  # a list from JSON or a form
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "workers", tuple(sorted(self.workers)))
+        check_dataset(self.dataset, self.input_shape)
         for name in ("crash_rank", "hang_rank"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                bad(name, "None or a rank >= 0", value)
-            if value is not None and self.steps <= FAULT_STEP:
-                bad("steps", f"> {FAULT_STEP} when {name} is set (the fault strikes at step "
-                    f"{FAULT_STEP})", self.steps)
+            if getattr(self, name) is not None and self.steps <= FAULT_STEP:
+                raise ValueError(f"distributed.steps must be > {FAULT_STEP} when {name} is set "
+                                 f"(the fault strikes at step {FAULT_STEP}); got {self.steps}")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "DistributedConfig":
+    def from_dict(cls, data: dict) -> DistributedConfig:
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: tuple(v) if isinstance(v, list) else v
-                      for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -14,13 +14,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from benchmarks.spec.datasets import check_dataset
 from benchmarks.spec.plan import DEFAULT_MAX_VARIANTS, plan_variants, toggle_choices
 from benchmarks.spec.variant import BASELINE, VariantSpec
 from optimizers.settings import check_choice, check_number
 
 DEVICES = ("auto", "cpu", "cuda")
-# Data sets the loader knows (benchmarks.zoo.datasets); here so menus list them without numpy.
-DATASETS = ("digits", "cifar10", "imagefolder:DIR", "synthetic")
 # Gradient compressions of the distributed benchmark (DDP communication hooks).
 COMPRESSIONS = ("none", "fp16", "bf16")
 MAX_SEEDS = 10
@@ -138,6 +137,7 @@ class SweepSpec:
                     f"sweep.input_shape must be three positive integers C,H,W (each <= 4096), "
                     f"got {self.input_shape!r}")
             object.__setattr__(self, "input_shape", shape)
+        check_dataset(self.dataset, self.input_shape)  # a registered name (spec.datasets)
         if not self.variants:
             raise ValueError("sweep.variants must hold at least one variant")
         names = [v.name for v in self.variants]

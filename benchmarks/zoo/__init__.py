@@ -3,8 +3,10 @@
 Model sources (``models``: the zoo and users' files; ``hub``: torchvision and timm, with
 pretrained weights from the local caches only; ``source``: what a source answers), the
 catalogues the menus list without importing torch (``catalogue`` and ``catalogue.json``),
-checkpoints read as data, never code (``checkpoints``), data sets held in memory as uint8
-(``datasets``), and how images become a model's inputs (``inputs``).
+checkpoints read as data, never code (``checkpoints``), the registered data sets' loaders,
+held in memory as uint8 (``datasets``; an image folder in ``imagefolder``), and how images
+become a model's inputs (``inputs``).
 """
 
-__all__ = ["catalogue", "checkpoints", "datasets", "hub", "inputs", "models", "source"]
+__all__ = ["catalogue", "checkpoints", "datasets", "hub", "imagefolder", "inputs", "models",
+           "source"]

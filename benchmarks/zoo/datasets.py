@@ -7,20 +7,24 @@ normalised float32 only when a batch is made (``Images``). Loading makes no extr
 copy: an image folder is decoded straight into one preallocated array, in split order, so its
 splits are views. ``stored_size`` says how much a data set will take before it is loaded
 (the job's admission check); loading an image folder checks ``should_stop`` between files.
+
+Which data sets exist is the registry's (``benchmarks.spec.datasets``, torch-free): each entry
+names its loader and its sizer here, as ``"module:function"``, both taking a ``DataRequest``.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from benchmarks.zoo.inputs import IMAGENET_CLASSES
+from benchmarks.spec.datasets import check_dataset, split_name
 
 if TYPE_CHECKING:  # torch loads with the data, so menus can list data sets without it
     import torch
@@ -29,10 +33,8 @@ SPLIT_SEED = 0  # the train/validation/test split is fixed, whatever the sweep's
 VAL_FRACTION, TEST_FRACTION = 0.1, 0.2
 SYNTHETIC_CLASSES = 10
 SYNTHETIC_SAMPLES = 512
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 CIFAR10_SAMPLES, CIFAR10_SHAPE = 60_000, (3, 32, 32)
 DIGITS_SAMPLES, DIGITS_SHAPE = 1797, (1, 8, 8)
-STOP_EVERY = 64      # files decoded between two looks at should_stop
 STATS_CHUNK_BYTES = 8 * 2**20  # float64 bytes per chunk of the training split's statistics
 
 
@@ -145,12 +147,28 @@ class DataBundle:
         return x[torch.arange(batch_size) % len(x)]
 
 
-def list_datasets() -> list[str]:
-    from benchmarks.spec.sweep import DATASETS
-    return list(DATASETS)
+@dataclass(frozen=True)
+class DataRequest:
+    """What a registered loader (and its sizer) is asked for: the name's argument (an image
+    folder's DIR) and the options a sweep gives. Each loader reads the ones it needs."""
+    argument: str | None = None
+    data_root: str | None = None
+    download: bool = False
+    input_shape: tuple[int, int, int] | None = None
+    seed: int = 0
+    normalize: str = "dataset"
+    labels: str | None = None  # an image folder's labels: None (its folders) or "imagenet"
+    pipeline: object = None    # an InputPipeline: images resized as pretrained weights expect
+    should_stop: Callable[[], bool] | None = None
 
 
-def _stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str) -> tuple:
+def _resolve(target: str) -> Callable:
+    """"package.module:function" -> the function, imported now (a registry entry's loader)."""
+    module, _, name = target.partition(":")
+    return getattr(import_module(module), name)
+
+
+def stratified_split(x: np.ndarray, y: np.ndarray, num_classes: int, name: str) -> tuple:
     from sklearn.model_selection import train_test_split
     idx = np.arange(len(y))
     counts = np.bincount(y, minlength=num_classes)[np.unique(y)]  # the classes present
@@ -183,14 +201,14 @@ def _part(t: torch.Tensor, idx: np.ndarray) -> torch.Tensor:
     return t[idx]
 
 
-def _bundle(name: str, x: np.ndarray, y: np.ndarray, num_classes: int,
+def make_bundle(name: str, x: np.ndarray, y: np.ndarray, num_classes: int,
             splits: tuple | None = None, normalize: str = "dataset",
             divisor: float = 1.0) -> DataBundle:
     """Split (unless given), keeping the inputs as stored (``x``: uint8 pixels with
     ``divisor`` 255, or float32 in [0, 1]); batches are scaled as ``normalize`` says: the
     training split's per-channel statistics, none, ImageNet's, or an explicit MEAN,STD."""
     import torch
-    train, val, test = splits if splits is not None else _stratified_split(x, y, num_classes,
+    train, val, test = splits if splits is not None else stratified_split(x, y, num_classes,
                                                                              name)
     xt = torch.from_numpy(x if x.dtype in (np.uint8, np.float32) else x.astype(np.float32))
     yt = torch.from_numpy(y.astype(np.int64))
@@ -259,27 +277,27 @@ def normalization(normalize: str, train_x: Images):
     return m, s, record
 
 
-def _digits(normalize: str = "dataset") -> DataBundle:
+def load_digits(request: DataRequest) -> DataBundle:
     """scikit-learn's digits, with the fixed split. Images and split are kept in the cache
     folder after the first load: importing scikit-learn's data sets and splitter cost 1.5 s of
     every start, a third of a warm run."""
-    import os
     import tempfile
     from importlib.metadata import version
 
     from benchmarks.spec.folders import default_cache_dir, private_folder
+    normalize = request.normalize
     folder = default_cache_dir()
     path = folder / f"digits-sklearn{version('scikit-learn')}-split{SPLIT_SEED}.npz"
     try:
         with np.load(path) as f:
-            return _bundle("digits", f["x"].astype(np.float32), f["y"], 10,
+            return make_bundle("digits", f["x"].astype(np.float32), f["y"], 10,
                            splits=(f["train"], f["val"], f["test"]), normalize=normalize)
     except (OSError, ValueError, KeyError):
         pass  # absent or unreadable: rebuilt below
-    from sklearn.datasets import load_digits
-    d = load_digits()
+    from sklearn.datasets import load_digits as sklearn_digits
+    d = sklearn_digits()
     x = (d.images / 16.0)[:, None, :, :]  # N x 1 x 8 x 8, pixel values 0..16
-    splits = _stratified_split(x, d.target, 10, "digits")
+    splits = stratified_split(x, d.target, 10, "digits")
     try:
         private_folder(folder)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
@@ -288,11 +306,12 @@ def _digits(normalize: str = "dataset") -> DataBundle:
         os.replace(tmp, path)  # whole or not at all, for concurrent processes
     except OSError:
         pass  # a read-only cache folder only costs the next start its 1.5 s
-    return _bundle("digits", x.astype(np.float32), d.target, 10, splits=splits,
+    return make_bundle("digits", x.astype(np.float32), d.target, 10, splits=splits,
                    normalize=normalize)
 
 
-def _cifar10(data_root: str | None, download: bool, normalize: str = "dataset") -> DataBundle:
+def load_cifar10(request: DataRequest) -> DataBundle:
+    data_root, download, normalize = request.data_root, request.download, request.normalize
     if not data_root:
         raise ValueError("cifar10 needs --data-root DIR (add --download to fetch it there)")
     root = Path(data_root).expanduser()
@@ -310,111 +329,13 @@ def _cifar10(data_root: str | None, download: bool, normalize: str = "dataset") 
         x[start:start + len(p.data)] = p.data.transpose(0, 3, 1, 2)
         start += len(p.data)
     y = np.concatenate([np.asarray(p.targets) for p in parts])
-    return _bundle("cifar10", x, y, 10, normalize=normalize, divisor=255.0)
+    return make_bundle("cifar10", x, y, 10, normalize=normalize, divisor=255.0)
 
 
-def _image_files(directory: str, input_shape, labels: str | None = None,
-                 pipeline=None) -> tuple[Path, list[str], dict, tuple, dict]:
-    """The folder's classes, each one's image file names (sorted) and label, checked, without
-    reading an image. ``labels="imagenet"``: the folders are ImageNet-1k ids and the labels
-    their indices among its 1000 classes."""
-    root = Path(directory).expanduser()
-    if not root.is_dir():
-        raise ValueError(f"imagefolder: {root} is not a directory")
-    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    index = _class_index(root, classes, labels)
-    channels, h, w = input_shape or (pipeline.shape if pipeline is not None else (3, 32, 32))
-    if channels not in (1, 3):
-        raise ValueError(f"imagefolder: --input-shape channels must be 1 or 3, got {channels}")
-    files = {cls: _image_names(root / cls) for cls in classes}
-    if not any(files.values()):
-        raise ValueError(f"imagefolder: no images ({', '.join(IMAGE_SUFFIXES)}) under {root}")
-    empty = [cls for cls in classes if not files[cls]]
-    if empty:
-        # A class with no images would still be an output of the model and silently lower
-        # every accuracy: say which folder is empty instead.
-        raise ValueError(f"imagefolder: class folder {empty[0]!r} under {root} has no images "
-                         f"({len(empty)} of {len(classes)} classes are empty)")
-    return root, classes, files, (channels, h, w), index
-
-
-def _image_names(folder: Path) -> list[str]:
-    """The image files of one class folder, by name, sorted. scandir's entries know their
-    type without a stat per file: listing 100,000 images takes a fraction of a second."""
-    with os.scandir(folder) as entries:
-        return sorted(e.name for e in entries
-                      if os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES and e.is_file())
-
-
-def _imagefolder(directory: str, input_shape, normalize: str = "dataset",
-                 labels: str | None = None, pipeline=None, should_stop=None) -> DataBundle:
-    """One sub-folder per class (``_image_files``). ``pipeline`` (an ``InputPipeline``): each
-    image resized and centre-cropped as a pretrained model's weights expect."""
-    from PIL import Image
-
-    from benchmarks.spec.cancel import Cancelled
-    def check_stop():
-        if should_stop is not None and should_stop():
-            raise Cancelled()
-
-    root, classes, files, (channels, h, w), index = _image_files(directory, input_shape,
-                                                                 labels, pipeline)
-    check_stop()
-    mode = "L" if channels == 1 else "RGB"
-    prepare = pipeline.at((h, w)).prepare if pipeline is not None \
-        else (lambda im: im.resize((w, h)))
-    paths = [root / cls / name for cls in classes for name in files[cls]]
-    y = np.asarray([index[cls] for cls in classes for _ in files[cls]])
-    num_classes = len(classes) if labels is None else IMAGENET_CLASSES
-    # The split depends on the labels only: decode each image straight into its place in
-    # split order, so the three splits are views of one uint8 array.
-    train, val, test = _stratified_split(np.zeros(len(y)), y, num_classes, f"imagefolder:{root}")
-    check_stop()
-    order = np.concatenate([train, val, test])
-    x = np.empty((len(order), channels, h, w), dtype=np.uint8)
-    for slot, i in enumerate(order):
-        if slot % STOP_EVERY == 0:
-            check_stop()
-        f = paths[i]
-        try:
-            with Image.open(f) as im:
-                arr = np.asarray(prepare(im.convert(mode)), dtype=np.uint8)
-        except Exception as exc:  # noqa: BLE001
-            # Pillow raises many types on hostile files (UnidentifiedImageError, OSError,
-            # DecompressionBombError for a header claiming gigapixels, SyntaxError,
-            # struct.error...): all of them are this file's fault, not the program's.
-            raise ValueError(f"imagefolder: {f} is not a readable image "
-                             f"({type(exc).__name__})") from None
-        x[slot] = arr[None] if channels == 1 else arr.transpose(2, 0, 1)
-    a, b = len(train), len(train) + len(val)
-    splits = (np.arange(a), np.arange(a, b), np.arange(b, len(order)))
-    return _bundle(f"imagefolder:{root}", x, y[order], num_classes, splits=splits,
-                   normalize=normalize, divisor=255.0)
-
-
-def _class_index(root: Path, classes: list[str], labels: str | None) -> dict[str, int]:
-    if labels is None:
-        if len(classes) < 2:
-            raise ValueError(f"imagefolder: {root} needs one sub-folder per class (at least "
-                             f"2), found {len(classes)}")
-        return {cls: i for i, cls in enumerate(classes)}
-    from benchmarks.zoo.inputs import imagenet_class_index
-    wnids = imagenet_class_index()
-    if not classes:
-        raise ValueError(f"imagefolder: {root} needs one sub-folder per ImageNet class id")
-    unknown = [cls for cls in classes if cls not in wnids]
-    if unknown:
-        raise ValueError(f"imagefolder: --labels imagenet needs folders named by ImageNet-1k "
-                         f"class ids (n01440764 ...); {unknown[0]!r} under {root} is not one "
-                         f"({len(unknown)} of {len(classes)} folders)")
-    return {cls: wnids[cls] for cls in classes}
-
-
-def _synthetic(input_shape, seed: int) -> DataBundle:
+def load_synthetic(request: DataRequest) -> DataBundle:
     import torch
-    if input_shape is None:
-        raise ValueError("synthetic needs --input-shape C,H,W (for example 3,64,64)")
-    g = torch.Generator().manual_seed(seed)
+    input_shape = _needed_shape(request)
+    g = torch.Generator().manual_seed(request.seed)
     x = torch.randn(SYNTHETIC_SAMPLES, *input_shape, generator=g)
     y = torch.randint(0, SYNTHETIC_CLASSES, (SYNTHETIC_SAMPLES,), generator=g)
     n = SYNTHETIC_SAMPLES // 4
@@ -423,43 +344,48 @@ def _synthetic(input_shape, seed: int) -> DataBundle:
                       SYNTHETIC_CLASSES, labelled=False)
 
 
+def _needed_shape(request: DataRequest) -> tuple[int, int, int]:
+    check_dataset("synthetic", request.input_shape)  # its one-line refusal without a shape
+    return tuple(request.input_shape)
+
+
+# -- sizes before loading (what the admission check counts) ------------------------------------
+
+def digits_size(request: DataRequest) -> DataSize:
+    return DataSize(DIGITS_SAMPLES, DIGITS_SHAPE, 4, 10)
+
+
+def cifar10_size(request: DataRequest) -> DataSize:
+    return DataSize(CIFAR10_SAMPLES, CIFAR10_SHAPE, 1, 10)
+
+
+def synthetic_size(request: DataRequest) -> DataSize:
+    return DataSize(SYNTHETIC_SAMPLES, _needed_shape(request), 4, SYNTHETIC_CLASSES)
+
+
+# -- by name, through the registry ---------------------------------------------------------
+
 def stored_size(name: str, data_root: str | None = None,
                 input_shape: tuple[int, int, int] | None = None, labels: str | None = None,
                 pipeline=None) -> DataSize:
-    """How much ``load_dataset`` will hold, without loading it (an image folder is listed,
-    not read). Unknown names and bad folders raise the loader's ValueError."""
-    if name == "digits":
-        return DataSize(DIGITS_SAMPLES, DIGITS_SHAPE, 4, 10)
-    if name == "cifar10":
-        return DataSize(CIFAR10_SAMPLES, CIFAR10_SHAPE, 1, 10)
-    if name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
-        _, classes, files, shape, _ = _image_files(name.split(":", 1)[1], input_shape, labels,
-                                                   pipeline)
-        return DataSize(sum(map(len, files.values())), shape, 1,
-                        len(classes) if labels is None else IMAGENET_CLASSES)
-    if name == "synthetic":
-        if input_shape is None:
-            raise ValueError("synthetic needs --input-shape C,H,W (for example 3,64,64)")
-        return DataSize(SYNTHETIC_SAMPLES, tuple(input_shape), 4, SYNTHETIC_CLASSES)
-    raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(list_datasets())}")
+    """How much ``load_dataset`` will hold, without loading it. Unknown names and bad folders
+    raise the loader's ValueError."""
+    entry, argument = split_name(name)
+    return _resolve(entry.size)(DataRequest(argument, data_root, input_shape=input_shape,
+                                            labels=labels, pipeline=pipeline))
 
 
 def load_dataset(name: str, data_root: str | None = None, download: bool = False,
                  input_shape: tuple[int, int, int] | None = None, seed: int = 0,
                  normalize: str = "dataset", labels: str | None = None, pipeline=None,
                  should_stop=None) -> DataBundle:
-    """``labels`` and ``pipeline`` apply to image folders (``_imagefolder``)."""
-    if name == "digits":
-        bundle = _digits(normalize)
-    elif name == "cifar10":
-        bundle = _cifar10(data_root, download, normalize)
-    elif name.startswith("imagefolder:") and len(name) > len("imagefolder:"):
-        bundle = _imagefolder(name.split(":", 1)[1], input_shape, normalize, labels, pipeline,
-                              should_stop)
-    elif name == "synthetic":
-        bundle = _synthetic(input_shape, seed)
-    else:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(list_datasets())}")
+    """The named data set (``benchmarks.spec.datasets``' registry), loaded into memory;
+    ``labels`` and ``pipeline`` apply to image folders (``load_imagefolder``)."""
+    entry, argument = split_name(name)
+    bundle = _resolve(entry.loader)(DataRequest(
+        argument, data_root, download=download, input_shape=input_shape, seed=seed,
+        normalize=normalize, labels=labels, pipeline=pipeline, should_stop=should_stop))
+    bundle.labelled = bundle.labelled and entry.has_labels  # the registry says, not the loader
     if input_shape is not None and tuple(input_shape) != bundle.input_shape:
         got = ",".join(map(str, input_shape))
         have = ",".join(map(str, bundle.input_shape))

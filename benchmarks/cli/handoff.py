@@ -1,0 +1,49 @@
+"""What leaves the tool: ``report`` (a stored run as one self-contained HTML file) and
+``export`` (a variant's model as files, each reloaded and checked)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from benchmarks.cli.outputs import EXIT_OK, check_writable
+
+
+def _stored_run(store, run_id: str, flag: str = "RUN_ID") -> dict:
+    run = store.run(run_id)
+    if run is None:
+        raise ValueError(f"{flag} {run_id!r} is not in the store {store.path}; `history` "
+                         f"lists the runs")
+    return run
+
+
+def cmd_report(args) -> int:
+    from benchmarks.report.document import RunReport
+    from benchmarks.report.html import render
+    from benchmarks.store.database import ResultsStore
+    check_writable(args.html, "--html")
+    store = ResultsStore(args.store)
+    report = RunReport.from_stored(_stored_run(store, args.run_id))
+    compare = None if args.compare is None else RunReport.from_stored(
+        _stored_run(store, args.compare, "--compare"))
+    html = render(report, compare)
+    Path(args.html).write_text(html, encoding="utf-8")
+    print(f"report of run {args.run_id} written to {args.html} "
+          f"({len(html.encode()) / 2**20:.2f} MB)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_export(args) -> int:
+    from benchmarks.export.variant import export_variant
+    from benchmarks.store.database import ResultsStore
+    card = export_variant(ResultsStore(args.store), args.run_id, args.variant, args.out)
+    for name, entry in card["formats"].items():
+        check = entry.get("verification") or {}
+        if entry["status"] == "written":
+            same = "same predictions" if check.get("same_predictions") else \
+                f"accuracy {100 * check['accuracy']:.2f}%" if "accuracy" in check else "checked"
+            print(f"{name:<12} {entry['file']:<18} written, reloaded: {same}")
+        else:
+            print(f"{name:<12} {'-':<18} not exported: {entry['reason']}")
+    print(f"model card: {Path(args.out) / 'model_card.json'}", file=sys.stderr)
+    return EXIT_OK

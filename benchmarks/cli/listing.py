@@ -1,0 +1,90 @@
+"""``list`` (what can be benchmarked: models, catalogues, data sets, techniques and every
+setting's metadata) and ``history`` (the stored runs)."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.cli.outputs import EXIT_OK
+
+
+def _techniques() -> dict:
+    from optimizers import registry
+    techniques = {}
+    for t in registry.techniques():
+        techniques[t.name] = {
+            "description": t.description, "order": t.order, "switch": t.switch_flag,
+            "control": None if t.control is None else {
+                "name": t.control.name, "uses": list(t.control.uses),
+                "description": t.control.description},
+            "settings": {f: {"flag": t.flag(f), "help": m.help, "accepted": m.accepted(),
+                             "default": d, "sweep": m.sweep,
+                             **({"choices": list(m.choices)} if m.choices else {}),
+                             **({"low": m.low, "high": m.high} if m.kind in ("int", "float")
+                                else {})}
+                         for f, m, d in t.fields()}}
+    return techniques
+
+
+def list_info() -> dict:
+    """Models, data sets and techniques with every setting's metadata (``list --json``)."""
+    from benchmarks.spec.datasets import dataset_entries
+    from benchmarks.zoo.catalogue import SOURCES, names
+    from benchmarks.zoo.models import list_models, model_entry
+    from optimizers import registry
+    return {
+        "models": {n: {"family": model_entry(n).family, "description": model_entry(n).description,
+                       "student": model_entry(n).student} for n in list_models()},
+        "catalogues": {source: names(source) for source in SOURCES},
+        "datasets": [entry.menu for entry in dataset_entries()],
+        "dataset_entries": {entry.menu: entry.to_dict() for entry in dataset_entries()},
+        "techniques": _techniques(),
+        "order": list(registry.names()),
+    }
+
+
+def cmd_list(args) -> int:
+    info = list_info()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return EXIT_OK
+    print("models:")
+    for name, m in info["models"].items():
+        student = f" (student: {m['student']})" if m["student"] else ""
+        print(f"  {name:<26} {m['description']}{student}")
+    for source, listed in info["catalogues"].items():
+        print(f"  {source + ':NAME':<26} {len(listed)} models of {source}'s registry, e.g. "
+              f"{', '.join(listed[:3])} (list --json names them all)")
+    print("  FILE.py:FACTORY            your own: FACTORY(num_classes, in_channels) -> nn.Module")
+    print("datasets:")
+    for name, d in info["dataset_entries"].items():
+        print(f"  {name:<26} {d['description']}")
+    print(f"techniques (combined in the order {' -> '.join(info['order'])}):")
+    for name, t in info["techniques"].items():
+        print(f"  {name:<8} {t['switch']:<10} {t['description']}")
+        for field, s in t["settings"].items():
+            sweep = ", sweepable" if s["sweep"] else ""
+            print(f"           {s['flag']:<22} {s['accepted']} (default {s['default']}{sweep})")
+        if t["control"]:
+            print(f"           control: {t['control']['name']}: {t['control']['description']}")
+    return EXIT_OK
+
+
+def cmd_history(args) -> int:
+    from benchmarks.report.document import RunReport
+    from benchmarks.store.database import ResultsStore
+    store = ResultsStore(args.store)
+    runs = store.runs(limit=args.limit)
+    if args.json:
+        print(json.dumps([RunReport.from_stored(r).summary() for r in runs], indent=2,
+                         default=str))
+        return EXIT_OK
+    if not runs:
+        print(f"no runs in {store.path}")
+        return EXIT_OK
+    for run in runs:
+        ok = sum(1 for v in run["variants"] if not v.get("error"))
+        print(f"{run['run_id']}  {run['created_at'][:19]}  {run['kind']:<11} {run['model']:<20} "
+              f"{run['dataset']:<12} {run['device'] or '-':<7} {run['status']:<11} "
+              f"{ok}/{len(run['variants'])} variants ok")
+    return EXIT_OK

@@ -1,0 +1,21 @@
+"""What a command gives back: its exit status, and the files it will write, checked before
+anything runs (a typo in ``--json`` must not cost a finished sweep)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# 0 every variant (or run) succeeded, 1 some failed (each says why; the others are reported
+# and stored), 2 the input was invalid and nothing ran (one line on stderr, no traceback).
+EXIT_OK, EXIT_VARIANT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTERRUPTED = 130
+
+
+def check_writable(path: str | None, flag: str) -> None:
+    if path is None:
+        return
+    parent = Path(path).expanduser().resolve().parent
+    if not parent.is_dir():
+        raise ValueError(f"{flag} {path}: folder {parent} does not exist")
+    if Path(path).is_dir():
+        raise ValueError(f"{flag} {path} is a directory; give a file name")

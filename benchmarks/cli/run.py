@@ -1,0 +1,126 @@
+"""``run``: one sweep built and measured, its table on stdout, progress on stderr, the run in
+the store (and as JSON or CSV when asked)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from benchmarks.cli.outputs import EXIT_OK, EXIT_VARIANT_FAILED, check_writable
+from benchmarks.cli.parser import ENABLED
+
+
+def technique_choices(args) -> tuple[dict, set[str]]:
+    """(choices, enabled) from the parsed flags: {(technique, field): values}."""
+    from optimizers import registry
+    choices, enabled = {}, set()
+    for technique in registry.techniques():
+        if technique.switch is None and getattr(args, f"{technique.name}.", False):
+            enabled.add(technique.name)
+        for field, _, _ in technique.fields():
+            value = getattr(args, f"{technique.name}.{field}", None)
+            if value is None:
+                continue
+            if field == technique.switch:
+                enabled.add(technique.name)
+                if value is ENABLED:
+                    continue
+            choices[(technique.name, field)] = value
+    return choices, enabled
+
+
+def spec_from_args(args):
+    from benchmarks.spec.sweep import SweepSpec
+    choices, enabled = technique_choices(args)
+    return SweepSpec.from_choices(
+        choices, enabled, combine=args.combine, max_variants=args.max_variants,
+        model=args.model, dataset=args.dataset, checkpoint=args.checkpoint,
+        input_shape=args.input_shape, device=args.device, batch_size=args.batch_size,
+        epochs=args.epochs, seed=args.seed, data_root=args.data_root, download=args.download,
+        threads=args.threads, min_time_s=args.min_time, normalize=args.normalize,
+        seeds=args.seeds, timing=args.timing, timing_rounds=args.timing_rounds, fp32=args.fp32,
+        weights=args.weights, labels=args.labels)
+
+
+def cmd_run(args) -> int:
+    if args.executor == "ray":  # an optional part, and a cluster: refused before any loading
+        from benchmarks.executors.ray_executor import address_or_default, require_ray
+        require_ray()
+        address_or_default(args.ray_address)
+    from benchmarks.zoo.models import preflight
+    spec = spec_from_args(args)
+    preflight(spec.model, spec.weights, spec.download)  # before torch loads: refused at once
+
+    from benchmarks.report.document import RunReport
+    from benchmarks.run.cache import WeightsCache
+    from benchmarks.run.estimate import estimate_sweep
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.store.database import ResultsStore
+
+    check_writable(args.json_file, "--json")
+    check_writable(args.csv_file, "--csv")
+    # Validate everything before the store is touched: bad input writes nothing.
+    sweep = prepare_sweep(spec, cache=WeightsCache(enabled=not args.no_cache))
+    if args.executor == "ray":
+        from benchmarks.executors.ray_executor import RaySweep
+        sweep = RaySweep(sweep, args.ray_address)
+    store = ResultsStore(args.store)
+    sweep.attach_peaks(store)
+    if not args.quiet:
+        print(estimate_sweep(spec, store, sweep.baseline_cached()).describe(), file=sys.stderr)
+    for warning in sweep.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    results, run_id = _measure(sweep, spec, store, quiet=args.quiet)
+    report = RunReport(environment=sweep.environment, spec=spec.to_dict(), variants=results,
+                       baseline="baseline", run_id=run_id, model=spec.model,
+                       dataset=spec.dataset, device=str(sweep.device))
+    print(report.table())
+    print(f"run {run_id} stored in {store.path}", file=sys.stderr)
+    if args.json_file:
+        Path(args.json_file).write_text(json.dumps(report.document(), indent=2))
+    if args.csv_file:
+        Path(args.csv_file).write_text(report.csv_text())
+    return EXIT_OK if all(r.ok for r in results) else EXIT_VARIANT_FAILED
+
+
+def _measure(sweep, spec, store, *, quiet: bool) -> tuple[list, str]:
+    """Every variant's result, recorded in the store as it comes; (results, run id)."""
+    progress = None if quiet else Progress(len(spec.variants))
+    results = []
+    with store.record(model=spec.model, dataset=spec.dataset, device=str(sweep.device),
+                      spec=spec.to_dict(), environment=sweep.environment) as recorder:
+        try:
+            for index, result in enumerate(sweep.run(
+                    progress, on_partial=lambda i, r: recorder.add(r, i),
+                    on_environment=recorder.set_environment)):
+                recorder.add(result, index)
+                results.append(result)
+        finally:
+            if progress is not None:
+                progress.close()
+    return results, recorder.run_id
+
+
+class Progress:
+    """A progress bar on stderr that redraws only when its text changes (a step-by-step
+    redraw floods a log file)."""
+
+    def __init__(self, total: int):
+        from tqdm import tqdm
+        self.bar = tqdm(total=total, file=sys.stderr, unit="variant", dynamic_ncols=True,
+                        leave=False)
+        self.shown = None
+
+    def __call__(self, event) -> None:
+        text = event.describe()[:60]
+        if event.phase == "training" or event.phase.startswith(("build: ", "latency round")):
+            text += f" {int(event.fraction * 10) * 10}%"
+        if text != self.shown:
+            self.shown = text
+            self.bar.set_description_str(text)
+        if event.phase == "done":
+            self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()

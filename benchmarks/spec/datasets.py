@@ -1,0 +1,109 @@
+"""The data sets a sweep may name: a registry like the models' (``benchmarks.zoo.models``),
+torch- and numpy-free so that menus list it, the specs validate names against it and ``list``
+describes it without loading anything.
+
+An entry names its loader and its sizer as ``"module:function"`` strings, imported only when
+a data set is sized or loaded (``benchmarks.zoo.datasets`` resolves them): the loader takes a
+``DataRequest`` and returns a ``DataBundle``, the sizer says from the same request how much
+the loader will hold (``DataSize``: the admission check counts it before anything loads).
+A parametric data set takes an argument after a colon (``imagefolder:DIR``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ZOO = "benchmarks.zoo.datasets"
+SHAPE_EXAMPLE = "3,64,64"
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    name: str                    # "digits"; a parametric data set's prefix: "imagefolder"
+    description: str
+    loader: str                  # "module:function": (DataRequest) -> DataBundle
+    size: str                    # "module:function": (DataRequest) -> DataSize, before loading
+    channels: int | None         # None: what the inputs have (a folder's images, a given shape)
+    has_labels: bool = True      # False: labels mean nothing (accuracy is null; speed only)
+    argument: str | None = None  # a parametric name's argument after the colon: "DIR"
+    needs_shape: bool = False    # its inputs' shape is whatever --input-shape says
+
+    @property
+    def menu(self) -> str:
+        """How menus, help and ``list`` show it: ``digits``, ``imagefolder:DIR``."""
+        return self.name if self.argument is None else f"{self.name}:{self.argument}"
+
+    def to_dict(self) -> dict:
+        return {"description": self.description, "channels": self.channels,
+                "has_labels": self.has_labels, "argument": self.argument,
+                "needs_shape": self.needs_shape}
+
+
+_REGISTRY: dict[str, DatasetEntry] = {}
+
+
+def register_dataset(entry: DatasetEntry) -> DatasetEntry:
+    if not entry.name or ":" in entry.name:
+        raise ValueError(f"a data set's name is a word without ':', got {entry.name!r}")
+    _REGISTRY[entry.name] = entry
+    return entry
+
+
+def unregister_dataset(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def dataset_entries() -> list[DatasetEntry]:
+    """Every registered data set, in registration order (the menus' order)."""
+    return list(_REGISTRY.values())
+
+
+def list_datasets() -> list[str]:
+    """The menu form of every data set: ``digits``, ``imagefolder:DIR`` ..."""
+    return [entry.menu for entry in _REGISTRY.values()]
+
+
+def split_name(name) -> tuple[DatasetEntry, str | None]:
+    """(entry, argument) of a data set's name (``imagefolder:/data/cats`` -> the image
+    folder's entry and ``/data/cats``); a ValueError naming the accepted names otherwise."""
+    unknown = ValueError(f"unknown dataset {name!r}; choose one of {', '.join(list_datasets())}")
+    if not isinstance(name, str) or not name.strip():
+        raise unknown
+    prefix, colon, argument = name.partition(":")
+    entry = _REGISTRY.get(prefix)
+    if entry is None or (colon and entry.argument is None):
+        raise unknown
+    if entry.argument is not None and not argument.strip():
+        raise ValueError(f"dataset {name!r} needs its {entry.argument}: {entry.menu}")
+    return entry, argument if entry.argument is not None else None
+
+
+def dataset_entry(name: str) -> DatasetEntry:
+    return split_name(name)[0]
+
+
+def check_dataset(name, input_shape=None) -> DatasetEntry:
+    """A data set name a spec may hold, and the input shape it needs if it needs one."""
+    entry = dataset_entry(name)
+    if entry.needs_shape and input_shape is None:
+        raise ValueError(f"{entry.name} needs --input-shape C,H,W (for example "
+                         f"{SHAPE_EXAMPLE})")
+    return entry
+
+
+register_dataset(DatasetEntry(
+    "digits", "scikit-learn's handwritten digits: 1,797 grey 8x8 images of 10 classes, "
+    "embedded", f"{ZOO}:load_digits", f"{ZOO}:digits_size", channels=1))
+register_dataset(DatasetEntry(
+    "cifar10", "CIFAR-10: 60,000 colour 32x32 images of 10 classes, under --data-root "
+    "(--download fetches it there)", f"{ZOO}:load_cifar10", f"{ZOO}:cifar10_size",
+    channels=3))
+register_dataset(DatasetEntry(
+    "imagefolder", "your images: one sub-folder per class (1 or 3 channels, resized to "
+    "--input-shape, default 3,32,32)", "benchmarks.zoo.imagefolder:load_imagefolder",
+    "benchmarks.zoo.imagefolder:imagefolder_size",
+    channels=None, argument="DIR"))
+register_dataset(DatasetEntry(
+    "synthetic", "random inputs of --input-shape C,H,W for speed alone (no labels: "
+    "accuracy is empty)", f"{ZOO}:load_synthetic", f"{ZOO}:synthetic_size", channels=None,
+    has_labels=False, needs_shape=True))
