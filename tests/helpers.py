@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,3 +184,48 @@ def torchvision_weights_file(torch_home: Path, name: str, weights: str = "DEFAUL
     target.parent.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), target)
     return target, model.state_dict()
+
+
+# The HTML report's size limit (the issue's promise for the default sweep, plotly inside).
+REPORT_MAX_BYTES = 5 * 10**6
+
+
+def report_runs(store) -> tuple[dict, dict]:
+    """(default sweep, axis sweep) of conftest's ``report_store``, as the store returns them."""
+    from benchmarks.store.database import ResultsStore
+    newest_first = ResultsStore(store).runs(kind="sweep")
+    return newest_first[1], newest_first[0]
+
+
+class HtmlScan(HTMLParser):
+    """What an HTML file would load: every src/href, <link>, <iframe>, CSS url() and
+    @import; and the ids and data-chart names of its chart divs."""
+
+    def __init__(self):
+        super().__init__()
+        self.loads, self.charts, self.scripts, self.in_style = [], [], 0, False
+        self.tables = set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for key in ("src", "href", "data", "poster", "srcset"):
+            if attrs.get(key):
+                self.loads.append((tag, attrs[key]))
+        if tag in ("link", "iframe", "object", "embed", "img"):
+            self.loads.append((tag, str(attrs)))
+        if tag == "script":
+            self.scripts += 1
+        if tag == "style":
+            self.in_style = True
+        if "data-chart" in attrs:
+            self.charts.append(attrs["data-chart"])
+        if tag == "table" and attrs.get("id"):
+            self.tables.add(attrs["id"])
+
+    def handle_endtag(self, tag):
+        if tag == "style":
+            self.in_style = False
+
+    def handle_data(self, data):
+        if self.in_style and ("url(" in data or "@import" in data):
+            self.loads.append(("style", data))

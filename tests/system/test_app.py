@@ -10,12 +10,12 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT
+
 APP = str(ROOT / "app.py")
 PAGES = ["pages/experiment.py", "pages/results.py", "pages/history.py", "pages/distributed.py"]
 JOB_WAIT_S = 240

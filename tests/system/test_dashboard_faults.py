@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from benchmarks.service.queue import JobQueue
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 
 

@@ -13,9 +13,8 @@ from streamlit.testing.v1 import AppTest
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
 from dashboard.identity import session_owner
-from helpers import wait_until
+from helpers import ROOT, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 FAST = dict(min_time_s=0.05, min_runs=10, warmup=1, epochs=1)
 SLOW = SweepSpec.from_toggles(prune=0.5, amp=True, **{**FAST, "min_time_s": 3.0}).to_dict()
