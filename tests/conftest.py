@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, run_cli
+from helpers import FAST_CLI, ROOT, run_cli
 
 SYSTEM = ROOT / "tests" / "system"
 
@@ -38,7 +38,27 @@ def _private_cache(tmp_path_factory):
 
 @pytest.fixture
 def store_path(tmp_path) -> Path:
+    """Where this test's private results store lives (not created)."""
     return tmp_path / "results.db"
+
+
+@pytest.fixture
+def store(store_path):
+    """This test's private ResultsStore (created, empty)."""
+    from benchmarks.store.database import ResultsStore
+    return ResultsStore(store_path)
+
+
+@pytest.fixture
+def queue(store_path):
+    """A real JobQueue over this test's private store. The test starts the worker when it
+    wants one (``queue.ensure_worker``); it is stopped after the test. A module that needs the
+    worker warm, or an environment set before the queue reads its limits, overrides this
+    fixture or sets the environment in an autouse fixture (set up first)."""
+    from benchmarks.service.queue import JobQueue
+    q = JobQueue(store_path)
+    yield q
+    q.stop_worker("cpu")
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +94,8 @@ def _no_worker_outlives_the_session():
 # The default sweep's techniques with channel pruning (the pruning that changes shapes).
 EXPORT_SWEEP = ["--prune", "0.5", "--prune-method", "channel", "--distill", "--temperature", "4",
                 "--amp", "--int8", "static"]
-EXPORT_FAST = ["--min-time", "0.05", "--epochs", "2", "--quiet"]
+# The shared sweeps train two epochs, as their tests always have.
+SWEEP_FAST = [*FAST_CLI, "--epochs", "2"]
 
 
 @pytest.fixture(scope="session")
@@ -83,7 +104,7 @@ def export_sweep(tmp_path_factory):
     session's cache."""
     from benchmarks.store.database import ResultsStore
     store = tmp_path_factory.mktemp("export") / "s.db"
-    p = run_cli("run", *EXPORT_SWEEP, *EXPORT_FAST, "--store", str(store))
+    p = run_cli("run", *EXPORT_SWEEP, *SWEEP_FAST, "--store", str(store))
     assert p.returncode == 0, p.stderr
     return store, ResultsStore(store).runs()[0]["run_id"]
 
@@ -100,6 +121,6 @@ def report_store(tmp_path_factory):
     HTML report tests (``helpers.report_runs`` reads the two back)."""
     path = tmp_path_factory.mktemp("report") / "s.db"
     for args in (DEFAULT_SWEEP, AXIS_SWEEP):
-        p = run_cli("run", *args, *EXPORT_FAST, "--store", str(path))
+        p = run_cli("run", *args, *SWEEP_FAST, "--store", str(path))
         assert p.returncode == 0, p.stderr
     return path

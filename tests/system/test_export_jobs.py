@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import zipfile
 
-import pytest
-
 from benchmarks.export import variant as export
-from helpers import ROOT
+from helpers import ROOT, wait_until
 
 
 def test_the_worker_exports_a_variant_into_a_zip(export_sweep, tmp_path):
@@ -38,15 +36,12 @@ def test_the_worker_exports_a_variant_into_a_zip(export_sweep, tmp_path):
 def test_the_results_page_exports_a_chosen_variant(export_sweep, monkeypatch):
     """The Results page queues the export on the worker and offers the zip once it is done;
     its other downloads include the HTML report."""
-    import time
-
     from streamlit.testing.v1 import AppTest
 
     from benchmarks.service.queue import JobQueue
     store_path, run_id = export_sweep
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store_path))
-    at = AppTest.from_file(str(ROOT / "app.py"),
-                           default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     try:
         at.query_params["run"] = run_id  # the CLI's run, opened by its read-only link
         at.switch_page("pages/results.py").run()
@@ -56,15 +51,14 @@ def test_the_results_page_exports_a_chosen_variant(export_sweep, monkeypatch):
         key = f"results-{run_id}"
         at.selectbox(key=f"{key}-export-variant").set_value("prune-channel-0.5").run()
         at.button(key=f"{key}-export").click().run()
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
+
+        def zip_offered() -> bool:
             assert not at.exception and not at.error, [e.value for e in at.error]
             if any(b.label.endswith("(zip)") for b in at.get("download_button")):
-                break
-            time.sleep(1)
+                return True
             at.run()
-        else:
-            pytest.fail("the export did not finish")
+            return False
+        wait_until(zip_offered, 240, "the export's zip on the page", every=1)
         assert "Download prune-channel-0.5 (zip)" in [b.label for b in
                                                       at.get("download_button")]
         formats = at.table[-1].value

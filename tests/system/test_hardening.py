@@ -13,16 +13,14 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
 from benchmarks.store.database import ResultsStore
-from helpers import ROOT, process_holding_a_run
-
-FAST_CLI = ["--epochs", "1", "--min-time", "0.1", "--quiet"]
+from helpers import (FAST, FAST_CLI, ROOT, finished_jobs, process_holding_a_run,
+                     wait_until)
 
 
 def spawn(*args: str, env: dict | None = None) -> subprocess.Popen:
@@ -52,7 +50,8 @@ def test_two_cli_sweeps_into_one_store_both_complete(tmp_path, cli):
     # A private weights cache: both processes miss, train and write the same entry at once.
     env = {"COMPRESSION_BENCH_CACHE": str(tmp_path / "cache")}
     procs = [spawn("run", "--prune", "0.5", "--store", str(store), "--json",
-                   str(tmp_path / f"r{i}.json"), *FAST_CLI, env=env) for i in range(2)]
+                   str(tmp_path / f"r{i}.json"), *FAST_CLI, "--min-time", "0.1", env=env)
+             for i in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err
@@ -77,8 +76,7 @@ def test_two_cli_sweeps_into_one_store_both_complete(tmp_path, cli):
 
 
 def test_five_jobs_submitted_at_once_all_finish_one_at_a_time(store_path):
-    spec = SweepSpec.from_toggles(amp=True, epochs=1, min_time_s=0.05, min_runs=10,
-                                  warmup=1).to_dict()
+    spec = SweepSpec.from_toggles(amp=True, **FAST).to_dict()
     barrier = threading.Barrier(5)
     ids: list[str] = []
     errors: list[BaseException] = []
@@ -102,11 +100,7 @@ def test_five_jobs_submitted_at_once_all_finish_one_at_a_time(store_path):
     try:
         assert not errors, errors
         assert len(ids) == 5
-        deadline = time.monotonic() + 240
-        while not all(queue.get(i).finished for i in ids):
-            assert time.monotonic() < deadline, [queue.get(i) for i in ids]
-            time.sleep(0.2)
-        jobs = [queue.get(i) for i in ids]
+        jobs = finished_jobs(queue, ids, 240, every=0.2)
         assert [j.status for j in jobs] == ["complete"] * 5, [j.error for j in jobs]
         for j in jobs:
             run = queue.store.run(j.run_id)
@@ -129,19 +123,17 @@ def test_sigkill_mid_sweep_keeps_finished_variants_and_marks_the_run(tmp_path, c
     store = tmp_path / "s.db"
     proc = spawn("run", "--prune", "0.5", "--amp", "--store", str(store), "--epochs", "1",
                  "--min-time", "2", "--quiet")
-    seen: list[str] = []
+
+    def stored_names() -> list[str]:
+        assert proc.poll() is None, proc.communicate()
+        if not store.exists():
+            return []
+        try:
+            return [n for (n,) in rows(store, "SELECT name FROM variants ORDER BY position")]
+        except sqlite3.OperationalError:  # tables not created yet
+            return []
     try:
-        deadline = time.monotonic() + 240
-        while not seen:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no variant was stored in time"
-            if store.exists():
-                try:
-                    seen = [n for (n,) in rows(store, "SELECT name FROM variants "
-                                                      "ORDER BY position")]
-                except sqlite3.OperationalError:  # tables not created yet
-                    pass
-            time.sleep(0.1)
+        seen = wait_until(stored_names, 240, "a variant stored", every=0.1)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
@@ -162,7 +154,7 @@ def test_sigkill_mid_sweep_keeps_finished_variants_and_marks_the_run(tmp_path, c
     assert all(v["timing"]["method"] == "pending" if v["latency_ms"] is None
                else v["latency_ms"]["n"] >= 10 for v in run["variants"])
 
-    p = cli("run", "--store", str(store), "--epochs", "1", "--min-time", "0.05", "--quiet")
+    p = cli("run", "--store", str(store), *FAST_CLI)
     assert p.returncode == 0, p.stderr
     newest, older = json.loads(cli("history", "--json", "--store", str(store)).stdout)
     assert newest["status"] == "complete" and older["run_id"] == run["run_id"]
@@ -175,10 +167,9 @@ def test_a_killed_but_unreaped_process_counts_as_dead(store_path):
     proc, run_id = process_holding_a_run(store_path)
     try:
         os.kill(proc.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        stat = Path(f"/proc/{proc.pid}/stat")
+        wait_until(lambda: stat.read_text().rsplit(")", 1)[1].split()[0] == "Z", 10,
+                   "the killed process left a zombie", every=0.02)
         run = ResultsStore(store_path).run(run_id)  # the zombie is not reaped yet
         assert run["status"] == "interrupted"
         assert [v["name"] for v in run["variants"]] == ["baseline"]

@@ -9,6 +9,8 @@ import torch
 
 from benchmarks.cli.main import main
 
+# Not helpers.FAST_CLI: the default training (the baseline's accuracy bound needs it), fast
+# timing.
 FAST = ["--min-time", "0.05"]
 
 

@@ -15,8 +15,7 @@ import torch
 
 from benchmarks.export import variant as export
 from benchmarks.store.database import ResultsStore
-
-FAST = ["--min-time", "0.05", "--epochs", "2", "--quiet"]
+from helpers import FAST_CLI
 
 
 def stored(store: Path, run_id: str, name: str) -> dict:
@@ -205,7 +204,7 @@ def test_user_models_ship_their_source_and_pt2e_int8_exports_as_a_program(tmp_pa
     for model, args in ((f"{ROOT}/models/se_net.py:build", ["--prune", "0.5", "--prune-method",
                                                             "channel"]),
                         (f"{branchy}:build", ["--int8", "static"])):
-        p = cli("run", "--model", model, *args, *FAST, "--epochs", "1", "--store", str(store))
+        p = cli("run", "--model", model, *args, *FAST_CLI, "--store", str(store))
         assert p.returncode == 0, p.stderr
     branch_run, se_run = (r["run_id"] for r in ResultsStore(store).runs())
 
