@@ -9,7 +9,8 @@ without the teacher).
 
 The CLI's flags and help, ``benchmarks list``, the spec's ``to_dict``/``from_dict``, the
 dashboard's widgets and the chain's dispatch all read this registry, so adding a technique is
-its module plus one ``register`` call (see docs/ARCHITECTURE.md and tests/test_registry.py).
+its module plus one ``register`` call (see docs/ARCHITECTURE.md and
+tests/unit/optimizers/test_registry.py).
 """
 
 from __future__ import annotations

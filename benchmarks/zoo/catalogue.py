@@ -3,8 +3,8 @@
 ``catalogue.json`` beside this module is generated once from the installed libraries
 (``make catalogue``, i.e. ``python -m tools.catalogue``) and read here without importing
 torch, torchvision or timm, so the dashboard's model picker lists 1,400 models in
-milliseconds. ``tests/test_catalogue.py`` regenerates it and finds it equal to the committed
-file for the pinned versions.
+milliseconds. ``tests/unit/zoo/test_catalogue.py`` regenerates it and finds it equal to the
+committed file for the pinned versions.
 
 The default students live here too, as rules over those names (torch-free): a model's student
 is its obvious smaller sibling in the same family, or None, and the run then asks for
