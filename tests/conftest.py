@@ -1,16 +1,26 @@
 """Shared fixtures. Every test gets a private results store and a session-wide weights cache
 (and empty torch hub and Hugging Face caches), so nothing touches the user's own files and
-repeated baselines train once per session."""
+repeated baselines train once per session. The sweeps that a unit file and a system file both
+read (the export's, the HTML report's) run once per session here. Everything under
+tests/system/ is marked ``system``."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, run_cli
+from helpers import FAST_CLI, ROOT, run_cli
+
+SYSTEM = ROOT / "tests" / "system"
+
+
+def pytest_collection_modifyitems(items):
+    """``-m system`` / ``-m "not system"`` select the tier by folder, so no file can forget."""
+    for item in items:
+        if SYSTEM in Path(item.fspath).parents:
+            item.add_marker(pytest.mark.system)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -28,7 +38,27 @@ def _private_cache(tmp_path_factory):
 
 @pytest.fixture
 def store_path(tmp_path) -> Path:
+    """Where this test's private results store lives (not created)."""
     return tmp_path / "results.db"
+
+
+@pytest.fixture
+def store(store_path):
+    """This test's private ResultsStore (created, empty)."""
+    from benchmarks.store.database import ResultsStore
+    return ResultsStore(store_path)
+
+
+@pytest.fixture
+def queue(store_path):
+    """A real JobQueue over this test's private store. The test starts the worker when it
+    wants one (``queue.ensure_worker``); it is stopped after the test. A module that needs the
+    worker warm, or an environment set before the queue reads its limits, overrides this
+    fixture or sets the environment in an autouse fixture (set up first)."""
+    from benchmarks.service.queue import JobQueue
+    q = JobQueue(store_path)
+    yield q
+    q.stop_worker("cpu")
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +89,38 @@ def _no_worker_outlives_the_session():
                 os.kill(int(stat.parent.name), signal.SIGTERM)
             except ProcessLookupError:
                 pass
+
+
+# The default sweep's techniques with channel pruning (the pruning that changes shapes).
+EXPORT_SWEEP = ["--prune", "0.5", "--prune-method", "channel", "--distill", "--temperature", "4",
+                "--amp", "--int8", "static"]
+# The shared sweeps train two epochs, as their tests always have.
+SWEEP_FAST = [*FAST_CLI, "--epochs", "2"]
+
+
+@pytest.fixture(scope="session")
+def export_sweep(tmp_path_factory):
+    """(store path, run id): one CLI sweep for the export tests, its trained weights in the
+    session's cache."""
+    from benchmarks.store.database import ResultsStore
+    store = tmp_path_factory.mktemp("export") / "s.db"
+    p = run_cli("run", *EXPORT_SWEEP, *SWEEP_FAST, "--store", str(store))
+    assert p.returncode == 0, p.stderr
+    return store, ResultsStore(store).runs()[0]["run_id"]
+
+
+# The default sweep (`make bench`), and one with an axis, so trade-off curves are drawn too.
+DEFAULT_SWEEP = ["--prune", "0.5", "--distill", "--temperature", "4", "--amp", "--int8",
+                 "static", "--combine"]
+AXIS_SWEEP = ["--prune", "0.3,0.6", "--int8", "static"]
+
+
+@pytest.fixture(scope="session")
+def report_store(tmp_path_factory):
+    """One store holding the default sweep and an axis sweep, run through the CLI, for the
+    HTML report tests (``helpers.report_runs`` reads the two back)."""
+    path = tmp_path_factory.mktemp("report") / "s.db"
+    for args in (DEFAULT_SWEEP, AXIS_SWEEP):
+        p = run_cli("run", *args, *SWEEP_FAST, "--store", str(path))
+        assert p.returncode == 0, p.stderr
+    return path

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import os
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The fast budgets: one training epoch, timing stopped at 10 runs or 0.05 s, whichever is
+# later. FAST is SweepSpec's keywords (FAST_TIMING without the training), FAST_CLI the same for
+# `run` (the CLI's warmup is its default). A test whose budget differs writes the difference
+# where it uses one: {**FAST, "epochs": 2}, [*FAST_CLI, "--epochs", "2"] (argparse keeps the
+# last value of a repeated flag).
+FAST_TIMING = dict(min_time_s=0.05, min_runs=10, warmup=1)
+FAST = dict(FAST_TIMING, epochs=1)
+FAST_CLI = ["--epochs", "1", "--min-time", "0.05", "--quiet"]
 
 
 def run_cli(*args: str, timeout: float = 300, env: dict | None = None):
@@ -32,9 +42,11 @@ def process_holding_a_run(store_path: Path):
 
 
 
-def wait_until(predicate, timeout: float, what: str, every: float = 0.05):
+def wait_until(predicate, timeout: float, what, every: float = 0.05):
     """Poll ``predicate`` until it returns something true; fail naming ``what`` after
-    ``timeout`` seconds. Returns what the predicate returned."""
+    ``timeout`` seconds. Returns what the predicate returned. ``what`` is a string, or a
+    callable asked only at the failure (to show the state things were left in). The one wait
+    of the suite: the job and page waits below are written over it."""
     import time
     deadline = time.monotonic() + timeout
     while True:
@@ -42,8 +54,25 @@ def wait_until(predicate, timeout: float, what: str, every: float = 0.05):
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout:g} s")
+            described = what() if callable(what) else what
+            raise AssertionError(f"{described} did not happen within {timeout:g} s")
         time.sleep(every)
+
+
+def finished_job(queue, job_id: str, timeout: float = 180, every: float = 0.05):
+    """The queue's job ``job_id`` once it has ended (complete, failed, cancelled or
+    interrupted); the failure shows the job as it was left."""
+    return wait_until(lambda: (job := queue.get(job_id)).finished and job, timeout,
+                      lambda: f"job {job_id} ending (left as {queue.get(job_id)})", every)
+
+
+def finished_jobs(queue, job_ids: list[str], timeout: float, every: float = 0.5) -> list:
+    """The jobs ``job_ids`` once every one has ended."""
+    def all_ended():
+        jobs = [queue.get(i) for i in job_ids]
+        return all(j.finished for j in jobs) and jobs
+    return wait_until(all_ended, timeout, lambda: "jobs ending (left as "
+                      f"{[queue.get(i).status for i in job_ids]})", every)
 
 
 class MemoryWatchdog:
@@ -183,3 +212,64 @@ def torchvision_weights_file(torch_home: Path, name: str, weights: str = "DEFAUL
     target.parent.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), target)
     return target, model.state_dict()
+
+
+# The HTML report's size limit (the issue's promise for the default sweep, plotly inside).
+REPORT_MAX_BYTES = 5 * 10**6
+
+
+def report_runs(store) -> tuple[dict, dict]:
+    """(default sweep, axis sweep) of conftest's ``report_store``, as the store returns them."""
+    from benchmarks.store.database import ResultsStore
+    newest_first = ResultsStore(store).runs(kind="sweep")
+    return newest_first[1], newest_first[0]
+
+
+class HtmlScan(HTMLParser):
+    """What an HTML file would load: every src/href, <link>, <iframe>, CSS url() and
+    @import; and the ids and data-chart names of its chart divs."""
+
+    def __init__(self):
+        super().__init__()
+        self.loads, self.charts, self.scripts, self.in_style = [], [], 0, False
+        self.tables = set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for key in ("src", "href", "data", "poster", "srcset"):
+            if attrs.get(key):
+                self.loads.append((tag, attrs[key]))
+        if tag in ("link", "iframe", "object", "embed", "img"):
+            self.loads.append((tag, str(attrs)))
+        if tag == "script":
+            self.scripts += 1
+        if tag == "style":
+            self.in_style = True
+        if "data-chart" in attrs:
+            self.charts.append(attrs["data-chart"])
+        if tag == "table" and attrs.get("id"):
+            self.tables.add(attrs["id"])
+
+    def handle_endtag(self, tag):
+        if tag == "style":
+            self.in_style = False
+
+    def handle_data(self, data):
+        if self.in_style and ("url(" in data or "@import" in data):
+            self.loads.append(("style", data))
+
+
+
+def png_folder(root: Path, count: int, classes: int = 2, size: int = 8) -> Path:
+    """``count`` small PNGs in ``classes`` class folders: one image per class, the rest hard
+    links to it (a large folder in a second, the loader still opens every file)."""
+    from PIL import Image
+    per_class = count // classes
+    for c in range(classes):
+        folder = root / f"class{c}"
+        folder.mkdir(parents=True)
+        first = folder / "0.png"
+        Image.new("RGB", (size, size), (60 * c, 90, 200 - 60 * c)).save(first)
+        for i in range(1, per_class):
+            os.link(first, folder / f"{i}.png")
+    return root

@@ -4,9 +4,12 @@ from benchmarks.run.cache import WeightsCache
 from benchmarks.run.runner import prepare_sweep, run_sweep
 from benchmarks.spec.sweep import SweepSpec
 from benchmarks.spec.variant import VariantSpec
+from helpers import FAST_TIMING
 from optimizers.settings import PruneSettings
 
-FAST = dict(min_time_s=0.05, min_runs=10, warmup=2)
+# The spec's default training (the accuracy bounds below need it), the fast timing, two
+# warm-up runs.
+FAST = {**FAST_TIMING, "warmup": 2}
 
 
 def test_baseline_on_digits_is_accurate_and_measured(tmp_path):

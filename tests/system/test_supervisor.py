@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from datetime import datetime, timezone
 
 import pytest
@@ -15,18 +14,10 @@ import pytest
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.limits import Limits
 from benchmarks.spec.sweep import SweepSpec
-from helpers import ROOT, chromium, wait_until, zombies_of
+from helpers import FAST, ROOT, chromium, finished_job, wait_until, zombies_of
 
-FAST = dict(min_time_s=0.05, min_runs=10, warmup=1, epochs=1)
 # Long enough to be caught mid-sweep: every variant is timed for 3 s.
 SLOW = SweepSpec.from_toggles(prune=0.5, amp=True, **{**FAST, "min_time_s": 3.0}).to_dict()
-
-
-@pytest.fixture
-def queue(store_path):
-    q = JobQueue(store_path)
-    yield q
-    q.stop_worker("cpu")
 
 
 def running_with_a_variant(queue: JobQueue, job_id: str):
@@ -57,7 +48,7 @@ def test_a_killed_worker_is_reaped_its_job_ended_with_the_cause_and_the_next_sta
     assert (run["status"], run["error"]) == ("interrupted", killed.error)  # job and run agree
     assert run["variants"]  # what was measured before the kill is kept
     assert zombies_of(os.getpid()) == []  # the dead worker was reaped
-    done = wait_until(lambda: (j := queue.get(second)).finished and j, 180, "the next job")
+    done = finished_job(queue, second, 180)
     assert done.status == "complete"
     assert queue.store.integrity_ok()
 
@@ -85,7 +76,7 @@ def test_a_job_past_its_wall_time_limit_stops_and_says_so(store_path):
                               session="a")
         assert queue.get(job_id).time_limit_s == 10
         queue.ensure_worker("cpu")
-        job = wait_until(lambda: (j := queue.get(job_id)).finished and j, 120, "the stop")
+        job = finished_job(queue, job_id, 120)
         assert job.status == "failed"
         assert job.error.startswith("stopped at its time limit (10 s, "
                                     "COMPRESSION_BENCH_JOB_TIME_LIMIT)")
@@ -152,5 +143,5 @@ def test_a_started_server_runs_queued_jobs_without_a_page_load(tmp_path):
     queue = JobQueue(store)
     job_id = queue.submit("sweep", SweepSpec(**FAST).to_dict(), session="a")
     with running_server(store):
-        job = wait_until(lambda: (j := queue.get(job_id)).finished and j, 240, "the job")
+        job = finished_job(queue, job_id, 240)
     assert job.status == "complete"

@@ -14,8 +14,7 @@ def _result(name, i=0):
                          batch_size=4, size_bytes=100)
 
 
-def test_round_trip(store_path):
-    store = ResultsStore(store_path)
+def test_round_trip(store):
     run_id = store.start_run(model="seed_cnn", dataset="digits", device="cpu",
                              spec={"a": 1}, environment={"torch": "x"})
     store.add_variant(run_id, _result("baseline"))
@@ -103,8 +102,7 @@ def test_a_fast_models_variant_stays_small_and_its_samples_round_trip(tmp_path, 
     assert VariantResult.from_dict(stored).to_dict()["raw"] == raw
 
 
-def test_samples_that_are_not_float32_exact_round_trip_too(store_path):
-    store = ResultsStore(store_path)
+def test_samples_that_are_not_float32_exact_round_trip_too(store):
     run_id = store.start_run(model="m", dataset="d", device="cpu", spec={}, environment={})
     result = VariantResult(name="baseline", latency_samples_ms=[0.1, 1 / 3, 2.5e-7],
                            batch_size=1)

@@ -6,7 +6,6 @@ watchdog checks that the machine's available memory never drops below a quarter 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,24 +16,7 @@ import pytest
 
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
-from helpers import ROOT, MemoryWatchdog, wait_until
-
-FAST = dict(epochs=1, min_time_s=0.05, min_runs=10, warmup=1)
-
-
-def png_folder(root: Path, count: int, classes: int = 2, size: int = 8) -> Path:
-    """``count`` small PNGs in ``classes`` class folders: one image per class, the rest hard
-    links to it (a large folder in a second, the loader still opens every file)."""
-    from PIL import Image
-    per_class = count // classes
-    for c in range(classes):
-        folder = root / f"class{c}"
-        folder.mkdir(parents=True)
-        first = folder / "0.png"
-        Image.new("RGB", (size, size), (60 * c, 90, 200 - 60 * c)).save(first)
-        for i in range(1, per_class):
-            os.link(first, folder / f"{i}.png")
-    return root
+from helpers import FAST, ROOT, MemoryWatchdog, finished_job, png_folder
 
 
 def status_kb(pid: int, field: str) -> int:
@@ -49,21 +31,23 @@ def seconds(job) -> float:
             - datetime.fromisoformat(job.started_at)).total_seconds()
 
 
-@pytest.fixture
-def queue(tmp_path, monkeypatch):
-    """A real queue and worker over a private store, the images under the data folder."""
+@pytest.fixture(autouse=True)
+def _data_folder_and_memory_limit(tmp_path, monkeypatch):
+    """The images under the data folder, the worker under a 3 GiB limit (set before the
+    queue reads its limits: autouse fixtures come first)."""
     monkeypatch.setenv("COMPRESSION_BENCH_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("COMPRESSION_BENCH_WORKER_MEMORY", "3G")
-    q = JobQueue(tmp_path / "results.db")
-    q.ensure_worker("cpu", wait=True)
-    yield q
-    q.stop_worker("cpu")
+
+
+@pytest.fixture
+def queue(queue):
+    """conftest's real queue over a private store, its worker started and ready."""
+    queue.ensure_worker("cpu", wait=True)
+    return queue
 
 
 def run(queue: JobQueue, spec: SweepSpec, timeout: float = 240):
-    job_id = queue.submit("sweep", spec.to_dict(), session="a")
-    return wait_until(lambda: (j := queue.get(job_id)).finished and j, timeout,
-                      f"job {job_id} finishing")
+    return finished_job(queue, queue.submit("sweep", spec.to_dict(), session="a"), timeout)
 
 
 def test_a_synthetic_batch_too_large_for_memory_is_refused_before_it_allocates(queue):

@@ -10,19 +10,19 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import ROOT, wait_until
+
 APP = str(ROOT / "app.py")
 PAGES = ["pages/experiment.py", "pages/results.py", "pages/history.py", "pages/distributed.py"]
 JOB_WAIT_S = 240
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def app_store(tmp_path_factory):
     """A private store (and so a private queue and worker) for this module; the worker is
     stopped at the end so no process outlives the tests."""
     path = tmp_path_factory.mktemp("app-store") / "results.db"
@@ -55,17 +55,17 @@ def small_sweep(at: AppTest) -> AppTest:
 
 def wait_for_job(at: AppTest) -> AppTest:
     """Rerun the page (as the fragment's polling does) until the job has ended."""
-    deadline = time.monotonic() + JOB_WAIT_S
-    while time.monotonic() < deadline:
+    def ended() -> bool:
         assert_clean(at)
         if at.success or at.error or any("Cancelled" in w.value for w in at.warning):
-            return at
-        time.sleep(0.5)
+            return True
         at.run()
-    pytest.fail(f"the job did not end within {JOB_WAIT_S} s")
+        return False
+    wait_until(ended, JOB_WAIT_S, "the job's end on the page", every=0.5)
+    return at
 
 
-def test_every_page_draws(store):
+def test_every_page_draws(app_store):
     at = new_app()
     assert_clean(at)
     assert [b.label for b in at.button] == ["Run benchmark"]
@@ -81,7 +81,7 @@ def test_every_page_draws(store):
         assert not errors(at)
 
 
-def test_invalid_toggles_show_error_and_submit_nothing(store):
+def test_invalid_toggles_show_error_and_submit_nothing(app_store):
     at = new_app()
     for key in ("exp_distill", "exp_amp", "exp_int8"):
         at.toggle(key=key).set_value(False)
@@ -91,10 +91,10 @@ def test_invalid_toggles_show_error_and_submit_nothing(store):
     assert any("combine needs at least two" in e for e in errors(at))
     from benchmarks.service.queue import JobQueue
     from dashboard.identity import session_owner
-    assert JobQueue(store).jobs(owner=session_owner(at.session_state["cb_session"])) == []
+    assert JobQueue(app_store).jobs(owner=session_owner(at.session_state["cb_session"])) == []
 
 
-def test_small_sweep_end_to_end(store):
+def test_small_sweep_end_to_end(app_store):
     at = small_sweep(new_app())
     at.button(key="exp_run").click().run()
     assert_clean(at)
@@ -126,7 +126,7 @@ def test_small_sweep_end_to_end(store):
 
     # History lists it; deleting removes it from the store.
     from benchmarks.store.database import ResultsStore
-    run_id = ResultsStore(store).runs()[0]["run_id"]
+    run_id = ResultsStore(app_store).runs()[0]["run_id"]
     at.switch_page("pages/history.py").run()
     assert_clean(at)
     assert run_id in list(at.dataframe[0].value["run"])
@@ -135,7 +135,7 @@ def test_small_sweep_end_to_end(store):
     at.run()
     at.button(key="history_delete").click().run()
     assert_clean(at)
-    assert ResultsStore(store).run(run_id) is None
+    assert ResultsStore(app_store).run(run_id) is None
     assert any(run_id in s.value for s in at.success)
 
 
@@ -144,7 +144,7 @@ class _Evil:
         return (os.system, (f"touch {self.mark}",))
 
 
-def test_code_carrying_checkpoint_is_refused(store, tmp_path):
+def test_code_carrying_checkpoint_is_refused(app_store, tmp_path):
     mark = tmp_path / "pwned"
     evil = _Evil()
     evil.mark = mark
@@ -188,9 +188,9 @@ def _synthetic_variants(n: int):
     return out
 
 
-def test_results_page_draws_20_variants(store):
+def test_results_page_draws_20_variants(app_store):
     from benchmarks.store.database import ResultsStore
-    rs = ResultsStore(store)
+    rs = ResultsStore(app_store)
     run_id = rs.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
                           environment={"torch": "x", "cpu": "test", "threads": 1})
     for v in _synthetic_variants(20):
@@ -209,11 +209,11 @@ def test_results_page_draws_20_variants(store):
     assert elapsed < 3.0, f"Results page with 20 variants took {elapsed:.2f} s"
 
 
-def test_distributed_page_charts_a_stored_run(store):
+def test_distributed_page_charts_a_stored_run(app_store):
     from benchmarks.store.database import ResultsStore
     from dashboard.identity import session_owner
     at = new_app()
-    rs = ResultsStore(store)
+    rs = ResultsStore(app_store)
     run_id = rs.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
                           environment={}, kind="distributed",
                           owner=session_owner(at.session_state["cb_session"]))
@@ -306,7 +306,7 @@ print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
 
 
-def test_a_torchvision_model_from_the_catalogue(store, tmp_path, monkeypatch):
+def test_a_torchvision_model_from_the_catalogue(app_store, tmp_path, monkeypatch):
     """The catalogue's models are picked like the zoo's; absent weights are refused on the
     page, in one line naming the file and its folder, before anything is submitted."""
     at = new_app()
@@ -335,7 +335,7 @@ def test_a_torchvision_model_from_the_catalogue(store, tmp_path, monkeypatch):
     assert table["accuracy"].notna().all()
 
 
-def test_cancel_stops_a_running_job(store):
+def test_cancel_stops_a_running_job(app_store):
     at = small_sweep(new_app())
     at.number_input(key="exp_epochs").set_value(20)  # long enough to be caught running
     at.run()
@@ -344,7 +344,7 @@ def test_cancel_stops_a_running_job(store):
     at.button(key=f"cancel-{at.session_state['cb_job_id']}").click().run()
     wait_for_job(at)
     from benchmarks.service.queue import JobQueue
-    job = JobQueue(store).get(at.session_state["cb_job_id"])
+    job = JobQueue(app_store).get(at.session_state["cb_job_id"])
     assert job.status == "cancelled", (job.status, job.error)
     assert any("Cancelled" in w.value for w in at.warning)
 
@@ -362,11 +362,11 @@ def test_upload_folder_is_deleted_with_the_session():
     assert not path.exists()
 
 
-def test_history_shows_a_killed_cli_run_as_interrupted(store):
+def test_history_shows_a_killed_cli_run_as_interrupted(app_store):
     import signal
 
     from helpers import process_holding_a_run
-    proc, run_id = process_holding_a_run(store)
+    proc, run_id = process_holding_a_run(app_store)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     at = new_app()

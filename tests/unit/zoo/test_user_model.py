@@ -5,8 +5,10 @@ import json
 
 import pytest
 
+from helpers import FAST_CLI
+
 ALL = ["--prune", "0.5", "--distill", "--student", "seed_cnn_narrow", "--amp", "--combine",
-       "--epochs", "2", "--min-time", "0.05"]
+       *FAST_CLI, "--epochs", "2"]
 
 
 @pytest.mark.parametrize("method, int8", [("l1", "static"), ("channel", "qat"),
@@ -14,8 +16,7 @@ ALL = ["--prune", "0.5", "--distill", "--student", "seed_cnn_narrow", "--amp", "
 def test_user_model_through_every_technique(tmp_path, cli, method, int8):
     out = tmp_path / "r.json"
     p = cli("run", "--model", "models/se_net.py:build", "--prune-method", method,
-            "--int8", int8, *ALL, "--store", str(tmp_path / "s.db"), "--json", str(out),
-            "--quiet")
+            "--int8", int8, *ALL, "--store", str(tmp_path / "s.db"), "--json", str(out))
     report = json.loads(out.read_text())
     errors = {v["name"]: v["error"] for v in report["variants"] if v["error"]}
     assert p.returncode == 0 and not errors, (errors, p.stderr[-2000:])

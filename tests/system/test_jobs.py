@@ -2,31 +2,13 @@
 
 import os
 import signal
-import time
 
-import pytest
-
+import helpers
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
+from helpers import finished_job, wait_until
 
-FAST = dict(min_time_s=0.05, min_runs=10, warmup=1, epochs=2)
-
-
-def wait_for(queue, job_id, timeout=180):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = queue.get(job_id)
-        if job.finished:
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish: {queue.get(job_id)}")
-
-
-@pytest.fixture
-def queue(store_path):
-    q = JobQueue(store_path)
-    yield q
-    q.stop_worker("cpu")
+FAST = {**helpers.FAST, "epochs": 2}  # two epochs, as these tests have always trained
 
 
 def test_jobs_run_one_at_a_time_in_order_and_a_failure_does_not_stop_the_queue(queue):
@@ -38,7 +20,7 @@ def test_jobs_run_one_at_a_time_in_order_and_a_failure_does_not_stop_the_queue(q
     assert [queue.get(i).position for i in ids] == [1, 2, 3]
     queue.ensure_worker("cpu")
     queue.ensure_worker("cpu")  # a second call starts no second worker
-    jobs = [wait_for(queue, i) for i in ids]
+    jobs = [finished_job(queue, i) for i in ids]
     assert [j.status for j in jobs] == ["complete", "failed", "complete"]
     assert jobs[1].error.startswith("invalid input: unknown model 'no_such_model'")
     run = queue.store.run(jobs[0].run_id)
@@ -58,11 +40,10 @@ def test_cancel_a_queued_and_a_running_job(queue):
     assert queue.cancel(second)
     assert queue.get(second).status == "cancelled"
     queue.ensure_worker("cpu")
-    deadline = time.monotonic() + 120
-    while queue.get(first).status != "running" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: queue.get(first).status == "running", 120, "the first job starting",
+               every=0.1)
     assert queue.cancel(first)
-    job = wait_for(queue, first)
+    job = finished_job(queue, first)
     assert job.status == "cancelled"
     assert queue.store.run(job.run_id)["status"] == "interrupted"
 
@@ -71,18 +52,16 @@ def test_a_killed_worker_leaves_its_job_interrupted_and_the_next_worker_goes_on(
     spec = SweepSpec.from_toggles(amp=True, prune=0.5, **{**FAST, "min_time_s": 2.0}).to_dict()
     job_id = queue.submit("sweep", spec, session="a")
     queue.ensure_worker("cpu", wait=True)
-    deadline = time.monotonic() + 120
-    while not (queue.get(job_id).run_id and queue.store.run(queue.get(job_id).run_id)["variants"]):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until(lambda: queue.get(job_id).run_id
+               and queue.store.run(queue.get(job_id).run_id)["variants"], 120,
+               "the job's first variant", every=0.1)
     queue.stop_supervising()  # what a worker started afresh does on its own (no supervisor)
     os.kill(queue.worker_card("cpu")["worker_pid"], signal.SIGKILL)
-    while queue.worker_alive("cpu"):
-        time.sleep(0.05)
+    wait_until(lambda: not queue.worker_alive("cpu"), 60, "the killed worker's end")
     assert queue.get(job_id).status == "running"  # nobody has noticed yet
     again = queue.submit("sweep", SweepSpec(**FAST).to_dict(), session="a")
     queue.ensure_worker("cpu")
-    assert wait_for(queue, again).status == "complete"
+    assert finished_job(queue, again).status == "complete"
     job = queue.get(job_id)
     assert job.status == "interrupted" and "run it again" in job.error
     run = queue.store.run(job.run_id)
@@ -96,7 +75,7 @@ def test_a_distributed_job_runs_through_the_same_queue(queue):
                "device": "cpu", "seed": 0, "amp": False}
     job_id = queue.submit("distributed", payload, session="a")
     queue.ensure_worker("cpu")
-    job = wait_for(queue, job_id)
+    job = finished_job(queue, job_id)
     assert job.status == "complete", job.error
     run = queue.store.run(job.run_id)
     assert run["kind"] == "distributed" and run["device"] == "cpu"

@@ -9,26 +9,24 @@ import time
 from datetime import datetime
 
 import pytest
-from test_admission import png_folder
 
-from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
-from helpers import descendants, listening_addresses, wait_until
+from helpers import descendants, finished_job, listening_addresses, png_folder, wait_until
 
 LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1 as /proc shows
 
 
-@pytest.fixture
-def queue(tmp_path, monkeypatch):
+@pytest.fixture(autouse=True)
+def _data_folder(tmp_path, monkeypatch):
+    """The images under the data folder (set before the queue and its worker start)."""
     monkeypatch.setenv("COMPRESSION_BENCH_DATA_DIR", str(tmp_path / "data"))
-    q = JobQueue(tmp_path / "results.db")
-    q.ensure_worker("cpu", wait=True)
-    yield q
-    q.stop_worker("cpu")
 
 
-def ended(queue: JobQueue, job_id: str, timeout: float):
-    return wait_until(lambda: (j := queue.get(job_id)).finished and j, timeout, "the job ending")
+@pytest.fixture
+def queue(queue):
+    """conftest's real queue over a private store, its worker started and ready."""
+    queue.ensure_worker("cpu", wait=True)
+    return queue
 
 
 def test_cancel_stops_a_distributed_job_and_every_rank_and_it_listens_on_loopback(queue):
@@ -49,7 +47,7 @@ def test_cancel_stops_a_distributed_job_and_every_rank_and_it_listens_on_loopbac
     assert {a.rsplit(":", 1)[0] for a in addresses} <= LOOPBACK, addresses
     asked = time.monotonic()
     assert queue.cancel(job_id, by="a")
-    job = ended(queue, job_id, 30)
+    job = finished_job(queue, job_id, 30)
     assert time.monotonic() - asked <= 5.0
     assert job.status == "cancelled"
     assert queue.store.run(job.run_id)["status"] == "interrupted"
@@ -81,7 +79,7 @@ def test_cancel_during_data_loading_stops_between_files(queue, tmp_path):
     time.sleep(1.5)  # well into decoding 60,000 images
     asked = time.monotonic()
     assert queue.cancel(job_id, by="a")
-    job = ended(queue, job_id, 60)
+    job = finished_job(queue, job_id, 60)
     assert time.monotonic() - asked <= 2.0, time.monotonic() - asked
     assert job.status == "cancelled" and job.run_id is None  # stopped before its run began
     took = (datetime.fromisoformat(job.finished_at)

@@ -1,11 +1,12 @@
 """Export: a stored variant rebuilt from the weights cache and written as safetensors (with its
 architecture), a torch.export program and ONNX; every artefact reloaded independently and
-scored on the run's test split; refusals in one line, exit 2, nothing written."""
+scored on the run's test split; refusals in one line, exit 2, nothing written. The worker's
+and the Results page's exports are in tests/system/test_export_jobs.py; the sweep they share is
+conftest's ``export_sweep``."""
 
 from __future__ import annotations
 
 import json
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -15,21 +16,7 @@ import torch
 from benchmarks.export import codec, files, load, writers
 from benchmarks.export.variant import export_variant
 from benchmarks.store.database import ResultsStore
-
-FAST = ["--min-time", "0.05", "--epochs", "2", "--quiet"]
-# The default sweep's techniques with channel pruning (the pruning that changes shapes).
-SWEEP = ["--prune", "0.5", "--prune-method", "channel", "--distill", "--temperature", "4",
-         "--amp", "--int8", "static"]
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory):
-    """(store path, run id): one CLI sweep, its trained weights in the session's cache."""
-    from helpers import run_cli
-    store = tmp_path_factory.mktemp("export") / "s.db"
-    p = run_cli("run", *SWEEP, *FAST, "--store", str(store))
-    assert p.returncode == 0, p.stderr
-    return store, ResultsStore(store).runs()[0]["run_id"]
+from helpers import FAST_CLI
 
 
 def stored(store: Path, run_id: str, name: str) -> dict:
@@ -52,8 +39,8 @@ def score(fn, batches) -> tuple[float, torch.Tensor]:
 
 
 @pytest.mark.parametrize("name", ["prune-channel-0.5", "distill-T4", "int8-static", "amp"])
-def test_export_round_trips(swept, tmp_path, cli, name):
-    store, run_id = swept
+def test_export_round_trips(export_sweep, tmp_path, cli, name):
+    store, run_id = export_sweep
     out = tmp_path / name
     p = cli("export", run_id, name, "--out", str(out), "--store", str(store))
     assert p.returncode == 0, p.stderr
@@ -110,8 +97,8 @@ def test_export_round_trips(swept, tmp_path, cli, name):
     assert abs(acc - accuracy) <= 0.001 or name == "amp"
 
 
-def test_refusals_are_one_line_exit_2_and_write_nothing(swept, tmp_path, cli):
-    store, run_id = swept
+def test_refusals_are_one_line_exit_2_and_write_nothing(export_sweep, tmp_path, cli):
+    store, run_id = export_sweep
     out = tmp_path / "out"
     file = tmp_path / "a-file"
     file.write_text("x")
@@ -132,9 +119,9 @@ def test_refusals_are_one_line_exit_2_and_write_nothing(swept, tmp_path, cli):
     assert not out.exists() and file.read_text() == "x"
 
 
-def test_a_failed_variant_and_a_variant_that_no_longer_reproduces_are_refused(swept,
+def test_a_failed_variant_and_a_variant_that_no_longer_reproduces_are_refused(export_sweep,
                                                                              tmp_path):
-    store_path, run_id = swept
+    store_path, run_id = export_sweep
     store = ResultsStore(store_path)
     run = store.run(run_id)
     copy_id = store.start_run(model=run["model"], dataset=run["dataset"], device=run["device"],
@@ -181,67 +168,6 @@ def test_int8_weights_round_trip_through_safetensors():
     assert torch.equal(twin(x), quantized(x))
 
 
-def test_the_worker_exports_a_variant_into_a_zip(swept, tmp_path):
-    """The dashboard's path: an export job run by the queue's worker (in this process)."""
-    from benchmarks.service.queue import JobQueue
-    from benchmarks.service.worker import Worker
-    store_path, run_id = swept
-    queue = JobQueue(store_path)
-    job_id = queue.submit("export", {"run_id": run_id, "variant": "prune-channel-0.5"},
-                          session="test")
-    worker = Worker(str(store_path), "cpu", None)
-    worker.run_job(worker.claim())
-    job = queue.get(job_id)
-    assert job.status == "complete", job.error
-    folder = files.export_folder(store_path, run_id, "prune-channel-0.5")
-    with zipfile.ZipFile(files.archive_path(folder)) as z:
-        assert {files.CARD_NAME, files.WEIGHTS_NAME, files.PT2_NAME,
-                files.ONNX_NAME} <= set(z.namelist())
-    bad = queue.submit("export", {"run_id": run_id, "variant": "nope"}, session="test")
-    worker.run_job(worker.claim())
-    assert queue.get(bad).status == "failed"
-    assert queue.get(bad).error.startswith("invalid input: variant 'nope' is not in run")
-
-
-def test_the_results_page_exports_a_chosen_variant(swept, monkeypatch):
-    """The Results page queues the export on the worker and offers the zip once it is done;
-    its other downloads include the HTML report."""
-    import time
-
-    from streamlit.testing.v1 import AppTest
-
-    from benchmarks.service.queue import JobQueue
-    store_path, run_id = swept
-    monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store_path))
-    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"),
-                           default_timeout=60).run()
-    try:
-        at.query_params["run"] = run_id  # the CLI's run, opened by its read-only link
-        at.switch_page("pages/results.py").run()
-        assert not at.exception
-        labels = [b.label for b in at.get("download_button")]
-        assert labels == ["Download CSV", "Download JSON", "Download report"]
-        key = f"results-{run_id}"
-        at.selectbox(key=f"{key}-export-variant").set_value("prune-channel-0.5").run()
-        at.button(key=f"{key}-export").click().run()
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            assert not at.exception and not at.error, [e.value for e in at.error]
-            if any(b.label.endswith("(zip)") for b in at.get("download_button")):
-                break
-            time.sleep(1)
-            at.run()
-        else:
-            pytest.fail("the export did not finish")
-        assert "Download prune-channel-0.5 (zip)" in [b.label for b in
-                                                      at.get("download_button")]
-        formats = at.table[-1].value
-        assert list(formats["format"]) == ["safetensors", "pt2", "onnx"]
-        assert set(formats["status"]) == {"written"}
-    finally:
-        JobQueue(store_path).stop_worker("cpu")
-
-
 BRANCHY = '''
 import torch
 from torch import nn
@@ -279,7 +205,7 @@ def test_user_models_ship_their_source_and_pt2e_int8_exports_as_a_program(tmp_pa
     for model, args in ((f"{ROOT}/models/se_net.py:build", ["--prune", "0.5", "--prune-method",
                                                             "channel"]),
                         (f"{branchy}:build", ["--int8", "static"])):
-        p = cli("run", "--model", model, *args, *FAST, "--epochs", "1", "--store", str(store))
+        p = cli("run", "--model", model, *args, *FAST_CLI, "--store", str(store))
         assert p.returncode == 0, p.stderr
     branch_run, se_run = (r["run_id"] for r in ResultsStore(store).runs())
 

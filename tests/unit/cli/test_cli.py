@@ -1,4 +1,5 @@
-"""The CLI end to end, in fresh processes, as a user runs it."""
+"""The CLI end to end, in fresh processes, as a user runs it; and its refusals of what the
+machine cannot hold, in process (the memory check runs before anything is allocated)."""
 
 import json
 import sqlite3
@@ -6,6 +7,10 @@ import sqlite3
 import pytest
 import torch
 
+from benchmarks.cli.main import main
+
+# Not helpers.FAST_CLI: the default training (the baseline's accuracy bound needs it), fast
+# timing.
 FAST = ["--min-time", "0.05"]
 
 
@@ -153,3 +158,36 @@ def test_list_describes_every_registered_data_set(cli):
     text = cli("list").stdout
     for entry in dataset_entries():
         assert f"  {entry.menu:<26} {entry.description}" in text
+
+
+# -- refusals in process (from the hardening issue) ----------------------------------------
+
+def test_an_environment_error_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """STYLE: RuntimeError is the environment's fault; the CLI still shows one line."""
+    from benchmarks.zoo import datasets
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory\nmore detail")
+
+    monkeypatch.setattr(datasets, "load_digits", refuse)
+    store = tmp_path / "s.db"
+    assert main(["run", "--store", str(store), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        "error: RuntimeError: DefaultCPUAllocator: can't allocate memory"]
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--dataset", "synthetic", "--input-shape", "3,4096,4096", "--model", "mlp"],
+     "COMPRESSION_BENCH_MEMORY_SHARE"),
+    (["--dataset", "synthetic", "--input-shape", "3,256,256", "--model", "mlp",
+      "--batch-size", "65536"], "at batch size 65536 needs about"),
+])
+def test_inputs_too_large_for_memory_are_refused_before_allocating(args, expected, tmp_path,
+                                                                   capsys):
+    store = tmp_path / "s.db"
+    assert main(["run", "--store", str(store), "--quiet", *args]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error:") and expected in line
+    assert not store.exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, wait_until
 from tools.ray_cluster import free_port, local_cluster
 
 ray = pytest.importorskip("ray")
@@ -100,16 +100,15 @@ def test_killing_a_ray_worker_mid_build_touches_only_its_variant(cluster, tmp_pa
          "--store", str(tmp_path / "s.db"), "--json", str(out), "--quiet", "--no-cache"],
         cwd=ROOT, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
-    killed = None
-    deadline = time.monotonic() + 120
-    while killed is None and time.monotonic() < deadline:
+
+    def kill_a_build_task() -> int | None:
         pids = _task_pids()
         if pids:
             time.sleep(1.0)  # well into its training
-            killed = pids[0]
-            os.kill(killed, signal.SIGKILL)
-        time.sleep(0.1)
-    assert killed is not None, "no build task was seen running"
+            os.kill(pids[0], signal.SIGKILL)
+            return pids[0]
+        return None
+    wait_until(kill_a_build_task, 120, "a build task running (to kill)", every=0.1)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode in (0, 1), err
     variants = _doc(out)
@@ -133,9 +132,8 @@ def test_cancel_stops_the_sweep_and_frees_the_cluster(cluster, tmp_path):
     results = list(sweep.run(on_progress=lambda e: seen.append(e.phase),
                              should_stop=lambda: time.monotonic() - started > 3))
     assert sweep.cancelled and results == []
-    deadline = time.monotonic() + 60
-    while ray.available_resources().get("bench_slot", 0) < 2 and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: ray.available_resources().get("bench_slot", 0) >= 2, 60,
+               "the cluster's two slots freed", every=0.5)
     assert ray.available_resources().get("bench_slot", 0) == 2  # the running tasks are gone
     ray.shutdown()
 

@@ -13,6 +13,13 @@ from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
 
 SWEEP_TIMEOUT_MS = 420_000  # two default sweeps one after the other on a loaded 2-core machine
 SCREENSHOT = Path("/tmp/compression-bench-results.png")
+# `make perf` holds the dashboard to its targets on a quiet machine: the first page drawn
+# within 3 s of `streamlit run`, a page switch within 1 s (docs/PERFORMANCE.md). Here, inside
+# the suite on a loaded machine, five times those: what a regression of that order (a file
+# watcher polling every module, a page importing torch) would break, not the noise.
+HEALTHY_S = 15.0
+FIRST_DRAW_S = 15.0
+SWITCH_S = 5.0
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -67,11 +74,14 @@ def test_two_sessions_run_the_default_sweep(server):
             switch_s = time.monotonic() - t0
             page.wait_for_timeout(1000)  # let plotly finish laying out before the picture
             page.screenshot(path=str(SCREENSHOT), full_page=True)
-            print(f"server healthy {healthy_s:.1f} s; first page drawn "
-                  f"{', '.join(f'{t:.1f}' for t in first_draw_s)} s after goto; "
-                  f"switch to Results {switch_s:.2f} s")
         finally:
             browser.close()
+    timings = (f"server healthy {healthy_s:.1f} s; first page drawn "
+               f"{', '.join(f'{t:.1f}' for t in first_draw_s)} s after goto; "
+               f"switch to Results {switch_s:.2f} s")
+    assert healthy_s <= HEALTHY_S, timings
+    assert len(first_draw_s) == 2 and max(first_draw_s) <= FIRST_DRAW_S, timings
+    assert switch_s <= SWITCH_S, timings
 
 
 def test_pick_a_torchvision_model_by_typing_its_name(server):

@@ -13,16 +13,14 @@ from streamlit.testing.v1 import AppTest
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
 from dashboard.identity import session_owner
-from helpers import wait_until
+from helpers import FAST, ROOT, finished_job, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-FAST = dict(min_time_s=0.05, min_runs=10, warmup=1, epochs=1)
 SLOW = SweepSpec.from_toggles(prune=0.5, amp=True, **{**FAST, "min_time_s": 3.0}).to_dict()
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
+def app_store(tmp_path, monkeypatch):
     """A private store, data folder and upload area: each test its own queue and worker."""
     path = tmp_path / "results.db"
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(path))
@@ -69,9 +67,9 @@ def checkpoint_bytes() -> bytes:
     return save({k: v.contiguous() for k, v in model.state_dict().items()})
 
 
-def busy_worker(store: Path) -> tuple[JobQueue, str]:
+def busy_worker(app_store: Path) -> tuple[JobQueue, str]:
     """The worker busy with someone else's long job, so the next one waits in line."""
-    queue = JobQueue(store)
+    queue = JobQueue(app_store)
     job_id = queue.submit("sweep", SLOW, session="other")
     queue.ensure_worker("cpu")
     wait_until(lambda: queue.get(job_id).status == "running", 120, "the long job starting")
@@ -80,8 +78,8 @@ def busy_worker(store: Path) -> tuple[JobQueue, str]:
 
 # -- finding 3: an upload belongs to its job -------------------------------------------------
 
-def test_a_queued_job_keeps_its_uploaded_checkpoint_after_the_session_is_gone(store):
-    queue, long_job = busy_worker(store)
+def test_a_queued_job_keeps_its_uploaded_checkpoint_after_the_session_is_gone(app_store):
+    queue, long_job = busy_worker(app_store)
     at = baseline_only(app())
     at.toggle(key="exp_use_checkpoint").set_value(True)
     at.run()
@@ -101,13 +99,13 @@ def test_a_queued_job_keeps_its_uploaded_checkpoint_after_the_session_is_gone(st
     refreshed = clean(app({"session": at.session_state["cb_session"]}))
     assert any("Queued: place 1" in i.value for i in refreshed.info)  # found again
     queue.cancel(long_job)  # the line moves on
-    done = wait_until(lambda: (j := queue.get(job.job_id)).finished and j, 240, "the job")
+    done = finished_job(queue, job.job_id, 240)
     assert done.status == "complete", done.error
     assert queue.store.run(done.run_id)["variants"][0]["accuracy"] is not None
     assert not Path(job.folder).exists()  # removed when the job ended
 
 
-def test_uploads_held_on_the_server_are_capped(store, monkeypatch):
+def test_uploads_held_on_the_server_are_capped(app_store, monkeypatch):
     monkeypatch.setenv("COMPRESSION_BENCH_UPLOAD_MB", "1")
     at = baseline_only(app())
     at.toggle(key="exp_use_checkpoint").set_value(True)
@@ -119,12 +117,12 @@ def test_uploads_held_on_the_server_are_capped(store, monkeypatch):
     clean(at)
     (error,) = [e.value for e in at.error]
     assert "COMPRESSION_BENCH_UPLOAD_MB" in error and "\n" not in error
-    assert JobQueue(store).jobs() == []
+    assert JobQueue(app_store).jobs() == []
 
 
 # -- finding 6: session keys are minted by the server ----------------------------------------
 
-def test_a_session_key_the_server_did_not_mint_is_refused(store):
+def test_a_session_key_the_server_did_not_mint_is_refused(app_store):
     first = clean(app())
     key = first.session_state["cb_session"]
     assert clean(app({"session": key})).session_state["cb_session"] == key  # a refresh
@@ -153,12 +151,11 @@ def test_a_key_is_bound_to_the_browser_that_got_it():
 
 # -- finding 7: runs belong to their owner ----------------------------------------------------
 
-def test_a_new_session_sees_only_its_own_results_and_cannot_delete_others_runs(store):
+def test_a_new_session_sees_only_its_own_results_and_cannot_delete_others_runs(app_store):
     alice = baseline_only(app())
     alice.button(key="exp_run").click().run()
-    queue = JobQueue(store)
-    job = wait_until(lambda: (j := queue.get(alice.session_state["cb_job_id"])).finished
-                     and j, 240, "alice's job")
+    queue = JobQueue(app_store)
+    job = finished_job(queue, alice.session_state["cb_job_id"], 240)
     assert job.status == "complete"
     run = queue.store.run(job.run_id)
     assert run["owner"] == owner_of(alice) and job.owner == owner_of(alice)
@@ -190,7 +187,7 @@ def test_a_new_session_sees_only_its_own_results_and_cannot_delete_others_runs(s
 
 # -- finding 8: server paths only inside the data folder --------------------------------------
 
-def test_image_folders_outside_the_data_folder_get_one_line_that_reveals_nothing(store,
+def test_image_folders_outside_the_data_folder_get_one_line_that_reveals_nothing(app_store,
                                                                                tmp_path):
     (tmp_path / "outside" / "a").mkdir(parents=True)
     at = app()
@@ -209,12 +206,12 @@ def test_image_folders_outside_the_data_folder_get_one_line_that_reveals_nothing
     assert not [e.value for e in clean(at).error if "data folder" in e.value]
 
 
-def test_the_worker_refuses_a_job_naming_a_path_outside_the_data_folder(store):
-    queue = JobQueue(store)
+def test_the_worker_refuses_a_job_naming_a_path_outside_the_data_folder(app_store):
+    queue = JobQueue(app_store)
     job_id = queue.submit("sweep", SweepSpec(dataset="imagefolder:/etc", **FAST).to_dict(),
                           session="a")
     queue.ensure_worker("cpu")
-    job = wait_until(lambda: (j := queue.get(job_id)).finished and j, 120, "the refusal")
+    job = finished_job(queue, job_id, 120)
     assert job.status == "failed"
     assert job.error == ("invalid input: the image folder must be a folder inside the "
                          "server's data folder (COMPRESSION_BENCH_DATA_DIR); give its path "
@@ -223,8 +220,8 @@ def test_the_worker_refuses_a_job_naming_a_path_outside_the_data_folder(store):
 
 # -- finding 9: one person cannot hold the queue ---------------------------------------------
 
-def test_five_quick_clicks_make_at_most_the_cap_and_my_jobs_lists_and_cancels_them(store):
-    queue, long_job = busy_worker(store)
+def test_five_quick_clicks_make_at_most_the_cap_and_my_jobs_lists_and_cancels_them(app_store):
+    queue, long_job = busy_worker(app_store)
     at = baseline_only(app(), epochs=50)
     for _ in range(5):
         at.button(key="exp_run").click().run()

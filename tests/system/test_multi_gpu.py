@@ -5,26 +5,20 @@ real queue, workers, locks and processes, computing on the CPU."""
 
 from __future__ import annotations
 
-import time
 from datetime import datetime
 
 import pytest
 
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
+from helpers import finished_jobs
 
 pytestmark = pytest.mark.slow
 SMALL = dict(epochs=1, min_time_s=0.05, finetune_epochs=1, device="cuda")
 
 
 def _wait(queue: JobQueue, job_ids: list[str], timeout: float = 480):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        jobs = [queue.get(i) for i in job_ids]
-        if all(j.finished for j in jobs):
-            return jobs
-        time.sleep(0.5)
-    pytest.fail(f"jobs did not finish: {[queue.get(i).status for i in job_ids]}")
+    return finished_jobs(queue, job_ids, timeout)
 
 
 def _span(job):

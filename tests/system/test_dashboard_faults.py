@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from benchmarks.service.queue import JobQueue
+from helpers import ROOT, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 
 
@@ -36,12 +34,8 @@ def test_five_sessions_submit_at_once_and_run_one_at_a_time(tmp_path, monkeypatc
         for at in sessions:
             assert not at.exception, [e.value for e in at.exception]
         queue = JobQueue(store)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            jobs = queue.jobs()
-            if len(jobs) == 5 and all(j.finished for j in jobs):
-                break
-            time.sleep(0.5)
+        wait_until(lambda: len(jobs := queue.jobs()) == 5 and all(j.finished for j in jobs),
+                   300, lambda: f"five jobs ending (left as {queue.jobs()})", every=0.5)
         jobs = queue.jobs()
         assert len(jobs) == 5 and [j.status for j in jobs] == ["complete"] * 5
         assert len({j.session for j in jobs}) == 5
@@ -77,10 +71,8 @@ def test_a_server_restart_marks_the_job_interrupted_and_it_can_run_again(tmp_pat
                 session_url = page.url  # carries ?session=KEY
                 page.get_by_role("button", name="Run benchmark").click()
                 queue = JobQueue(store)
-                deadline = time.monotonic() + 120
-                while not any(j.status == "running" and j.run_id for j in queue.jobs()):
-                    assert time.monotonic() < deadline, "the job never started"
-                    time.sleep(0.2)
+                wait_until(lambda: any(j.status == "running" and j.run_id for j in queue.jobs()),
+                           120, "the job starting", every=0.2)
                 os.killpg(proc.pid, signal.SIGKILL)  # the server (and its worker) die at once
                 proc.wait()
             (job,) = queue.jobs()

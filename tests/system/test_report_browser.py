@@ -1,0 +1,89 @@
+"""The HTML report in a real Chromium with the network off (every chart drawn, nothing
+fetched), offered by the History page for the two runs it compares, and downloaded from the
+Results page of a real server (which starts a worker). The runs are conftest's
+``report_store``; the report's contents are checked in tests/unit/report/test_report_html.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.report.document import RunReport
+from helpers import REPORT_MAX_BYTES, ROOT, HtmlScan, chromium, report_runs
+
+
+@pytest.mark.browser
+def test_the_report_draws_every_chart_in_chromium_with_the_network_off(report_store, tmp_path):
+    from benchmarks.report.html import render
+    _, axis_run = report_runs(report_store)
+    path = tmp_path / "report.html"
+    path.write_text(render(RunReport.from_stored(axis_run)), encoding="utf-8")
+    expected = HtmlScan()
+    expected.feed(path.read_text())
+    attempted, errors = [], []
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+
+        def only_the_file(route):
+            if route.request.url.startswith("file://"):
+                route.continue_()
+            else:
+                attempted.append(route.request.url)
+                route.abort()
+        context.route("**/*", only_the_file)
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(path.as_uri())
+        # Drawn: every chart div holds marks (bars, points, lines or a heatmap's image)
+        # and its title.
+        marks = "'.point path, path.point, path.js-line, image'"
+        page.wait_for_function(
+            f"[...document.querySelectorAll('[data-chart]')].length == "
+            f"{len(expected.charts)} && [...document.querySelectorAll('[data-chart]')]"
+            f".every(d => d.querySelectorAll({marks}).length > 0)", timeout=60_000)
+        drawn = page.evaluate(f"""() => [...document.querySelectorAll('[data-chart]')]
+            .map(d => [d.dataset.chart, d.querySelectorAll({marks}).length,
+                       d.querySelectorAll('.gtitle').length ? 1 : 0])""")
+    assert [name for name, _, _ in drawn] == expected.charts
+    assert all(marks > 0 and titled for _, marks, titled in drawn), drawn
+    assert attempted == [] and errors == []
+
+
+def test_history_offers_the_report_of_the_two_runs_it_compares(report_store, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+    monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(report_store))
+    from benchmarks.service.queue import JobQueue
+    try:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+        at.switch_page("pages/history.py").run()
+        assert not at.exception
+        assert len(at.multiselect(key="history_runs").value) == 2
+        assert [b.label for b in at.get("download_button")] == ["Download report"]
+    finally:
+        JobQueue(report_store).stop_worker("cpu")  # the app starts one a few seconds after opening
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_results_page_download_gives_the_report_in_a_real_browser(report_store, tmp_path):
+    """A real server and Chromium: the Results page's "Download report" button hands over
+    the HTML report of the run shown (built when clicked)."""
+    from playwright.sync_api import expect
+
+    from tools.browser import running_server
+    _, axis_run = report_runs(report_store)
+    with chromium() as browser, running_server(report_store) as (_, url):
+        page = browser.new_context(accept_downloads=True,
+                                   viewport={"width": 1500, "height": 1000}).new_page()
+        page.goto(f"{url}/results?run={axis_run['run_id']}")  # the run's shared link
+        button = page.get_by_role("button", name="Download report")
+        expect(button).to_be_visible(timeout=60_000)
+        with page.expect_download(timeout=60_000) as download:
+            button.click()
+        saved = tmp_path / download.value.suggested_filename
+        download.value.save_as(saved)
+    assert saved.name == f"report-{axis_run['run_id']}.html"
+    html = saved.read_text()
+    scan = HtmlScan()
+    scan.feed(html)
+    assert "roofline" in scan.charts and scan.loads == []
+    assert len(html.encode()) < REPORT_MAX_BYTES
