@@ -37,9 +37,10 @@ lint: setup
 test: setup browser lint
 	$(PY) -m pytest
 
-# The unit tier alone, for a quick loop (a few minutes).
+# The unit tier without its slow tests (marked slow: real models at 224, long trainings), for
+# a quick loop (a few minutes); make test runs everything.
 test-fast: setup lint
-	$(PY) -m pytest tests/unit
+	$(PY) -m pytest tests/unit -m "not slow"
 
 # The default sweep of the article's techniques on the embedded data set.
 bench: setup

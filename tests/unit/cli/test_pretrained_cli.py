@@ -29,6 +29,7 @@ def imagenet_folder(tmp_path):
     return folder
 
 
+@pytest.mark.slow
 def test_pretrained_model_scored_as_loaded_on_imagenet_ids(tmp_path, imagenet_folder):
     torch_home = tmp_path / "torch"
     # Weights whose classifier answers class 1 for any image: 100% only if the folder's id

@@ -193,6 +193,7 @@ def build(num_classes, in_channels):
 '''
 
 
+@pytest.mark.slow
 def test_user_models_ship_their_source_and_pt2e_int8_exports_as_a_program(tmp_path, cli):
     """A user's factory file travels with its weights (channel-pruned, BatchNorm and SE
     layers included); torchao's pt2e INT8 graph (what static INT8 takes where FX cannot

@@ -262,6 +262,7 @@ def test_every_technique_round_trips_through_json(name):
     assert again == variant and again.stable_hash() == variant.stable_hash()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", registry.names())
 def test_every_technique_is_placed_on_the_roofline_at_its_declared_precision(
         name, every_technique):
@@ -276,6 +277,7 @@ def test_every_technique_is_placed_on_the_roofline_at_its_declared_precision(
     assert row["percent_of_peak"] is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", registry.names())
 def test_every_technique_exports_or_says_why_in_one_line(name, every_technique):
     from benchmarks.export.variant import export_variant

@@ -148,6 +148,7 @@ def _accuracies(results) -> dict:
     return {r.name: (r.accuracy, r.correct_bits) for r in results}
 
 
+@pytest.mark.slow
 def test_results_do_not_depend_on_the_cache_state_or_variant_order(tmp_path):
     """The default combined sweep on a tiny budget: cold, warm, with --no-cache, with one
     cache entry lost, and in another variant order: the same weights, so the same
@@ -314,6 +315,7 @@ def outside_model(tmp_path_factory):
     return root, folder, own
 
 
+@pytest.mark.slow
 def test_an_outside_checkpoint_scores_as_its_owner_scores_it(outside_model, tmp_path, cli):
     root, folder, own = outside_model
     assert own == 1.0  # the owner's evaluation of these images

@@ -149,6 +149,7 @@ def test_the_estimate_from_a_fake_history():
     assert "no earlier run" in estimate_sweep(distill, []).describe()
 
 
+@pytest.mark.slow
 def test_the_cli_prints_the_count_and_estimate_before_running(tmp_path, cli):
     store = str(tmp_path / "s.db")
     first = cli("run", "--prune", "0.3,0.6", "--epochs", "1", "--finetune-epochs", "1",

@@ -13,6 +13,7 @@ ALL = ["--prune", "0.5", "--distill", "--student", "seed_cnn_narrow", "--amp", "
 
 @pytest.mark.parametrize("method, int8", [("l1", "static"), ("channel", "qat"),
                                           ("global", "dynamic")])
+@pytest.mark.slow
 def test_user_model_through_every_technique(tmp_path, cli, method, int8):
     out = tmp_path / "r.json"
     p = cli("run", "--model", "models/se_net.py:build", "--prune-method", method,
