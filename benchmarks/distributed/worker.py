@@ -233,6 +233,45 @@ def run_worker(job: WorkerJob, rank: int, world_size: int, local_rank: int,
                          f"({len(sampler)} samples of {len(train)} over {world_size} workers)")
     disjoint, coverage = _shards_check(sampler, len(train), world_size, device)
 
+    step_ms, comm_ms, loss = _train(job, ddp, model, loader, sampler, meter, rank, device,
+                                    world_size, progress)
+    bytes_per_step = meter.bytes
+    diff_after_training = _max_param_diff(flat(), world_size)
+    # The slowest rank sets the pace of synchronous data parallelism.
+    timed = torch.tensor([sum(step_ms)], dtype=torch.float64, device=device)
+    dist.all_reduce(timed, op=dist.ReduceOp.MAX)
+    train_loss = loss.detach().float().reshape(1)
+    dist.all_reduce(train_loss)
+    if rank != 0:
+        return None
+    test_loss, accuracy = _evaluate(model, bundle, device)
+    _tick(progress, rank)
+    global_batch = job.batch_size * world_size
+    wall_ms = float(timed.item())
+    return {
+        "throughput": global_batch * len(step_ms) / (wall_ms / 1e3) if wall_ms > 0 else None,
+        "bytes_per_step": bytes_per_step,
+        "comm_ms_per_step": sum(comm_ms) / len(comm_ms),
+        "step_ms": wall_ms / len(step_ms),
+        "step_ms_samples": kept_samples(step_ms),  # rank 0's, raw (at most KEPT_SAMPLES)
+        "loss": test_loss,
+        "train_loss": float(train_loss.item()) / world_size,
+        "accuracy": accuracy,
+        "steps": job.steps,
+        "timed_steps": len(step_ms),
+        "global_batch_size": global_batch,
+        "threads_per_worker": job.threads,
+        "shards_disjoint": disjoint,
+        "shard_coverage": coverage,
+        "param_max_diff_after_broadcast": diff_after_broadcast,
+        "param_max_diff_after_training": diff_after_training,
+    }
+
+
+def _train(job: WorkerJob, ddp, model, loader, sampler, meter, rank: int, device,
+           world_size: int, progress) -> tuple[list[float], list[float], torch.Tensor]:
+    """``job.steps`` DDP steps (the injected faults at FAULT_STEP): each timed step's wall
+    and comm-hook milliseconds after the warm-up, and the last loss."""
     optimizer = torch.optim.SGD(model.parameters(), lr=BASE_LR * world_size, momentum=0.9)
     amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
     # GradScaler only for fp16: bf16 keeps fp32's exponent range, nothing underflows.
@@ -268,37 +307,7 @@ def run_worker(job: WorkerJob, rank: int, world_size: int, local_rank: int,
             _tick(progress, rank)
         epoch += 1
 
-    bytes_per_step = meter.bytes
-    diff_after_training = _max_param_diff(flat(), world_size)
-    # The slowest rank sets the pace of synchronous data parallelism.
-    timed = torch.tensor([sum(step_ms)], dtype=torch.float64, device=device)
-    dist.all_reduce(timed, op=dist.ReduceOp.MAX)
-    train_loss = loss.detach().float().reshape(1)
-    dist.all_reduce(train_loss)
-    if rank != 0:
-        return None
-    test_loss, accuracy = _evaluate(model, bundle, device)
-    _tick(progress, rank)
-    global_batch = job.batch_size * world_size
-    wall_ms = float(timed.item())
-    return {
-        "throughput": global_batch * len(step_ms) / (wall_ms / 1e3) if wall_ms > 0 else None,
-        "bytes_per_step": bytes_per_step,
-        "comm_ms_per_step": sum(comm_ms) / len(comm_ms),
-        "step_ms": wall_ms / len(step_ms),
-        "step_ms_samples": kept_samples(step_ms),  # rank 0's, raw (at most KEPT_SAMPLES)
-        "loss": test_loss,
-        "train_loss": float(train_loss.item()) / world_size,
-        "accuracy": accuracy,
-        "steps": job.steps,
-        "timed_steps": len(step_ms),
-        "global_batch_size": global_batch,
-        "threads_per_worker": job.threads,
-        "shards_disjoint": disjoint,
-        "shard_coverage": coverage,
-        "param_max_diff_after_broadcast": diff_after_broadcast,
-        "param_max_diff_after_training": diff_after_training,
-    }
+    return step_ms, comm_ms, loss
 
 
 def _first_step_grads(job, ddp, model, bundle, rank, world_size, device) -> dict | None:
