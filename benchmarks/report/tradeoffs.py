@@ -274,10 +274,13 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
                                       width=1.5, dash=dash),
                             hovertemplate=f"{label}: peak {peak / GIGA:,.1f} GFLOP/s, "
                                           f"{bandwidth / GIGA:,.1f} GB/s<extra></extra>")
-        for precision, peak in theory[device].items():
-            label = f"{device} {precision}" if len(devices) > 1 else precision
-            how = ((peaks[device].get("theoretical") or {}).get("derivation") or {}).get(
-                precision) or (peaks[device].get("theoretical") or {}).get("source", "")
+        derivation = (peaks[device].get("theoretical") or {}).get("derivation") or {}
+        for precisions, peak in _coinciding(theory[device]):
+            precision = precisions[0]
+            names = " / ".join(precisions)  # fp32 and bf16 share a roof without bf16 units
+            label = f"{device} {names}" if len(devices) > 1 else names
+            how = "<br>".join(derivation.get(p, "") for p in precisions) or \
+                (peaks[device].get("theoretical") or {}).get("source", "")
             fig.add_scatter(x=[ridge_point(peak, bandwidth), high], y=[peak / GIGA] * 2,
                             mode="lines+text", name=f"{label} theoretical roof",
                             text=["", f"{label} theoretical"], textposition="top left",
@@ -315,6 +318,15 @@ def _theoretical_roofs(peaks: dict, precisions: set) -> dict:
     """The theoretical peaks of the precisions the device's points ran in."""
     theory = (peaks.get("theoretical") or {}).get("gemm_flops_per_s") or {}
     return {p: v for p, v in theory.items() if p in precisions and v}
+
+
+def _coinciding(roofs: dict) -> list[tuple[list[str], float]]:
+    """Theoretical roofs grouped by height: one line (and label) for precisions that share
+    one (fp32 and bf16 on a CPU without bf16 instructions)."""
+    groups: dict[float, list[str]] = {}
+    for precision, peak in roofs.items():
+        groups.setdefault(peak, []).append(precision)
+    return [(names, peak) for peak, names in groups.items()]
 
 
 def _peak_flag(row: dict) -> str:

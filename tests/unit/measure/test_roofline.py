@@ -101,6 +101,9 @@ def test_the_json_table_and_chart_carry_the_roofline():
     assert dashed["fp32 theoretical roof"].y[0] == pytest.approx(300.0)
     assert "fp32 theoretical" in dashed["fp32 theoretical roof"].text
     assert "32 FLOP/cycle" in dashed["fp32 theoretical roof"].hovertemplate
+    from benchmarks.report.tradeoffs import _coinciding
+    assert _coinciding({"fp32": 1.0, "bf16": 1.0, "int8": 2.0}) == [(["fp32", "bf16"], 1.0),
+                                                                   (["int8"], 2.0)]
     point = variant("a").roofline({"peaks": {"cpu": {**FAKE_PEAKS["cpu"],
                                                      "theoretical": theory}}})
     assert point["theoretical_peak_flops_per_s"] == 300e9 and point["above_peak"] is False
