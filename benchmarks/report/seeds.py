@@ -38,7 +38,10 @@ def seed_comparison(result, base) -> dict:
     out["accuracy_seed_n"] = len(summary["accuracies"])
     if summary["ci"]:
         out["accuracy_seed_ci_low"], out["accuracy_seed_ci_high"] = summary["ci"]
-    if base is None or result is base or base.seed_summary is None:
+    if result is base:
+        out["accuracy_seed_vs_base"] = 0.0
+        return out
+    if base is None or base.seed_summary is None:
         return out
     theirs = dict(zip(base.seeds, base.seed_accuracies))
     diffs = [100.0 * (mine - theirs[seed])
