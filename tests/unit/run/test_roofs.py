@@ -61,6 +61,17 @@ def test_still_above_after_measuring_again_is_flagged_in_the_json_and_the_table(
     assert "fp32 measured again at 9999 (baseline ran at 10.00 GFLOP/s" in table
 
 
+def test_a_failing_remeasure_leaves_the_sweep_and_says_so():
+    env = {"peaks": {k: dict(v) for k, v in PEAKS.items()}}
+    results = [variant()]
+
+    def broken(*args):
+        raise RuntimeError("no kernel today")
+    assert check_roofs(results, env, None, 1, remeasure=broken)
+    assert env["peaks"]["cpu"]["remeasure_failed"] == "RuntimeError: no kernel today"
+    assert results[0].roofline(env)["above_peak"] is True  # still flagged
+
+
 def test_the_real_remeasure_raises_a_low_peak_and_keeps_it(tmp_path):
     from benchmarks.measure import peaks
     from benchmarks.store.database import ResultsStore
