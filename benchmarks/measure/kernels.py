@@ -1,7 +1,7 @@
 """The timed calls a device's compute peaks are the best of (``benchmarks.measure.peaks``).
 
 A peak is the fastest kernel the variants could run in that precision, not the one a GEMM
-benchmark happens to pick: on a Zen 3 ``torch._int_mm`` runs int8 at ~2 GFLOP/s while the
+benchmark happens to pick (an fp32 convolution can outrun the fp32 matmul): on a Zen 3 ``torch._int_mm`` runs int8 at ~2 GFLOP/s while the
 INT8 variants' fbgemm kernels (quantized linear and convolution, through the engine
 ``optimizers.quantization.select_engine`` picks) run near 150, and autocast's bf16 linear
 runs several times faster than a bf16 ``torch.mm``. So each precision lists its candidates
@@ -70,15 +70,17 @@ def _autocast_linear(device: torch.device, n: int):
     return call
 
 
-def _autocast_conv(device: torch.device, n: int):
-    c = _conv_channels(n)
-    x = _randn(CONV_BATCH, c, CONV_MAP, CONV_MAP, device=device)
-    w = _randn(c, c, CONV_KERNEL, CONV_KERNEL, device=device)
+def _conv(dtype: torch.dtype | None) -> Callable:
+    def make(device: torch.device, n: int):
+        c = _conv_channels(n)
+        x = _randn(CONV_BATCH, c, CONV_MAP, CONV_MAP, device=device)
+        w = _randn(c, c, CONV_KERNEL, CONV_KERNEL, device=device)
 
-    def call():
-        with _autocast(device, torch.bfloat16):
-            return torch.nn.functional.conv2d(x, w, padding=1)
-    return call
+        def call():
+            with _autocast(device, dtype):
+                return torch.nn.functional.conv2d(x, w, padding=1)
+        return call
+    return make
 
 
 def _int8_pair(n: int, device: torch.device):
@@ -131,7 +133,8 @@ MM = {"fp32": Kernel("torch.mm", _gemm_flops, _mm(None)),
       "fp16": Kernel("torch.mm", _gemm_flops, _mm(torch.float16))}
 INT_MM = Kernel("torch._int_mm", _gemm_flops, _int_mm)
 AUTOCAST_LINEAR = Kernel("linear (autocast bf16)", _gemm_flops, _autocast_linear)
-AUTOCAST_CONV = Kernel("conv2d 3x3 (autocast bf16)", _conv_flops, _autocast_conv)
+AUTOCAST_CONV = Kernel("conv2d 3x3 (autocast bf16)", _conv_flops, _conv(torch.bfloat16))
+CONV = Kernel("conv2d 3x3", _conv_flops, _conv(None))
 QUANTIZED_LINEAR = Kernel("quantized.linear", _gemm_flops, _quantized_linear)
 QUANTIZED_CONV = Kernel("quantized.conv2d 3x3", _conv_flops, _quantized_conv)
 
@@ -142,8 +145,10 @@ def candidates(device: torch.device, precision: str) -> tuple[Kernel, ...]:
     engine's linear and convolution beside ``_int_mm``)."""
     if precision == "int8":
         return (INT_MM,) if device.type == "cuda" else (INT_MM, QUANTIZED_LINEAR, QUANTIZED_CONV)
-    if precision == "bf16" and device.type == "cpu":
+    if device.type == "cpu" and precision == "bf16":
         return (MM["bf16"], AUTOCAST_LINEAR, AUTOCAST_CONV)
+    if device.type == "cpu" and precision == "fp32":
+        return (MM["fp32"], CONV)  # oneDNN's convolutions can outrun its matmul
     return (MM[precision],)
 
 

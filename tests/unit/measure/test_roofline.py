@@ -125,7 +125,8 @@ def test_peaks_are_measured_once_per_machine_and_cached_in_the_store(tmp_path):
     assert set(tried["int8"]) == {"torch._int_mm", "quantized.linear (x86)",
                                   "quantized.conv2d 3x3 (x86)"}
     assert len(tried["bf16"]) == 3 and first["method"]["version"] == 2
-    for precision in ("bf16", "int8"):
+    assert set(tried["fp32"]) == {"torch.mm", "conv2d 3x3"}
+    for precision in ("fp32", "bf16", "int8"):
         rates = {k: v for k, v in tried[precision].items() if isinstance(v, float)}
         assert first["gemm_flops_per_s"][precision] == max(rates.values())
         assert first["method"]["kernels"][precision] == max(rates, key=rates.get)
