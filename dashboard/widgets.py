@@ -14,11 +14,12 @@ ACTIVE = ("queued", "running")
 
 # Columns of the comparison table, in reading order: each figure beside its change.
 TABLE_COLUMNS = [
-    "variant", "techniques", "device", "accuracy", "accuracy_ci_low", "accuracy_ci_high",
-    "accuracy_vs_base", "p_value_vs_base", "within_noise", "accuracy_seed_mean",
-    "accuracy_seed_std", "gain_vs_control_pts", "p50_ms", "p50_ms_vs_base", "baseline_ref",
-    "p90_ms", "p99_ms", "noisy", "launch_bound", "timing", "throughput", "throughput_vs_base",
-    "precision", "percent_of_peak",
+    "variant", "techniques", "device", "accuracy", "accuracy_shows", "accuracy_ci_low",
+    "accuracy_ci_high", "accuracy_vs_base", "p_value_vs_base", "within_noise",
+    "accuracy_seed_mean", "accuracy_seed_std", "accuracy_seed0", "gain_vs_control_pts",
+    "p50_ms", "p50_ms_vs_base", "baseline_ref", "p90_ms", "p99_ms", "noisy", "launch_bound",
+    "timing", "throughput", "throughput_sustained", "contention", "throughput_vs_base",
+    "precision", "percent_of_peak", "above_peak",
     "peak_memory_mb", "peak_memory_mb_vs_base", "memory_method", "size_mb", "size_mb_vs_base",
     "size_gzip_mb", "size_gzip_mb_vs_base", "params", "nonzero_params",
     "nonzero_params_vs_base", "flops", "flops_effective", "flops_vs_base",
@@ -40,6 +41,10 @@ def device_card(card: dict | None, where=None) -> None:
         gemm = " · ".join(f"{k} {v / 1e9:,.0f}" for k, v in peaks["gemm_flops_per_s"].items())
         text += (f"  \npeaks ({device}): {gemm} GFLOP/s · "
                  f"{peaks['memory_bytes_per_s'] / 1e9:,.1f} GB/s")
+        theory = (peaks.get("theoretical") or {}).get("gemm_flops_per_s") or {}
+        if theory:
+            text += "  \ntheoretical: " + " · ".join(
+                f"{k} {v / 1e9:,.0f}" for k, v in theory.items()) + " GFLOP/s"
     where.markdown(text)
     cluster = card.get("cluster")
     if cluster:
@@ -289,7 +294,17 @@ _TABLE_CONFIG = {
     "noisy": st.column_config.CheckboxColumn("Noisy latency"),
     "launch_bound": st.column_config.CheckboxColumn("Launch-bound"),
     "timing": "Timed",
-    "throughput": st.column_config.NumberColumn("Samples/s", format="localized"),
+    "throughput": st.column_config.NumberColumn("Samples/s (median call)",
+                                                format="localized"),
+    "throughput_sustained": st.column_config.NumberColumn(
+        "Samples/s sustained", format="localized",
+        help="samples timed / the wall time of the timed windows"),
+    "contention": st.column_config.CheckboxColumn(
+        "Contention", help="the sustained rate is more than 20% off the median call's"),
+    "accuracy_shows": "Accuracy shown",
+    "accuracy_seed0": st.column_config.NumberColumn("Accuracy, seed 0", format="percent"),
+    "above_peak": st.column_config.CheckboxColumn(
+        "Above its roof", help="above the measured peak even after it was measured again"),
     "throughput_vs_base": _ratio("Samples/s vs baseline"),
     "peak_memory_mb": st.column_config.NumberColumn("Peak memory (MB)", format="%.2f"),
     "peak_memory_mb_vs_base": _ratio("Memory vs baseline"),
@@ -338,9 +353,9 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
     """Warnings, the four charts, trade-off curves, Pareto with its frontier, the roofline,
     the comparison table, sparsity, environment and downloads of one run. The charts are
     ``charts.run_figures``: the same list the HTML report holds."""
-    from benchmarks.report.document import RunReport
+    from benchmarks.report.document import RunReport, table_notes
     report = RunReport.from_stored(run)
-    rows = report.rows()
+    rows = report.shown_rows()  # over seeds where there are several (seeds.shown_rows)
     if not rows:
         st.info("No variant has finished yet.")
         return
@@ -402,11 +417,14 @@ def run_report(run: dict, key: str, *, downloads: bool = True, details: bool = T
     st.subheader("Comparison with the baseline")
     df = table_frame(rows)
     st.dataframe(df, hide_index=True, column_config=_TABLE_CONFIG, key=f"{key}-table")
-    st.caption("Within noise: the accuracy change is not significant (exact McNemar test on "
-               "the same test examples, p >= 0.05). Latency ratios are taken against the "
-               "baseline timed on the same device, in the same interleaved rounds. % of "
-               "peak: achieved FLOP/s against the device's measured GEMM peak for the "
-               "precision the variant ran in.")
+    notes = table_notes(rows)  # the text table's: over seeds, contention, above a roof
+    st.caption((notes[0] + ". " if notes and notes[0].startswith("acc %") else
+                "Within noise: the accuracy change is not significant (exact McNemar test on "
+                "the same test examples, p >= 0.05). ") +
+               "Latency ratios are taken against the baseline timed on the same device, in "
+               "the same interleaved rounds. % of peak: achieved FLOP/s against the device's "
+               "measured peak for the precision the variant ran in. " +
+               " ".join(n + "." for n in notes if n.startswith("! on")))
     if not details:
         return
     # Drawn when asked for: a collapsed expander would still render its chart on every visit.

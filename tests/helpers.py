@@ -273,3 +273,33 @@ def png_folder(root: Path, count: int, classes: int = 2, size: int = 8) -> Path:
         for i in range(1, per_class):
             os.link(first, folder / f"{i}.png")
     return root
+
+
+def small_tmpfs(folder: Path, size: str = "600k", leave_free: int | None = None):
+    """A context manager: a tmpfs of ``size`` mounted on ``folder`` (created), optionally
+    filled up to ``leave_free`` bytes free, unmounted after; pytest.skip where mounting is not
+    allowed (not root, a container without CAP_SYS_ADMIN). The tests that need one also run
+    with an injected ENOSPC, so they run everywhere."""
+    import contextlib
+    import shutil
+    import subprocess
+
+    import pytest
+
+    @contextlib.contextmanager
+    def mounted():
+        folder.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                               str(folder)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()[:120]}")
+        try:
+            if leave_free is not None:
+                free = shutil.disk_usage(folder).free
+                filler = folder / "filler"
+                with filler.open("wb") as f:
+                    f.write(b"\0" * max(0, free - leave_free))
+            yield folder
+        finally:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+    return mounted()

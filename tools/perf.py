@@ -131,6 +131,7 @@ def peaks(repeats: int, device_name: str = "cpu") -> dict:
     # Medians of each: on a busy machine single pairs swing by 1.5x either way.
     ratio = statistics.median(tool) / statistics.median(timer)
     gflops = {k: round(v / 1e9, 1) for k, v in last["gemm_flops_per_s"].items()}
+    theory = ((last.get("theoretical") or {}).get("gemm_flops_per_s") or {}).get("fp32")
     return {"threads": threads, "tool_fp32_flops": tool, "timer_fp32_flops": timer,
             "peaks": last, "checks": [
                 check(f"{device_name} fp32 GEMM peak ({n}x{n}): the tool / "
@@ -138,6 +139,11 @@ def peaks(repeats: int, device_name: str = "cpu") -> dict:
                       "0.80-1.20", 0.8 <= ratio <= 1.2,
                       f"medians of {repeats} interleaved repeats; {threads} thread(s); peaks "
                       f"GFLOP/s {gflops}, copy {last['memory_bytes_per_s'] / 1e9:.1f} GB/s"),
+                check(f"{device_name} fp32 peak / its theoretical peak",
+                      round(statistics.median(tool) / theory, 2) if theory else "-",
+                      ">= 0.5 (measured again below)", not theory or
+                      statistics.median(tool) >= 0.5 * theory,
+                      (last.get("theoretical") or {}).get("derivation", {}).get("fp32", "")),
             ]}
 
 
@@ -181,7 +187,12 @@ def bench() -> dict:
     distill = next(x for n, x in v.items() if x["techniques"] == ["distill"])
     scratch = v["student-scratch"]
     nonzero = 1 - prune["config"]["prune"]["effective_sparsity"]
+    above = [n for n, x in v.items() if (x.get("percent_of_peak") or 0) > 100]
+    unflagged = [n for n in above if not (v[n].get("roofline") or {}).get("above_peak")]
     out["checks"] += [
+        check("default sweep: variants above 100% of their roof, unflagged", len(unflagged),
+              "0 (a peak a variant beats is measured again; one still beaten is flagged)",
+              not unflagged, ", ".join(above) or "none above"),
         check("default sweep (" + " ".join(DEFAULT_SWEEP) + "): every variant succeeds",
               f"{len(v) - len(errors)}/{len(v)}", "all", not errors, ", ".join(errors)),
         check("default sweep cold, start-up included", f"{cold_full:.1f} s", "(no target)", True),

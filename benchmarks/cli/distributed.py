@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from benchmarks.cli.outputs import EXIT_OK, EXIT_VARIANT_FAILED, check_writable
+from benchmarks.cli.outputs import EXIT_OK, EXIT_VARIANT_FAILED, check_writable, write_output
 from benchmarks.cli.parser import config_from_args
 
 
@@ -45,7 +45,6 @@ def cmd_distributed(args) -> int:
         runs = prepared.run(on_progress=report)
     document = RunReport(kind="distributed", environment=environment, variants=runs)
     if args.json_file:
-        with open(args.json_file, "w") as fh:
-            json.dump(document.document(), fh, indent=2)
+        write_output(args.json_file, json.dumps(document.document(), indent=2))
     print(document.table())
     return EXIT_VARIANT_FAILED if any(r["error"] is not None for r in runs) else EXIT_OK

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from benchmarks.cli.outputs import EXIT_OK, check_writable
+from benchmarks.cli.outputs import EXIT_OK, check_writable, write_output
 
 
 def _stored_run(store, run_id: str, flag: str = "RUN_ID") -> dict:
@@ -27,13 +27,27 @@ def cmd_report(args) -> int:
     compare = None if args.compare is None else RunReport.from_stored(
         _stored_run(store, args.compare, "--compare"))
     html = render(report, compare)
-    Path(args.html).write_text(html, encoding="utf-8")
+    write_output(args.html, html)
     print(f"report of run {args.run_id} written to {args.html} "
           f"({len(html.encode()) / 2**20:.2f} MB)", file=sys.stderr)
     return EXIT_OK
 
 
+def check_out_folder(out: str, force: bool) -> None:
+    """``--out`` must be new or empty unless ``--force``: an export never replaces files
+    silently."""
+    folder = Path(out).expanduser()
+    if not folder.is_dir() or force:
+        return
+    present = sorted(p.name for p in folder.iterdir())
+    if present:
+        shown = ", ".join(present[:3]) + (", ..." if len(present) > 3 else "")
+        raise ValueError(f"--out {out} is not empty ({len(present)} entries: {shown}); give a "
+                         f"new or empty folder, or --force to replace the export's files there")
+
+
 def cmd_export(args) -> int:
+    check_out_folder(args.out, args.force)  # before torch loads: refused at once
     from benchmarks.export.variant import export_variant
     from benchmarks.store.database import ResultsStore
     card = export_variant(ResultsStore(args.store), args.run_id, args.variant, args.out)

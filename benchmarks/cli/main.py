@@ -4,7 +4,8 @@ commands (``run``; ``list`` and ``history`` in ``listing``; ``report`` and ``exp
 
 A table goes to stdout, progress to stderr. Exit status: 0 every variant succeeded, 1 some
 variant failed (its error says why; the others are reported and stored), 2 the input was
-invalid and nothing ran (one line on stderr, no traceback).
+invalid and nothing ran, or the environment refused (memory, a full disk: one line on stderr
+naming the folder and its free space), never a traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from benchmarks.cli.outputs import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from benchmarks.spec.atomic import DiskFull
 from optimizers.errors import described, first_line
 
 
@@ -38,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return _command(args.command)(args)
+    except DiskFull as exc:  # the folder and its free space, in one line
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except ValueError as exc:  # bad input: one line, nothing ran
         print(f"error: {first_line(exc, 1000)}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,5 +1,6 @@
 """What a command gives back: its exit status, and the files it will write, checked before
-anything runs (a typo in ``--json`` must not cost a finished sweep)."""
+anything runs (a typo in ``--json`` must not cost a finished sweep) and written whole or not
+at all (``write_output``: a full disk is one line and leaves no partial file)."""
 
 from __future__ import annotations
 
@@ -19,3 +20,10 @@ def check_writable(path: str | None, flag: str) -> None:
         raise ValueError(f"{flag} {path}: folder {parent} does not exist")
     if Path(path).is_dir():
         raise ValueError(f"{flag} {path} is a directory; give a file name")
+
+
+def write_output(path: str, text: str) -> None:
+    """``--json``/``--csv``/``--html`` written through a temporary file renamed into place;
+    a full disk raises ``DiskFull`` (one line, exit 2) and leaves the old file, if any."""
+    from benchmarks.spec.atomic import write_text
+    write_text(Path(path).expanduser(), text)

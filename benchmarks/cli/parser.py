@@ -218,7 +218,12 @@ def _add_run(run) -> None:
 
 
 def _add_data(run, datasets: list[str]) -> None:
-    from benchmarks.spec.sweep import LABELS
+    from benchmarks.spec.sweep import LABELS, RESIZE_MODES
+    run.add_argument("--resize", choices=RESIZE_MODES, default="crop",
+                     help="an image folder's pictures: crop (the default: the shorter side "
+                          "resized to cover the input shape, the centre cropped, the aspect "
+                          "ratio kept, as pretrained weights' pipelines do) | squash (resized "
+                          "straight to the input shape, the aspect ratio lost)")
     run.add_argument("--labels", choices=LABELS,
                      help="imagenet: the image folder's class folders are ImageNet-1k ids "
                           "(n01440764 ...) scored by the model's own 1000-class head; "
@@ -315,7 +320,11 @@ def _add_handoff(sub) -> None:
                                            "variants) and a model card")
     export.add_argument("run_id", metavar="RUN_ID")
     export.add_argument("variant", metavar="VARIANT", help="its name, as `history` shows it")
-    export.add_argument("--out", required=True, metavar="DIR", help="the folder to write")
+    export.add_argument("--out", required=True, metavar="DIR",
+                        help="the folder to write: new or empty, unless --force")
+    export.add_argument("--force", action="store_true",
+                        help="export into a folder that is not empty: the export's files "
+                             "there are replaced, other files left as they are")
     export.add_argument("--store", metavar="FILE")
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-from benchmarks.cli.outputs import EXIT_OK, EXIT_VARIANT_FAILED, check_writable
+from benchmarks.cli.outputs import EXIT_OK, EXIT_VARIANT_FAILED, check_writable, write_output
 from benchmarks.cli.parser import ENABLED
 
 
@@ -40,7 +39,7 @@ def spec_from_args(args):
         epochs=args.epochs, seed=args.seed, data_root=args.data_root, download=args.download,
         threads=args.threads, min_time_s=args.min_time, normalize=args.normalize,
         seeds=args.seeds, timing=args.timing, timing_rounds=args.timing_rounds, fp32=args.fp32,
-        weights=args.weights, labels=args.labels)
+        weights=args.weights, labels=args.labels, resize=args.resize)
 
 
 def cmd_run(args) -> int:
@@ -78,9 +77,9 @@ def cmd_run(args) -> int:
     print(report.table())
     print(f"run {run_id} stored in {store.path}", file=sys.stderr)
     if args.json_file:
-        Path(args.json_file).write_text(json.dumps(report.document(), indent=2))
+        write_output(args.json_file, json.dumps(report.document(), indent=2))
     if args.csv_file:
-        Path(args.csv_file).write_text(report.csv_text())
+        write_output(args.csv_file, report.csv_text())
     return EXIT_OK if all(r.ok for r in results) else EXIT_VARIANT_FAILED
 
 

@@ -177,7 +177,9 @@ def measure(spec_dict: dict, files: dict | None, failed: dict | None, built_on: 
         def work():
             try:
                 for index, result in enumerate(sweep.run(
-                        on_partial=lambda i, r: send("partial", i, r))):
+                        on_partial=lambda i, r: send("partial", i, r),
+                        on_environment=lambda env: events.put(
+                            ("environment", {**env, "timed_on": where}, None)))):
                     send("result", index, result)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the generator
                 events.put(("error", exc, None))

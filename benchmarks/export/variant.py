@@ -17,22 +17,34 @@ The pieces: ``rebuild`` (the variant as it ran, and its architecture), ``codec``
 dict, INT8 included, as safetensors tensors), ``writers`` (each format, reloaded and checked),
 ``load`` (an export folder read back), ``files`` (names, folders, the zip).
 
-Nothing is kept twice: trained weights are rebuilt from the weights cache (the runner's
-per-step keys), never retrained. A variant whose weights are gone, or that rebuilt here
-predicts differently from what the run stored, is refused in one line, before anything is
-written. Every written artefact is reloaded and scored on the run's test split: it must
-reproduce the stored predictions (or the accuracy within ``ACCURACY_TOLERANCE_PTS``).
+The files are written into a folder beside ``out_dir`` and moved into place once every one
+is written: a full disk (``DiskFull``, one line) or a failure leaves nothing behind; every
+file is ``files.FILE_MODE`` (0600). Nothing is kept twice: trained weights are rebuilt from
+the weights cache (the runner's per-step keys), never retrained. A variant whose weights
+are gone, or that rebuilt here predicts differently from what the run stored, is refused in
+one line, before anything is written. Every written artefact is reloaded and scored on the
+run's test split: it must reproduce the stored predictions (or the accuracy within
+``ACCURACY_TOLERANCE_PTS``).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.export.files import CARD_NAME, prepare_folder, sha256
+from benchmarks.export.files import (
+    CARD_NAME,
+    FILE_MODE,
+    check_folder,
+    publish,
+    sha256,
+    staging_folder,
+)
 from benchmarks.export.rebuild import locate, rebuild
 from benchmarks.export.writers import Scores, write_onnx, write_pt2, write_weights
+from benchmarks.spec.atomic import disk_full_as_one_line, write_text
 
 CARD_SCHEMA = 1
 
@@ -41,15 +53,27 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
                    allowed_models_dir=None) -> dict:
     """Write ``variant`` of run ``run_id`` into ``out_dir`` (see the module's docstring);
     returns the model card. Bad input raises ValueError with one line; nothing is written
-    then."""
+    then. A full disk raises ``DiskFull``, and leaves nothing behind."""
+    run, result = locate(store, run_id, variant)
+    target = check_folder(out_dir)
+    rebuilt = rebuild(run, result, cache=cache, allowed_models_dir=allowed_models_dir)
+    # Written into a folder beside the target and moved into place once whole: a full disk
+    # or a failed writer leaves neither a partial export nor a half-replaced earlier one.
+    with disk_full_as_one_line(target.parent, f"the export {target.name}"):
+        folder = staging_folder(target)
+        try:
+            card = _write(run, run_id, variant, result, rebuilt, folder)
+            publish(folder, target)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return card
+
+
+def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path) -> dict:
+    """Every format and the model card, written into ``folder``."""
     from benchmarks.measure.environment import environment_card
     from benchmarks.measure.latency import pinned_threads
     from benchmarks.report.document import RunReport
-    run, result = locate(store, run_id, variant)
-    if Path(out_dir).expanduser().exists() and not Path(out_dir).expanduser().is_dir():
-        raise ValueError(f"--out {out_dir} is a file; give a folder")
-    rebuilt = rebuild(run, result, cache=cache, allowed_models_dir=allowed_models_dir)
-    folder = prepare_folder(out_dir)
     with pinned_threads(rebuilt.sweep.threads):
         scores = Scores(rebuilt)
         formats = {"safetensors": write_weights(rebuilt, folder, scores),
@@ -76,5 +100,5 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
                      "environment": environment_card(rebuilt.sweep.device,
                                                      rebuilt.sweep.threads)},
     }
-    (folder / CARD_NAME).write_text(json.dumps(card, indent=2, default=str))
+    write_text(folder / CARD_NAME, json.dumps(card, indent=2, default=str), mode=FILE_MODE)
     return card

@@ -17,6 +17,7 @@ from benchmarks.export.codec import encode_state
 from benchmarks.export.files import ONNX_NAME, PT2_NAME, SOURCE_NAME, WEIGHTS_NAME
 from benchmarks.export.load import load_exported, load_program, run_model
 from benchmarks.export.rebuild import Rebuilt
+from benchmarks.spec.atomic import raise_if_disk_full
 
 # A reloaded artefact passes with the same predictions, or an accuracy this close (points).
 ACCURACY_TOLERANCE_PTS = 0.1
@@ -120,6 +121,7 @@ def write_weights(rebuilt: Rebuilt, folder: Path, scores: Scores) -> dict:
                             "format": "compression-bench export, schema 1"})
         loaded = load_exported(folder, device=str(rebuilt.device))
     except Exception as exc:  # a path that cannot handle this variant: the card says why
+        raise_if_disk_full(exc, folder.parent, f"the export's {WEIGHTS_NAME}")
         (folder / WEIGHTS_NAME).unlink(missing_ok=True)
         return _not_exported(f"rebuilding from the weights failed: {described(exc)}")
     return _checked(WEIGHTS_NAME, folder, scores.verify(scores.logits(loaded)),
@@ -163,6 +165,7 @@ def write_pt2(rebuilt: Rebuilt, folder: Path, scores: Scores) -> dict:
         loaded = load_program(folder)
         logits = scores.logits(lambda x: run_model(loaded, x, rebuilt.device, None))
     except Exception as exc:
+        raise_if_disk_full(exc, folder.parent, f"the export's {PT2_NAME}")
         (folder / PT2_NAME).unlink(missing_ok=True)
         converted = [t.name.upper() for t in _techniques(rebuilt) if t.export == "convert"]
         what = f"{' '.join(converted)} model" if converted else "model"
@@ -195,6 +198,7 @@ def write_onnx(rebuilt: Rebuilt, folder: Path, scores: Scores) -> dict:
         logits = scores.logits(lambda x: torch.from_numpy(np.asarray(session.run(
             None, {"input": x.cpu().numpy()})[0])))
     except Exception as exc:
+        raise_if_disk_full(exc, folder.parent, f"the export's {ONNX_NAME}")
         (folder / ONNX_NAME).unlink(missing_ok=True)
         return _not_exported(f"ONNX export failed: {described(exc)}")
     # An AMP variant's ONNX graph is fp32: held to the fp32 weights' own predictions.

@@ -92,6 +92,9 @@ class LatencyTracker:
     samples_ms: list[float] = field(default_factory=list)
     host_samples_ms: list[float] = field(default_factory=list)
     wall_s: float = 0.0
+    # The timed loop's wall time by the clock's host time (warm-up excluded, the device's
+    # pending work included): calls / window is the rate sustained, preemptions and all.
+    window_ms: float = 0.0
 
     def run(self, fn: Callable[[], object]) -> list[float]:
         wall0 = time.perf_counter()
@@ -110,6 +113,7 @@ class LatencyTracker:
             self.host_samples_ms = host
         samples: list[float] = []
         spent = 0.0
+        window0 = clock.host_ms()
         while len(samples) < self.min_runs or (spent < self.min_time_s * 1000.0
                                                and len(samples) < self.max_runs):
             token = clock.start()
@@ -122,6 +126,7 @@ class LatencyTracker:
             else:
                 spent += ms
         resolved = clock.finish()
+        self.window_ms = clock.host_ms() - window0
         self.samples_ms = samples if resolved is None else resolved
         self.wall_s = time.perf_counter() - wall0
         return self.samples_ms

@@ -10,6 +10,12 @@ Bytes moved, per batch, is an estimate (``measure.measure_traffic``): the weight
 the input read once, every op's output written once and read once by its consumer. It counts
 what a forward must move at least once without fusion, not what the caches absorb, so the
 intensity is a lower bound and the memory roof a conservative one.
+
+A point above its compute roof means the roof was measured low (on a busy machine): the
+sweep then measures that peak again (``benchmarks.run.roofs``), and a point still above it is
+flagged (``above_peak``), never shown as a plain percentage over 100. Beside the measured roof
+each point carries the device's theoretical peak for its precision
+(``theoretical_peak_flops_per_s``, ``benchmarks.measure.theory``).
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ def point(*, flops: int | None, batch_size: int, p50_ms: float | None,
     (no FLOP count, not timed, no peaks measured for its device)."""
     out = {"precision": precision, "achieved_flops_per_s": None, "arithmetic_intensity": None,
            "percent_of_peak": None, "peak_flops_per_s": None, "roof_flops_per_s": None,
-           "bound": None, "traffic_bytes": traffic_bytes}
+           "bound": None, "traffic_bytes": traffic_bytes, "above_peak": None,
+           "theoretical_peak_flops_per_s": None}
     work = flops * batch_size if flops else None
     if work and p50_ms and p50_ms > 0:
         out["achieved_flops_per_s"] = work / (p50_ms / 1e3)
@@ -59,8 +66,11 @@ def point(*, flops: int | None, batch_size: int, p50_ms: float | None,
     peak = (peaks.get("gemm_flops_per_s") or {}).get(precision)
     bandwidth = peaks.get("memory_bytes_per_s")
     out["peak_flops_per_s"] = peak
+    out["theoretical_peak_flops_per_s"] = ((peaks.get("theoretical") or {})
+                                           .get("gemm_flops_per_s") or {}).get(precision)
     if peak and out["achieved_flops_per_s"] is not None:
         out["percent_of_peak"] = 100.0 * out["achieved_flops_per_s"] / peak
+        out["above_peak"] = out["percent_of_peak"] > 100.0
     if peak and bandwidth and out["arithmetic_intensity"] is not None:
         memory_roof = out["arithmetic_intensity"] * bandwidth
         out["roof_flops_per_s"] = min(peak, memory_roof)

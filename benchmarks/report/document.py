@@ -13,12 +13,19 @@ import csv
 import io
 from dataclasses import dataclass, field
 
-from benchmarks.report.results import VariantResult, comparison_rows, find_baseline
+from benchmarks.report.results import (
+    CONTENTION_FRACTION,
+    VariantResult,
+    comparison_rows,
+    find_baseline,
+)
+from benchmarks.report.seeds import seeds_note, seeds_shown, shown_rows
 
 SCHEMA = 1
 # The roofline's figures each comparison row carries (``VariantResult.roofline``).
 ROOFLINE_FIELDS = ("precision", "achieved_flops_per_s", "arithmetic_intensity",
-                   "percent_of_peak", "peak_flops_per_s", "roof_flops_per_s", "bound")
+                   "percent_of_peak", "peak_flops_per_s", "roof_flops_per_s", "bound",
+                   "above_peak", "theoretical_peak_flops_per_s")
 
 
 @dataclass
@@ -66,6 +73,12 @@ class RunReport:
             point = variant.roofline(self.environment)
             row.update({k: point[k] for k in ROOFLINE_FIELDS})
         return rows
+
+    def shown_rows(self) -> list[dict]:
+        """The rows as the tables and charts show them: with several seeds, accuracy over
+        seeds (``benchmarks.report.seeds``); seed 0's figures stay in ``rows()``."""
+        rows = self.rows()
+        return shown_rows(rows) if self.kind == "sweep" else rows
 
     @property
     def peaks(self) -> dict:
@@ -118,8 +131,16 @@ class RunReport:
                 d["p_value_vs_baseline"] = row.get("p_value_vs_base")
                 d["within_noise"] = row.get("within_noise")
                 d["vs_baseline"] = {k[:-len("_vs_base")]: row[k] for k in row
-                                    if k.endswith("_vs_base") and not k.startswith("p_value")}
+                                    if k.endswith("_vs_base")
+                                    and not k.startswith(("p_value", "accuracy_seed"))}
                 d["vs_baseline"]["reference"] = row.get("baseline_ref")
+                if row.get("p_value_seeds_vs_base") is not None:
+                    d["seeds_vs_baseline"] = {
+                        "test": "paired t-test over seeds", "n": row["accuracy_seed_n"],
+                        "mean_difference_pts": row["accuracy_seed_vs_base"],
+                        "ci_pts": row["accuracy_seed_vs_base_ci"],
+                        "p_value": row["p_value_seeds_vs_base"],
+                        "within_noise": row["within_noise_seeds"]}
             point = {k: row.get(k) for k in ROOFLINE_FIELDS}
             d["achieved_flops_per_s"] = point.pop("achieved_flops_per_s")
             d["percent_of_peak"] = point.pop("percent_of_peak")
@@ -145,11 +166,12 @@ class RunReport:
                 "variants": doc.get("variants", doc.get("runs", []))}
 
     def table(self) -> str:
-        rows = self.rows()
+        rows = self.shown_rows()
         if self.kind != "sweep":
             return format_table(rows, RUN_COLUMNS)
-        text = format_table(rows, SWEEP_COLUMNS, marks=sweep_marks)
-        return "\n".join([text, *table_notes(rows), *(f"warning: {w}" for w in self.warnings)])
+        text = format_table(rows, sweep_columns(rows), marks=sweep_marks)
+        return "\n".join([text, *table_notes(rows), *peak_notes(self.environment),
+                          *(f"warning: {w}" for w in self.warnings)])
 
     def csv_text(self) -> str:
         rows = self.rows()
@@ -192,11 +214,22 @@ def compare_runs(a: RunReport, b: RunReport) -> list[dict]:
 def table_notes(rows: list[dict]) -> list[str]:
     """What the marks of the comparison table mean, for the marks these rows carry."""
     notes = []
+    seeds = seeds_note(rows)
+    if seeds:
+        notes.append(seeds)
     if any(r.get("noisy") for r in rows):
         notes.append("~ noisy: latency spread (IQR) above 10% of the median")
-    if any(r.get("within_noise") for r in rows):
+    if any(r.get("within_noise") for r in rows) and not seeds:
         notes.append("= within noise: the accuracy change is not significant "
                      "(exact McNemar test, p >= 0.05, paired on the test examples)")
+    if any(r.get("contention") for r in rows):
+        notes.append(f"! on sust/s, contention: the rate sustained over the timed windows "
+                     f"(samples timed / their wall time) is more than "
+                     f"{CONTENTION_FRACTION:.0%} off the median call's samples/s: other "
+                     f"work on the machine took its share")
+    if any(r.get("above_peak") for r in rows):
+        notes.append("! on % peak: above the measured roof even after the peak was measured "
+                     "again (the environment's peaks, remeasured)")
     if any(r.get("baseline_ref", "baseline") not in (None, "baseline") for r in rows):
         notes.append("* ratio against the baseline timed on the same device, in the "
                      "same rounds")
@@ -204,8 +237,36 @@ def table_notes(rows: list[dict]) -> list[str]:
         notes.append("^ launch-bound: the device waited on the host; the time is launch "
                      "overhead, not kernels")
     if any(r.get("percent_of_peak") is not None for r in rows):
-        notes.append("% peak: achieved FLOP/s over the device's measured GEMM peak for the "
-                     "precision the variant ran in")
+        notes.append("% peak: achieved FLOP/s over the device's measured peak for the "
+                     "precision the variant ran in (the best of the kernels it runs)")
+    return notes
+
+
+def _gflops(value) -> str:
+    return "-" if value is None else f"{value / 1e9:,.1f}"
+
+
+def peak_notes(environment: dict) -> list[str]:
+    """Each device's roofs in one line (measured, theoretical beside), and each peak
+    measured again during this run, with why."""
+    notes = []
+    since = environment.get("created_at") or ""
+    for device, peaks in (environment.get("peaks") or {}).items():
+        theory = peaks.get("theoretical") or {}
+        top, native = theory.get("gemm_flops_per_s") or {}, theory.get("native") or {}
+        parts = []
+        for precision, value in (peaks.get("gemm_flops_per_s") or {}).items():
+            part = f"{precision} {_gflops(value)}"
+            if precision in top:
+                part += f" (theoretical {_gflops(top[precision])}"
+                part += ")" if native.get(precision, True) else ", no native instructions)"
+            parts.append(part)
+        if parts:
+            notes.append(f"roofs {device}: " + ", ".join(parts) + " GFLOP/s")
+        for entry in peaks.get("remeasured") or []:
+            if entry.get("at", "") >= since:
+                notes.append(f"roofs {device}: {', '.join(map(str, entry['precisions']))} "
+                             f"measured again at {entry['at']} ({entry['reason']})")
     return notes
 
 
@@ -229,6 +290,10 @@ def sweep_marks(row: dict, cells: dict) -> None:
         cells["p50_ms"] += "~"  # flagged: IQR above 10% of the median
     if row.get("launch_bound") and cells.get("p50_ms") not in (None, "-"):
         cells["p50_ms"] += "^"
+    if row.get("contention") and cells.get("throughput_sustained") not in (None, "-"):
+        cells["throughput_sustained"] += "!"
+    if row.get("above_peak") and cells.get("percent_of_peak") not in (None, "-"):
+        cells["percent_of_peak"] += "!"
     if row.get("within_noise") and cells.get("accuracy_vs_base") not in (None, "-"):
         cells["accuracy_vs_base"] += "="
     if row.get("baseline_ref") not in (None, "baseline") and \
@@ -243,11 +308,23 @@ SWEEP_COLUMNS = [
     ("accuracy", "acc %", _pct), ("accuracy_ci", "95% CI", "row:ci"),
     ("accuracy_vs_base", "Δ pts", _pts), ("p50_ms", "p50 ms", "{:.3f}"),
     ("p90_ms", "p90 ms", "{:.3f}"), ("throughput", "samples/s", "{:,.0f}"),
+    ("throughput_sustained", "sust/s", "{:,.0f}"),
     ("peak_memory_mb", "peak MB", "{:.2f}"), ("size_mb", "size MB", "{:.3f}"),
     ("size_gzip_mb", "gzip MB", "{:.3f}"), ("nonzero_params", "nonzero", "{:,}"),
     ("p50_ms_vs_base", "p50 vs base", "{:.2f}x"), ("size_mb_vs_base", "size vs base", "{:.2f}x"),
     ("percent_of_peak", "% peak", "{:.1f}"),
 ]
+
+
+def sweep_columns(rows: list[dict]) -> list[tuple]:
+    """The sweep table's columns; over seeds, the accuracy headings say so."""
+    n = seeds_shown(rows)
+    if n is None:
+        return SWEEP_COLUMNS
+    heads = {"accuracy": f"acc % (mean of {n})", "accuracy_ci": "95% CI (t)"}
+    return [(key, heads.get(key, head), fmt) for key, head, fmt in SWEEP_COLUMNS]
+
+
 RUN_COLUMNS = [
     ("name", "run", "{}"), ("throughput", "samples/s", "{:,.0f}"),
     ("scaling_efficiency", "efficiency", "{:.2f}"), ("bytes_per_step", "bytes/step", "{:,}"),

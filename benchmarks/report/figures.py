@@ -17,6 +17,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from benchmarks.report.scaling import bytes_chart, efficiency_chart, throughput_chart  # noqa: F401
+from benchmarks.report.seeds import seeds_shown
 
 # The names the dashboard's charts use (``dashboard/charts.py`` re-exports this module).
 from benchmarks.report.style import (  # noqa: F401
@@ -42,12 +43,15 @@ from benchmarks.report.tradeoffs import (  # noqa: F401
     roofline_chart,
     roofline_points,
     swept_axes,
+    throughput_text,
 )
 
 
 def accuracy_chart(rows: list[dict]) -> go.Figure:
     """Accuracy with its 95% interval, on an axis fitted to the data: a 2-point loss shows.
-    Pale bars: the change against the baseline is within noise (paired test)."""
+    Pale bars: the change against the baseline is within noise (paired test). Rows shown
+    over seeds (``RunReport.shown_rows``) draw the mean with its t interval, and say so."""
+    seeds = seeds_shown(rows)
     rows = [r for r in ok_rows(rows) if num(r.get("accuracy")) is not None]
     acc = [100 * r["accuracy"] for r in rows]
     low = [100 * (num(r.get("accuracy_ci_low")) or r["accuracy"]) for r in rows]
@@ -59,14 +63,19 @@ def accuracy_chart(rows: list[dict]) -> go.Figure:
                      thickness=1.2, width=4),
         text=[f"{a:.1f}" for a in acc], textposition="inside", insidetextanchor="end",
         customdata=[[r["variant"], lo, h, _noise_text(r)] for r, lo, h in zip(rows, low, high)],
-        hovertemplate="%{customdata[0]}<br>%{x:.2f}% (95% CI %{customdata[1]:.1f}-"
-                      "%{customdata[2]:.1f})<br>%{customdata[3]}<extra></extra>"))
+        hovertemplate="%{customdata[0]}<br>%{x:.2f}%" + (f" (mean of {seeds} seeds)"
+                                                        if seeds else "") +
+                      " (95% CI %{customdata[1]:.1f}-%{customdata[2]:.1f})<br>"
+                      "%{customdata[3]}<extra></extra>"))
     if acc:
         span = max(high) - min(low)
         pad = max(0.5, 0.1 * span)
         fig.update_xaxes(range=[max(0.0, min(low) - pad), min(100.0, max(high) + pad)])
     mark_baseline(fig, rows, "accuracy", 100.0)
-    return layout(fig, "Accuracy (95% interval; pale: within noise)", "%", len(rows))
+    title = (f"Accuracy, mean of {seeds} seeds (95% t interval; pale: within noise, "
+             f"paired t-test over seeds)" if seeds else
+             "Accuracy (95% interval; pale: within noise)")
+    return layout(fig, title, "%", len(rows))
 
 
 def _noise_text(row: dict) -> str:
@@ -75,8 +84,10 @@ def _noise_text(row: dict) -> str:
     p = row.get("p_value_vs_base")
     if p is None:
         return "no paired test"
-    return f"p = {p:.3g} vs baseline: " + ("within noise" if row.get("within_noise")
-                                           else "a real difference")
+    test = "paired t over seeds" if str(row.get("accuracy_shows", "")).startswith("mean") \
+        else "exact McNemar"
+    return f"p = {p:.3g} vs baseline ({test}): " + ("within noise" if row.get("within_noise")
+                                                    else "a real difference")
 
 
 def latency_chart(rows: list[dict]) -> go.Figure:
@@ -97,10 +108,12 @@ def latency_chart(rows: list[dict]) -> go.Figure:
                 error_x=dict(type="data", symmetric=False, array=p99, arrayminus=[0] * len(p99),
                              thickness=1, width=6, color="#374151"),
                 customdata=[[r["variant"], r.get("p90_ms"), r.get("p99_ms"), r.get("noisy"),
-                             r.get("device"), r.get("timing")] for r in rows],
+                             r.get("device"), r.get("timing"), throughput_text(r)]
+                            for r in rows],
                 hovertemplate="%{customdata[0]} (%{customdata[4]})<br>p50 %{x:.3f} ms<br>p90 "
                               "%{customdata[1]:.3f} ms<br>p99 %{customdata[2]:.3f} ms<br>"
-                              "noisy: %{customdata[3]}; timed %{customdata[5]}<extra></extra>")
+                              "noisy: %{customdata[3]}; timed %{customdata[5]}<br>"
+                              "%{customdata[6]}<extra></extra>")
     # p90 whisker drawn as an invisible bar's error bar so both tails show on one bar.
     fig.add_bar(y=labels, x=p50, orientation="h", marker_color="rgba(0,0,0,0)",
                 hoverinfo="skip", name="p90",
@@ -179,7 +192,7 @@ def run_figures(report, rows: list[dict] | None = None) -> dict[str, go.Figure]:
     side by side, a trade-off curve per swept setting (``curve:<axis>``), Pareto, the roofline
     (where the device's peaks were measured), per-layer sparsity of pruned variants. The
     Results page draws them and the HTML report holds them: one list, so the two agree."""
-    rows = report.rows() if rows is None else rows
+    rows = report.shown_rows() if rows is None else rows
     figs: dict[str, go.Figure] = {}
     if not ok_rows(rows):
         return figs

@@ -20,6 +20,7 @@ from benchmarks.report.document import (
     RunReport,
     compare_runs,
     format_cells,
+    peak_notes,
     sweep_marks,
     table_notes,
 )
@@ -72,8 +73,12 @@ def _peak_rows(peaks: dict) -> list[dict]:
              "gemm": ", ".join(f"{k} {v / 1e9:,.1f}" for k, v in
                                (p.get("gemm_flops_per_s") or {}).items()),
              "bandwidth": f"{(p.get('memory_bytes_per_s') or 0) / 1e9:,.1f}",
+             "theoretical": "; ".join(f"{k} {v / 1e9:,.1f}" for k, v in
+                                      ((p.get("theoretical") or {}).get("gemm_flops_per_s")
+                                       or {}).items()) or "-",
              "measured_at": p.get("measured_at"),
-             "method": "; ".join(f"{k}: {v}" for k, v in (p.get("method") or {}).items())}
+             "method": "; ".join(f"{k}: {v}" for k, v in (p.get("method") or {}).items()
+                                 if k not in ("candidates", "version", "best_of"))}
             for device, p in peaks.items()]
 
 
@@ -100,7 +105,7 @@ def render(report: RunReport, compare: RunReport | None = None) -> str:
     if compare is not None and compare.kind != "sweep":
         raise ValueError(f"run {compare.run_id} is a {compare.kind} run; --compare takes a "
                          f"sweep")
-    rows = report.rows()
+    rows = report.shown_rows()
     figures, template = [], {}
     for name, fig in run_figures(report, rows).items():
         data, template = _figure_json(fig)
@@ -114,9 +119,10 @@ def render(report: RunReport, compare: RunReport | None = None) -> str:
         report=report, title=f"{report.model} on {report.dataset}",
         plotly_js=plotly.offline.get_plotlyjs(), template_json=_script_json(template),
         config_json=_script_json({**PLOTLY_CONFIG, "responsive": True}), figures=figures,
-        table=_table(rows, REPORT_COLUMNS, sweep_marks), notes=table_notes(rows),
+        table=_table(rows, REPORT_COLUMNS, sweep_marks),
+        notes=table_notes(rows) + peak_notes(report.environment),
         measurement=report.measurement_line(), settings=_settings(report),
         environment=_environment_rows(report.environment), peaks=_peak_rows(report.peaks),
         compare=None if compare is None else {
             "run": compare, "table": _table(compare_runs(report, compare), COMPARE_COLUMNS),
-            "rows": _table(compare.rows(), REPORT_COLUMNS, sweep_marks)})
+            "rows": _table(compare.shown_rows(), REPORT_COLUMNS, sweep_marks)})

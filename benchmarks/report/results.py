@@ -16,12 +16,18 @@ from dataclasses import asdict, dataclass, field, fields
 
 from benchmarks.measure import roofline
 from benchmarks.report import stats
+from benchmarks.report.seeds import seed_comparison
 
 # Above this spread (IQR / median) a latency is flagged as noisy rather than shown as exact.
 NOISY_IQR_RATIO = 0.10
 # A device time per call at most this multiple of the host's time to issue the call is
 # launch-bound: kernels that took longer would have let the host run ahead.
 LAUNCH_BOUND_RATIO = 1.2
+# The median call's rate more than this fraction away from the rate sustained over the timed
+# windows (calls x batch / their wall time) flags contention: calls beyond the median
+# (preemptions, a neighbour's bursts) took that share of the machine. On a quiet machine the
+# two agree within a few percent (the loop's own overhead and a short right tail).
+CONTENTION_FRACTION = 0.20
 MB = 1024 * 1024
 # A variant keeps at most this many raw samples per list: an even subsample over the whole
 # timing (every interleaved round stays represented), rounded to float32. The statistics of a
@@ -119,6 +125,10 @@ class VariantResult:
     # speed-up's interval resamples whole rounds, the unit host drift comes in.
     round_p50_ms: list[float] = field(default_factory=list)
     cpu_round_p50_ms: list[float] = field(default_factory=list)
+    # Every timed call and the wall time of the timed loops they ran in (warm-ups and the
+    # other variants' visits excluded): the rate sustained, beside the median call's.
+    timed_calls: int | None = None
+    timed_window_s: float | None = None
     warnings: list[str] = field(default_factory=list)
     # The weights cache during this variant's build: {"hits": n, "misses": m} (a miss trained).
     cache: dict = field(default_factory=dict)
@@ -173,6 +183,23 @@ class VariantResult:
         return self.batch_size / (lat.p50 / 1000.0)
 
     @property
+    def throughput_sustained(self) -> float | None:
+        """Samples per second over the timed windows: samples timed / their wall time."""
+        if not self.timed_calls or not self.timed_window_s or self.timed_window_s <= 0:
+            return None
+        return self.timed_calls * self.batch_size / self.timed_window_s
+
+    @property
+    def contention(self) -> bool | None:
+        """True when the median call's rate and the rate sustained differ by more than
+        CONTENTION_FRACTION (of the median's): the median dodged what the machine's other
+        work cost the calls around it. None where no window was recorded."""
+        median, sustained = self.throughput, self.throughput_sustained
+        if not median or not sustained:
+            return None
+        return abs(sustained / median - 1.0) > CONTENTION_FRACTION
+
+    @property
     def accuracy_ci(self) -> tuple[float, float] | None:
         if self.accuracy is None or not self.n_test:
             return None
@@ -219,6 +246,8 @@ class VariantResult:
                 k: getattr(lat, k) for k in ("p50", "p90", "p99", "mean", "std", "n",
                                              "batch_size", "iqr_over_median", "noisy")},
             "throughput": self.throughput,
+            "throughput_sustained": self.throughput_sustained,
+            "contention": self.contention,
             "peak_memory_mb": None if self.peak_memory_bytes is None
             else self.peak_memory_bytes / MB,
             "memory_method": self.memory_method,
@@ -244,7 +273,8 @@ class VariantResult:
             "latency_samples_ms", "batch_size", "peak_memory_bytes", "traffic_bytes",
             "size_bytes", "size_gzip_bytes", "layer_sparsity", "started_at", "wall_s", "phase_s",
             "correct_bits", "n_test", "seeds", "seed_accuracies", "cpu_latency_samples_ms",
-            "host_samples_ms", "cache", "sample_stats", "round_p50_ms", "cpu_round_p50_ms")}
+            "host_samples_ms", "cache", "sample_stats", "round_p50_ms", "cpu_round_p50_ms",
+            "timed_calls", "timed_window_s")}
         return out
 
     @classmethod
@@ -282,6 +312,8 @@ class VariantResult:
             "launch_bound": self.launch_bound,
             "timing": self.timing.get("method"),
             "throughput": self.throughput,
+            "throughput_sustained": self.throughput_sustained,
+            "contention": self.contention,
             "peak_memory_mb": d["peak_memory_mb"],
             "memory_method": self.memory_method,
             "size_mb": d["size_mb"],
@@ -352,6 +384,7 @@ def comparison_rows(results: list[VariantResult], baseline: str | None = None) -
             row["baseline_ref"] = ("baseline" if same_device
                                    else f"baseline on {_device_type(result.device)}")
         row.update(_paired(result, base))
+        row.update(seed_comparison(result, base))
         rows.append(row)
     _add_control_gains(results, rows)
     return rows

@@ -8,7 +8,8 @@ use: the dashboard draws its first page without it):
 - exact McNemar test of two models on the same examples: a two-sided binomial test of the
   discordant pairs, ``binomtest(b, b + c, 0.5)``;
 - a Student-t interval for a mean over seeds (paired differences, e.g. distillation against
-  its scratch twin).
+  its scratch twin), and the paired t-test of per-seed differences (``paired_t``:
+  ``scipy.stats.ttest_1samp`` on the differences, written out).
 
 Per-example correctness travels as a compact bit string (base64), one bit per test example in
 the test split's order, so any two variants of runs on the same test split can be paired.
@@ -84,6 +85,23 @@ def mean_interval(values: list[float], confidence: float = CONFIDENCE) -> dict |
     from scipy.stats import t
     half = float(t.ppf(0.5 + confidence / 2, len(values) - 1)) * std / math.sqrt(len(values))
     return {"mean": mean, "std": std, "ci": [mean - half, mean + half], "n": len(values)}
+
+
+def paired_t(differences: list[float], confidence: float = CONFIDENCE) -> dict | None:
+    """The paired t-test of per-seed differences (each seed's variant against the baseline
+    trained with the same seed): their mean, std, Student-t interval and two-sided p-value
+    for a mean of zero. None below two differences. Differences that all agree have no
+    spread: p is 1 when they are all zero and 0 otherwise."""
+    summary = mean_interval(differences, confidence)
+    if summary is None or summary["n"] < 2:
+        return None
+    mean, std, n = summary["mean"], summary["std"], summary["n"]
+    if std == 0:
+        p = 1.0 if mean == 0 else 0.0
+    else:
+        from scipy.stats import t
+        p = float(2 * t.sf(abs(mean) / (std / math.sqrt(n)), n - 1))
+    return {**summary, "p_value": p, "test": "paired t-test over seeds"}
 
 
 # -- a paired difference of accuracies: Tango's score interval -------------------------------

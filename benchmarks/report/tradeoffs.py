@@ -125,9 +125,11 @@ def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
                                        for r in rows],
                                 line=dict(width=[3 if r.get("noisy") else 0 for r in rows],
                                           color=NOISY_COLOR), opacity=0.8),
-                    customdata=[[r["variant"], s] for r, s in zip(rows, sizes)],
+                    customdata=[[r["variant"], s, throughput_text(r)]
+                                for r, s in zip(rows, sizes)],
                     hovertemplate="%{customdata[0]}<br>%{x:.3f} ms, %{y:.2f}%<br>"
-                                  "%{customdata[1]:.3f} MB<extra></extra>")
+                                  "%{customdata[1]:.3f} MB<br>%{customdata[2]}"
+                                  "<extra></extra>")
     by_name = {r["variant"]: r for r in rows}
     pts = [by_name[n] for n in front if n in by_name]
     if pts:
@@ -244,21 +246,24 @@ def roofline_points(rows: list[dict]) -> list[dict]:
 def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
     """Log-log: FLOP/s against arithmetic intensity (FLOPs per byte moved). Each device's
     memory roof (its copy bandwidth times the intensity) meets a flat compute roof per
-    precision (its GEMM peak); one point per variant, coloured by the precision it ran in.
-    A point far below its roof leaves the kernels idle (small or irregular shapes, launch
-    overhead); one under the slanted roof is memory-bound."""
+    precision (its measured peak); beside it, dashed, the theoretical peak of each precision
+    a variant ran in (``benchmarks.measure.theory``). One point per variant, coloured by the
+    precision it ran in. A point far below its roof leaves the kernels idle (small or
+    irregular shapes, launch overhead); one under the slanted roof is memory-bound."""
     from benchmarks.measure.roofline import ridge_point
     points = roofline_points(rows)
     devices = [d for d in dict.fromkeys(r.get("device") for r in points) if d in peaks]
     xs = [r["arithmetic_intensity"] for r in points]
+    theory = {d: _theoretical_roofs(peaks[d], {r.get("precision") for r in points
+                                               if r.get("device") == d}) for d in devices}
     ridges = [ridge_point(p, peaks[d]["memory_bytes_per_s"]) for d in devices
-              for p in peaks[d]["gemm_flops_per_s"].values()]
+              for p in [*peaks[d]["gemm_flops_per_s"].values(), *theory[d].values()]]
     low = min(xs + ridges, default=1.0) / 4
     high = max(xs + ridges, default=10.0) * 4
     fig = go.Figure()
     for n, device in enumerate(devices):
         bandwidth = peaks[device]["memory_bytes_per_s"]
-        dash = "solid" if n == 0 else "dash"
+        dash = "solid" if n == 0 else "dot"
         for precision, peak in peaks[device]["gemm_flops_per_s"].items():
             ridge = ridge_point(peak, bandwidth)
             label = f"{device} {precision}" if len(devices) > 1 else precision
@@ -269,6 +274,20 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
                                       width=1.5, dash=dash),
                             hovertemplate=f"{label}: peak {peak / GIGA:,.1f} GFLOP/s, "
                                           f"{bandwidth / GIGA:,.1f} GB/s<extra></extra>")
+        derivation = (peaks[device].get("theoretical") or {}).get("derivation") or {}
+        for precisions, peak in _coinciding(theory[device]):
+            precision = precisions[0]
+            names = " / ".join(precisions)  # fp32 and bf16 share a roof without bf16 units
+            label = f"{device} {names}" if len(devices) > 1 else names
+            how = "<br>".join(derivation.get(p, "") for p in precisions) or \
+                (peaks[device].get("theoretical") or {}).get("source", "")
+            fig.add_scatter(x=[ridge_point(peak, bandwidth), high], y=[peak / GIGA] * 2,
+                            mode="lines+text", name=f"{label} theoretical roof",
+                            text=["", f"{label} theoretical"], textposition="top left",
+                            line=dict(color=PRECISION_COLORS.get(precision, BASELINE_COLOR),
+                                      width=1.2, dash="dash"),
+                            hovertemplate=f"{label} theoretical: {peak / GIGA:,.1f} GFLOP/s"
+                                          f"<br>{how}<extra></extra>")
     # One trace per variant, so the legend names each point (labels on the chart pile up
     # where variants share an intensity); the colour says its precision.
     symbols = ("circle", "square", "triangle-up", "x", "star", "cross", "triangle-down", "hexagon")
@@ -280,13 +299,48 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
                         symbol="diamond" if is_baseline(r) else symbols[n % len(symbols)],
                         line=dict(width=1, color="#111827")),
             customdata=[[r["variant"], num(r.get("percent_of_peak")) or 0.0,
-                         r.get("bound") or "-", r.get("device")]],
+                         r.get("bound") or "-", r.get("device"), _peak_flag(r),
+                         throughput_text(r)]],
             hovertemplate="%{customdata[0]} (%{customdata[3]})<br>%{y:,.2f} GFLOP/s at "
-                          "%{x:.2f} FLOP/byte<br>%{customdata[1]:.1f}% of the peak; "
-                          "%{customdata[2]}-bound<extra></extra>")
+                          "%{x:.2f} FLOP/byte<br>%{customdata[1]:.1f}% of the peak"
+                          "%{customdata[4]}; %{customdata[2]}-bound<br>%{customdata[5]}"
+                          "<extra></extra>")
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte moved)")
     fig.update_yaxes(type="log", title="GFLOP/s")
-    fig.update_layout(title="Roofline: achieved FLOP/s against the measured roofs",
+    fig.update_layout(title="Roofline: achieved FLOP/s against the measured roofs "
+                            "(dashed: theoretical)",
                       height=CHART_HEIGHT + 140, margin=dict(l=10, r=10, t=40, b=10),
                       legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def _theoretical_roofs(peaks: dict, precisions: set) -> dict:
+    """The theoretical peaks of the precisions the device's points ran in."""
+    theory = (peaks.get("theoretical") or {}).get("gemm_flops_per_s") or {}
+    return {p: v for p, v in theory.items() if p in precisions and v}
+
+
+def _coinciding(roofs: dict) -> list[tuple[list[str], float]]:
+    """Theoretical roofs grouped by height: one line (and label) for precisions that share
+    one (fp32 and bf16 on a CPU without bf16 instructions)."""
+    groups: dict[float, list[str]] = {}
+    for precision, peak in roofs.items():
+        groups.setdefault(peak, []).append(precision)
+    return [(names, peak) for peak, names in groups.items()]
+
+
+def _peak_flag(row: dict) -> str:
+    return " (above the roof after measuring it again!)" if row.get("above_peak") else ""
+
+
+def throughput_text(row: dict) -> str:
+    """Samples/s of the median call and sustained over the timed windows, for a hover."""
+    median, sustained = num(row.get("throughput")), num(row.get("throughput_sustained"))
+    if median is None:
+        return "not timed"
+    text = f"{median:,.0f} samples/s at the median call"
+    if sustained is not None:
+        text += f", {sustained:,.0f} sustained"
+        if row.get("contention"):
+            text += " (contention!)"
+    return text

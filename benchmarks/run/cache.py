@@ -3,7 +3,8 @@
 A key is a hash of everything that changes the weights: the model (and the content of a
 user's factory file), the data set, budgets, seed, learning rate, library versions, and a
 version of the training code itself. Entries are safetensors files (data, never code),
-written to a temporary name and renamed, so concurrent processes never read half a file.
+written to a temporary name and renamed (``spec.atomic``), so concurrent processes never read
+half a file and a full disk leaves no partial one: it raises ``DiskFull``, one line.
 The structure is rebuilt deterministically by the caller; only weights are cached.
 
 The cache is capped (``COMPRESSION_BENCH_CACHE_MB``): after each write, the least recently
@@ -18,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.measure.environment import library_version
+from benchmarks.spec.atomic import disk_full_as_one_line, write_atomic
 from benchmarks.spec.folders import default_cache_dir, private_folder
 
 if TYPE_CHECKING:
@@ -116,17 +117,12 @@ class WeightsCache:
             self._save(self.directory / f"{key}{ENTRY_SUFFIX}", lambda tmp: save_file(state, tmp))
 
     def _save(self, path: Path, write: Callable[[str], None]) -> None:
-        """Write an entry whole or not at all (a temporary file renamed; concurrent processes
-        never read half a file), owner-only, then trim the cache to its cap."""
-        private_folder(self.directory)
-        fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")  # 0600
-        os.close(fd)
-        try:
-            write(tmp)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        """Write an entry whole or not at all (a temporary file renamed, removed on any
+        error: concurrent processes never read half a file, a full disk keeps nothing),
+        owner-only, then trim the cache to its cap. A full disk raises ``DiskFull``."""
+        with disk_full_as_one_line(self.directory, path.name):
+            private_folder(self.directory)
+        write_atomic(path, write, mode=0o600)
         evict(self.directory, self.max_bytes, keep=path)
 
     def __call__(self, parts: tuple, build: Callable[[], nn.Module],

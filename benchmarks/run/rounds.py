@@ -45,6 +45,8 @@ class Built:
     host: list[float] = field(default_factory=list)
     rounds: list[float] = field(default_factory=list)  # each visit's p50
     visits: int = 0
+    calls: int = 0          # timed calls, every visit's
+    window_s: float = 0.0   # the wall time of the visits' timed loops
     flops_hint: object = None  # the technique's own FLOP count, where it knows better
 
     def autocast(self):
@@ -68,6 +70,8 @@ def visit(b: Built, runs: int, seconds: float, warmup: int) -> None:
     if tracker.samples_ms:
         b.rounds.append(statistics.median(tracker.samples_ms))
     b.visits += 1
+    b.calls += len(tracker.samples_ms)
+    b.window_s += tracker.window_ms / 1e3
     b.result.phase_s["latency"] = b.result.phase_s.get("latency", 0.0) + tracker.wall_s
 
 
@@ -76,6 +80,8 @@ def _finish(b: Built, timing: dict) -> None:
     if b.device is not None and b.device.type == "cuda":
         b.result.keep_samples("host_samples_ms", b.host)
     b.result.round_p50_ms = [round(x, 6) for x in b.rounds]
+    if b.calls:
+        b.result.timed_calls, b.result.timed_window_s = b.calls, round(b.window_s, 6)
     b.result.timing = timing
     b.model = None
 

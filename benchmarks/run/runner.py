@@ -11,7 +11,8 @@ then trains or loads the baseline and works in three passes:
    and score it (accuracy only: timings are not repeated per seed);
 3. time every variant together, in interleaved round-robin rounds (``rounds.py``), so drift
    of a noisy host hits every variant alike; variants that do not fit in memory together are
-   timed one by one right after their build instead, and say so.
+   timed one by one right after their build instead, and say so. A peak some variant then
+   ran above is measured again (``roofs.py``).
 
 What is checked before anything runs is in ``checks.py``.
 
@@ -52,6 +53,7 @@ from benchmarks.run.checks import (
     preflight,
 )
 from benchmarks.run.phases import ProgressEvent, ProgressFn, reporter
+from benchmarks.run.roofs import check_roofs
 from benchmarks.run.rounds import Built, time_alone, time_interleaved
 from benchmarks.run.variants import build_and_measure, other_seeds
 from benchmarks.spec.cancel import Cancelled
@@ -59,6 +61,7 @@ from benchmarks.spec.sweep import SweepSpec
 from benchmarks.spec.variant import VariantSpec
 from benchmarks.zoo.checkpoints import load_into, read_state_dict
 from benchmarks.zoo.datasets import DataBundle, load_dataset, stored_size
+from benchmarks.zoo.inputs import pipeline_record
 from benchmarks.zoo.models import build_model, check_input_fits, default_student, model_source
 from optimizers import registry
 from optimizers.base import Context, Outcome
@@ -131,7 +134,8 @@ class PreparedSweep:
         self.footprint = self._admit(memory_share, input_shape)
         self.data = load_dataset(spec.dataset, spec.data_root, spec.download, input_shape,
                                  spec.seed, normalize=self.normalize, labels=spec.labels,
-                                 pipeline=self.pipeline, should_stop=should_stop)
+                                 pipeline=self.pipeline, should_stop=should_stop,
+                                 resize=spec.resize)
         torch.manual_seed(spec.seed)
         model = self._build(spec.model, weights=spec.weights, keep_head=self.keep_head,
                             download=spec.download)
@@ -160,12 +164,12 @@ class PreparedSweep:
                                     "input_shape": list(self.data.input_shape),
                                     "normalization": self.data.normalization,
                                     "test_examples": len(self.data.test)}
-        if self._resizes_images():
-            self.environment["data"]["pipeline"] = self.pipeline.at(
-                self.data.input_size).to_dict()
+        self.environment["data"]["pipeline"] = pipeline_record(
+            spec.dataset, self.data.input_size, spec.resize, self.pipeline)
         self.baseline: nn.Module | None = None
         self.baseline_build: dict = {}  # time and cache use of the primary baseline's training
         self.cancelled = False
+        self.peaks_store = None
 
     def _admit(self, memory_share: float | None, input_shape):
         """Refuse, before the data set is loaded or a weight allocated, a sweep whose
@@ -209,6 +213,10 @@ class PreparedSweep:
             inputs += ["labels", spec.labels]
         if self._resizes_images():
             inputs += ["pipeline", self.pipeline.at(self.data.input_size).to_dict()]
+        folder = spec.dataset.startswith("imagefolder:")
+        if folder and (spec.resize == "squash") == (self.pipeline is not None):
+            # Squashing was the default without weights (keys kept); cropping with weights.
+            inputs += ["resize", spec.resize]
         return ("baseline", *self.model_key, *_dataset_identity(spec, self.data),
                 self.data.normalization, spec.epochs, seed, spec.lr, spec.batch_size,
                 _file_digest(spec.checkpoint) if spec.checkpoint else None,
@@ -260,6 +268,7 @@ class PreparedSweep:
         from ``store``."""
         from benchmarks.measure.peaks import sweep_peaks
         self.environment["peaks"] = sweep_peaks(store, self.device, self.threads)
+        self.peaks_store = store  # where a peak measured again after the timing is kept
 
     def baseline_cached(self) -> bool | None:
         """Whether the baseline's weights are in the cache already (None: nothing to train,
@@ -330,6 +339,10 @@ class PreparedSweep:
                 if self.spec.seeds > 1 and self.data.labelled:
                     other_seeds(self, built, on_progress, report, stop)
                 time_interleaved(built, self.spec, self.device, self.example, report, stop)
+                if check_roofs([b.result for b in built], self.environment,
+                               self.peaks_store, self.threads) \
+                        and on_environment is not None:
+                    on_environment(self.environment)
             except Cancelled:
                 self.cancelled = True
                 for b in built:

@@ -19,6 +19,7 @@ from benchmarks.report.stats import pack_bits
 from benchmarks.run.checks import ACCURACY_BATCH, check_near_chance
 from benchmarks.run.phases import PhaseTracker, ProgressFn, Report
 from benchmarks.run.rounds import Built, release_memory
+from benchmarks.spec.atomic import DiskFull
 from benchmarks.spec.cancel import Cancelled
 from benchmarks.spec.variant import VariantSpec
 from optimizers.counting import count_flops, count_params
@@ -75,7 +76,7 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
             result.traffic_bytes = measure_traffic(model, sweep.example, device,
                                                    autocast=b.autocast())
         b.model = model
-    except Cancelled:
+    except (Cancelled, DiskFull):  # a full disk fails every later variant too: the run ends
         raise
     except Exception as exc:  # one variant's failure never sinks the sweep
         phase = tracker.current
@@ -154,7 +155,7 @@ def other_seeds(sweep, built: list[Built], on_progress: ProgressFn | None, repor
                                     outcome.autocast_dtype)
                 b.result.seeds.append(seed)
                 b.result.seed_accuracies.append(sum(right) / len(right))
-            except Cancelled:
+            except (Cancelled, DiskFull):
                 raise
             except Exception as exc:
                 b.result.warnings.append(f"seed {seed} failed: {described(exc)}")

@@ -30,6 +30,10 @@ NORMALIZE_MODES = ("dataset", "none", "imagenet")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 # Label sets of an image folder besides its own class folders (benchmarks.zoo.inputs).
 LABELS = ("imagenet",)
+# How an image folder's pictures meet the input shape: the shorter side resized to cover it
+# and the centre cropped (as pretrained weights' pipelines do; the aspect ratio kept), or
+# resized straight to it (the aspect ratio lost: what runs before this option did).
+RESIZE_MODES = ("crop", "squash")
 # Model sources that take --weights: their pretrained files (benchmarks.zoo.hub).
 WEIGHTS_SOURCES = ("torchvision", "timm")
 # Timing: every variant is built first, then timed in this many round-robin rounds.
@@ -92,6 +96,7 @@ class SweepSpec:
     # from the local caches; None: the model starts from scratch (or --checkpoint).
     weights: str | None = None
     labels: str | None = None   # None: the class folders; "imagenet": folders are wnids
+    resize: str = "crop"        # an image folder's pictures: crop or squash (RESIZE_MODES)
 
     def __post_init__(self):
         object.__setattr__(self, "variants", tuple(self.variants))
@@ -116,6 +121,7 @@ class SweepSpec:
         check_choice("sweep", "timing", self.timing, TIMING_MODES)
         check_number("sweep", "timing_rounds", self.timing_rounds, 1, 100, integer=True)
         check_choice("sweep", "fp32", self.fp32, FP32_MODES)
+        check_choice("sweep", "resize", self.resize, RESIZE_MODES)
         for name in ("checkpoint", "data_root"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()
@@ -200,5 +206,7 @@ class SweepSpec:
         variants = tuple(VariantSpec.from_dict(v) for v in data.pop("variants"))
         if data.get("input_shape") is not None:
             data["input_shape"] = tuple(data["input_shape"])
+        if "resize" not in data and str(data.get("dataset", "")).startswith("imagefolder:"):
+            data["resize"] = "squash"  # stored before the option: its images were squashed
         known = {f.name for f in fields(cls)}
         return cls(variants=variants, **{k: v for k, v in data.items() if k in known})

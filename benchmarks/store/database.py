@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.report.results import VariantResult
+from benchmarks.spec.atomic import disk_full_as_one_line, raise_if_disk_full
 from benchmarks.spec.folders import private_file, private_folder
 from benchmarks.store.recorder import RunRecorder
 
@@ -190,19 +191,28 @@ class ResultsStore:
         self.path = Path(path) if path is not None else default_store_path()
         if self.path.exists() and self.path.is_dir():
             raise ValueError(f"store {self.path} is a directory; give a file path for --store")
+        created = not self.path.exists()
         try:
             private_folder(self.path.parent)
             # SQLite gives its -wal and -shm files the database file's mode.
             private_file(self.path)
         except OSError as exc:
+            raise_if_disk_full(exc, self.path.parent, self.path.name)
             raise ValueError(f"store {self.path}: cannot create it ({exc.strerror})")
         try:
             with self.connect() as db:
                 db.executescript(SCHEMA)
                 add_missing_columns(db, "runs", RUN_COLUMNS)
         except sqlite3.DatabaseError as exc:
+            if created:  # a store that could not be made leaves no empty file behind
+                self._remove_files()
+            raise_if_disk_full(exc, self.path.parent, self.path.name)
             raise ValueError(f"store {self.path} is not a usable SQLite database ({exc})")
         self.mark_dead_runs()
+
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -223,7 +233,9 @@ class ResultsStore:
 
     @contextmanager
     def transaction(self):
-        with self.connect() as db:
+        """One write transaction; a full disk raises ``DiskFull`` naming the store's folder
+        (SQLite rolls the transaction back)."""
+        with disk_full_as_one_line(self.path.parent, self.path.name), self.connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db

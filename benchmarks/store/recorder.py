@@ -58,5 +58,11 @@ class RunRecorder:
         elif issubclass(kind, (KeyboardInterrupt, SystemExit)):
             self.finish("interrupted", "stopped before the run finished")
         else:
+            from benchmarks.spec.atomic import DiskFull
             from optimizers.errors import described
-            self.finish("failed", described(exc))
+            # A full disk's line names the folder and its free space as it is: kept whole.
+            line = str(exc) if isinstance(exc, DiskFull) else described(exc)
+            try:
+                self.finish("failed", line)
+            except DiskFull:
+                pass  # the store's own disk is full: the run's error is what to raise

@@ -43,9 +43,14 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     if len(head) < 8:
         raise ValueError(f"checkpoint {path.name} is truncated (no safetensors header)")
     header_len = int.from_bytes(head, "little")
-    if header_len > MAX_SAFETENSORS_HEADER or header_len > size - 8:
+    if header_len > size - 8:
         raise ValueError(f"checkpoint {path.name} is corrupt or truncated: its header claims "
-                         f"{header_len} bytes in a {size}-byte file")
+                         f"{header_len:,} bytes, but only {size - 8:,} follow the 8-byte "
+                         f"length ({size:,}-byte file)")
+    if header_len > MAX_SAFETENSORS_HEADER:
+        raise ValueError(f"checkpoint {path.name} is refused: its header is {header_len:,} "
+                         f"bytes, above the {MAX_SAFETENSORS_HEADER // 2**20} MiB a model's "
+                         f"header may take (real ones are kilobytes)")
     try:
         return load_file(str(path))
     except (SafetensorError, Exception) as exc:  # noqa: BLE001 (any failure is the file's)

@@ -15,7 +15,6 @@ names its loader and its sizer here, as ``"module:function"``, both taking a ``D
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import import_module
@@ -159,6 +158,7 @@ class DataRequest:
     normalize: str = "dataset"
     labels: str | None = None  # an image folder's labels: None (its folders) or "imagenet"
     pipeline: object = None    # an InputPipeline: images resized as pretrained weights expect
+    resize: str = "crop"       # an image folder's pictures: crop or squash (sweep.RESIZE_MODES)
     should_stop: Callable[[], bool] | None = None
 
 
@@ -281,9 +281,9 @@ def load_digits(request: DataRequest) -> DataBundle:
     """scikit-learn's digits, with the fixed split. Images and split are kept in the cache
     folder after the first load: importing scikit-learn's data sets and splitter cost 1.5 s of
     every start, a third of a warm run."""
-    import tempfile
     from importlib.metadata import version
 
+    from benchmarks.spec.atomic import DiskFull, write_atomic
     from benchmarks.spec.folders import default_cache_dir, private_folder
     normalize = request.normalize
     folder = default_cache_dir()
@@ -298,14 +298,14 @@ def load_digits(request: DataRequest) -> DataBundle:
     d = sklearn_digits()
     x = (d.images / 16.0)[:, None, :, :]  # N x 1 x 8 x 8, pixel values 0..16
     splits = stratified_split(x, d.target, 10, "digits")
+    def save(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            np.savez(f, x=x, y=d.target, train=splits[0], val=splits[1], test=splits[2])
     try:
         private_folder(folder)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, x=x, y=d.target, train=splits[0], val=splits[1], test=splits[2])
-        os.replace(tmp, path)  # whole or not at all, for concurrent processes
-    except OSError:
-        pass  # a read-only cache folder only costs the next start its 1.5 s
+        write_atomic(path, save, mode=0o600)  # whole or not at all; nothing left when full
+    except (OSError, DiskFull):
+        pass  # a read-only or full cache folder only costs the next start its 1.5 s
     return make_bundle("digits", x.astype(np.float32), d.target, 10, splits=splits,
                    normalize=normalize)
 
@@ -378,13 +378,14 @@ def stored_size(name: str, data_root: str | None = None,
 def load_dataset(name: str, data_root: str | None = None, download: bool = False,
                  input_shape: tuple[int, int, int] | None = None, seed: int = 0,
                  normalize: str = "dataset", labels: str | None = None, pipeline=None,
-                 should_stop=None) -> DataBundle:
+                 should_stop=None, resize: str = "crop") -> DataBundle:
     """The named data set (``benchmarks.spec.datasets``' registry), loaded into memory;
-    ``labels`` and ``pipeline`` apply to image folders (``load_imagefolder``)."""
+    ``labels``, ``pipeline`` and ``resize`` apply to image folders (``load_imagefolder``)."""
     entry, argument = split_name(name)
     bundle = _resolve(entry.loader)(DataRequest(
         argument, data_root, download=download, input_shape=input_shape, seed=seed,
-        normalize=normalize, labels=labels, pipeline=pipeline, should_stop=should_stop))
+        normalize=normalize, labels=labels, pipeline=pipeline, should_stop=should_stop,
+        resize=resize))
     bundle.labelled = bundle.labelled and entry.has_labels  # the registry says, not the loader
     if input_shape is not None and tuple(input_shape) != bundle.input_shape:
         got = ",".join(map(str, input_shape))

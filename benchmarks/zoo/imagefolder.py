@@ -18,7 +18,7 @@ from benchmarks.zoo.datasets import (
     make_bundle,
     stratified_split,
 )
-from benchmarks.zoo.inputs import IMAGENET_CLASSES
+from benchmarks.zoo.inputs import IMAGENET_CLASSES, image_preparer
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 STOP_EVERY = 64      # files decoded between two looks at should_stop
@@ -58,8 +58,9 @@ def _image_names(folder: Path) -> list[str]:
 
 
 def load_imagefolder(request: DataRequest) -> DataBundle:
-    """One sub-folder per class (``_image_files``). ``pipeline`` (an ``InputPipeline``): each
-    image resized and centre-cropped as a pretrained model's weights expect."""
+    """One sub-folder per class (``_image_files``), each image prepared by
+    ``inputs.image_preparer``: resized to cover the input shape and centre-cropped (a
+    pretrained model's ``pipeline`` where there is one), or squashed when asked."""
     from PIL import Image
 
     from benchmarks.spec.cancel import Cancelled
@@ -74,8 +75,7 @@ def load_imagefolder(request: DataRequest) -> DataBundle:
                                                                  labels, pipeline)
     check_stop()
     mode = "L" if channels == 1 else "RGB"
-    prepare = pipeline.at((h, w)).prepare if pipeline is not None \
-        else (lambda im: im.resize((w, h)))
+    prepare = image_preparer((h, w), request.resize, pipeline)
     paths = [root / cls / name for cls in classes for name in files[cls]]
     y = np.asarray([index[cls] for cls in classes for _ in files[cls]])
     num_classes = len(classes) if labels is None else IMAGENET_CLASSES

@@ -3,8 +3,10 @@
 ``InputPipeline`` is what a pretrained model was trained with: resize the shorter side, crop
 the centre, interpolate so, scale by this mean and std (torchvision's ``weights.transforms()``,
 timm's ``resolve_data_config``). Image folders are read through it, synthetic data takes its
-shape, and its mean and std become the default ``--normalize``. Torch-free until an image is
-prepared.
+shape, and its mean and std become the default ``--normalize``. Without weights an image
+folder's pictures are covered and centre-cropped alike (``cover_and_crop``), or squashed with
+``--resize squash``; ``pipeline_record`` is what the environment card says of it. Torch-free
+until an image is prepared.
 
 ``--labels imagenet`` reads class folders named by ImageNet-1k ids (``n01440764``...) as the
 1000-class indices pretrained models emit, in the order timm ships
@@ -72,6 +74,57 @@ class InputPipeline:
         out = asdict(self)
         out["size"], out["mean"], out["std"] = list(self.size), list(self.mean), list(self.std)
         return out
+
+
+# The filter of a squashed image: PIL's ``Image.resize`` default for RGB and L images, what
+# runs before ``--resize`` used.
+SQUASH_FILTER = "bicubic"
+
+
+def cover_and_crop(image, size: tuple[int, int], interpolation: str = "bilinear"):
+    """A PIL image scaled (its aspect ratio kept) to the smallest size that covers ``size``
+    (H, W), then centre-cropped to it: nothing is stretched, the least is cut. For a square
+    shape that is "resize the shorter side to it", the weights' pipelines without their
+    margin (they resize to 256 to crop 224)."""
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms import functional as F
+    h, w = size
+    scale = max(h / image.height, w / image.width)
+    covered = [max(h, round(image.height * scale)), max(w, round(image.width * scale))]
+    image = F.resize(image, covered, interpolation=InterpolationMode(interpolation),
+                     antialias=True)
+    return F.center_crop(image, [h, w])
+
+
+def image_preparer(size: tuple[int, int], resize: str = "crop",
+                   pipeline: InputPipeline | None = None):
+    """How each image of a folder becomes ``size``: the weights' pipeline (``crop`` with
+    pretrained weights), covered and centre-cropped (``crop``), or squashed (``squash``)."""
+    h, w = size
+    if resize == "squash":
+        return lambda im: im.resize((w, h))
+    if pipeline is not None:
+        return pipeline.at((h, w)).prepare
+    return lambda im: cover_and_crop(im, (h, w))
+
+
+def pipeline_record(dataset: str, size: tuple[int, int], resize: str = "crop",
+                    pipeline: InputPipeline | None = None) -> dict:
+    """The environment card's ``data.pipeline``: how the data set's images became the
+    model's input size (every run has one)."""
+    size = [int(size[0]), int(size[1])]
+    if not dataset.startswith("imagefolder:"):
+        return {"mode": "as loaded", "size": size,
+                "origin": f"{dataset}: the data set's own images, no resize"}
+    if resize == "squash":
+        return {"mode": "squash", "size": size, "interpolation": SQUASH_FILTER,
+                "origin": "--resize squash: resized straight to the input shape, the aspect "
+                          "ratio lost"}
+    if pipeline is not None:
+        return {"mode": "crop", **pipeline.at(tuple(size)).to_dict()}
+    return {"mode": "crop", "size": size, "interpolation": "bilinear", "antialias": True,
+            "resize": "the smallest scale that covers the size, the aspect ratio kept",
+            "origin": "image folder default: covered, then centre-cropped"}
 
 
 def imagenet_class_index() -> dict[str, int]:

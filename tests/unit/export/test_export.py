@@ -51,8 +51,9 @@ def test_export_round_trips(export_sweep, tmp_path, cli, name):
     assert card["techniques"] == variant["techniques"] and card["settings"] == variant["config"]
     assert card["metrics"]["accuracy_ci"] == variant["accuracy_ci"]
     assert card["environment"]["torch"] == torch.__version__
-    # Every file is hashed in the card; nothing else is in the folder.
+    # Every file is hashed in the card; nothing else is in the folder; one mode for all.
     assert set(card["files"]) | {files.CARD_NAME} == {f.name for f in out.iterdir()}
+    assert {f.stat().st_mode & 0o777 for f in out.iterdir()} == {files.FILE_MODE}
     for file, entry in card["files"].items():
         assert files.sha256(out / file) == entry["sha256"]
     batches = split_of(card)
@@ -234,3 +235,61 @@ def test_user_models_ship_their_source_and_pt2e_int8_exports_as_a_program(tmp_pa
     assert load.PT2E_OPS_MODULE in card["formats"]["pt2"]["note"]
     acc, _ = score(load.load_program(out), split_of(card))
     assert abs(acc - stored(store, branch_run, "int8-static")["accuracy"]) <= 0.001
+
+
+# -- where the files go: a non-empty folder, one mode, a full disk ------------------------------
+
+def test_a_non_empty_out_folder_needs_force_and_every_file_has_one_mode(export_sweep,
+                                                                          tmp_path, cli):
+    import stat
+    store, run_id = export_sweep
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    p = cli("export", run_id, "int8-static", "--out", str(out), "--store", str(store))
+    assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+    assert "is not empty (1 entries: notes.txt)" in p.stderr and "--force" in p.stderr
+    assert [f.name for f in out.iterdir()] == ["notes.txt"]
+    p = cli("export", run_id, "int8-static", "--out", str(out), "--store", str(store), "--force")
+    assert p.returncode == 0, p.stderr
+    assert (out / "notes.txt").read_text() == "mine"  # --force replaces the export's files
+    exported = [f for f in out.iterdir() if f.name != "notes.txt"]
+    assert {f.name for f in exported} >= {files.CARD_NAME, files.WEIGHTS_NAME}
+    assert {stat.S_IMODE(f.stat().st_mode) for f in exported} == {files.FILE_MODE}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder left
+    zipped = files.archive(out)
+    assert stat.S_IMODE(zipped.stat().st_mode) == files.FILE_MODE
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "out.zip"]
+
+
+def test_a_full_disk_during_an_export_is_one_line_and_leaves_nothing(export_sweep, tmp_path,
+                                                                      monkeypatch):
+    """Injected: the weights' writer fails with ENOSPC after writing part of its file."""
+    import errno
+
+    import safetensors.torch
+
+    from benchmarks.spec.atomic import DiskFull
+    store, run_id = export_sweep
+
+    def full(tensors, path, metadata=None):
+        Path(path).write_bytes(b"\0" * 4096)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    with pytest.raises(DiskFull) as caught:
+        export_variant(ResultsStore(store), run_id, "int8-static", tmp_path / "out")
+    assert str(caught.value).startswith(f"no space left on device in {tmp_path} (")
+    assert "model.safetensors" in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_onto_a_real_full_tmpfs_exits_2_and_leaves_nothing(export_sweep, tmp_path,
+                                                                       cli):
+    from helpers import small_tmpfs
+    store, run_id = export_sweep
+    with small_tmpfs(tmp_path / "mnt", "600k", leave_free=50_000) as mnt:
+        p = cli("export", run_id, "int8-static", "--out", str(mnt / "out"), "--store", str(store))
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.startswith(f"error: no space left on device in {mnt} (")
+        assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+        assert sorted(f.name for f in mnt.iterdir()) == ["filler"]

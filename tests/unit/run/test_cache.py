@@ -61,3 +61,47 @@ def test_the_sidebar_shows_the_cache_use_against_its_cap(tmp_path, monkeypatch):
            f"evicted beyond)" in captions, captions
     from benchmarks.service.queue import JobQueue
     JobQueue(tmp_path / "results.db").stop_worker("cpu")
+
+
+# -- a full disk -------------------------------------------------------------------------------
+
+def test_a_full_cache_disk_is_one_line_and_leaves_no_partial_entry(tmp_path, monkeypatch):
+    """Injected: safetensors fails half-way with its own error (the issue's 28-line
+    SafetensorError traceback, and the partial file it left)."""
+    import pytest
+
+    from benchmarks.spec.atomic import DiskFull
+    from benchmarks.zoo import checkpoints
+
+    def full(model, path):
+        with open(path, "wb") as f:
+            f.write(b"\0" * 8192)
+        raise Exception('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
+                        'message: "No space left on device" })')
+    monkeypatch.setattr(checkpoints, "save_state_dict", full)
+    cache = WeightsCache(tmp_path / "cache")
+    with pytest.raises(DiskFull) as caught:
+        cache(("a",), lambda: nn.Linear(64, 64), lambda m: None)
+    assert str(caught.value).startswith(f"no space left on device in {tmp_path / 'cache'} (")
+    assert cache.path(("a",)).name in str(caught.value)
+    assert os.listdir(tmp_path / "cache") == []
+
+
+def test_the_cli_on_a_full_cache_file_system_exits_2_in_one_line(tmp_path, cli):
+    """A real 600 KB tmpfs with 100 KB left: the digits cache does not fit (skipped, nothing
+    left), nor the baseline's weights: exit 2, one line naming the folder and its free space,
+    no temporary file, and the run stored as failed with that line."""
+    from benchmarks.store.database import ResultsStore
+    from helpers import FAST_CLI, small_tmpfs
+    with small_tmpfs(tmp_path / "mnt", "600k", leave_free=100_000) as mnt:
+        store = tmp_path / "s.db"
+        p = cli("run", *FAST_CLI, "--store", str(store),
+                env={"COMPRESSION_BENCH_CACHE": str(mnt)})
+        assert p.returncode == 2, p.stderr
+        line = p.stderr.strip()
+        assert "\n" not in line and "Traceback" not in p.stderr
+        assert line.startswith(f"error: no space left on device in {mnt} (")
+        assert "KiB free) writing " in line and line.count(".safetensors") == 1
+        assert sorted(os.listdir(mnt)) == ["filler"]
+        (run,) = ResultsStore(store).runs()
+        assert run["status"] == "failed" and run["error"] == line[len("error: "):]

@@ -129,3 +129,58 @@ def test_an_older_store_gains_the_owner_column(store_path):
     with pytest.raises(PermissionError):
         store.delete_run(run_id, by="session:other")
     assert store.delete_run(run_id, by="session:abc")
+
+
+# -- a full disk -------------------------------------------------------------------------------
+
+def test_a_store_that_cannot_be_created_says_the_disk_is_full_and_leaves_no_file(
+        tmp_path, monkeypatch):
+    """Injected: SQLite's "database or disk is full" while the schema is written read as
+    corruption ("not a usable SQLite database") and left a 0-byte store behind."""
+    from contextlib import contextmanager
+
+    from benchmarks.spec.atomic import DiskFull
+
+    class Full:
+        def executescript(self, script):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    @contextmanager
+    def connect(self):
+        yield Full()
+    monkeypatch.setattr(ResultsStore, "connect", connect)
+    path = tmp_path / "results.db"
+    with pytest.raises(DiskFull, match=f"no space left on device in {tmp_path} .* writing "
+                                       f"results.db"):
+        ResultsStore(path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_to_a_store_on_a_full_disk_is_one_line(store, monkeypatch):
+    from benchmarks.spec.atomic import DiskFull
+    run_id = store.start_run(model="m", dataset="d", device="cpu", spec={}, environment={})
+    real = sqlite3.connect
+
+    class FullOnInsert:
+        def __init__(self, db):
+            self.db = db
+
+        def execute(self, sql, *args):
+            if sql.startswith("INSERT"):
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.db.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self.db, name)
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: FullOnInsert(real(*a, **k)))
+    with pytest.raises(DiskFull, match="no space left on device in"):
+        store.add_variant(run_id, _result("baseline"))
+
+
+def test_a_store_on_a_real_full_tmpfs(tmp_path):
+    from benchmarks.spec.atomic import DiskFull
+    from helpers import small_tmpfs
+    with small_tmpfs(tmp_path / "mnt", "600k", leave_free=0) as mnt:
+        with pytest.raises(DiskFull, match=f"no space left on device in {mnt}"):
+            ResultsStore(mnt / "results.db")
+        assert sorted(p.name for p in mnt.iterdir()) == ["filler"]

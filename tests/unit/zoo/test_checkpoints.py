@@ -50,11 +50,23 @@ def test_truncated_files_are_refused(tmp_path, model):
         read_state_dict(tiny)
 
 
-def test_oversized_safetensors_header_is_refused(tmp_path):
+def test_oversized_safetensors_header_is_refused(tmp_path, monkeypatch):
     path = tmp_path / "huge.safetensors"
     path.write_bytes((2**40).to_bytes(8, "little") + b"{}")
-    with pytest.raises(ValueError, match="header claims"):
+    with pytest.raises(ValueError, match="header claims 1,099,511,627,776 bytes, but only 2 "
+                                         "follow the 8-byte length"):
         read_state_dict(path)
+    # A header that exactly fits its file but is above the cap: refused for its size, not
+    # (as before) with arithmetic claiming it does not fit.
+    from benchmarks.zoo import checkpoints
+    monkeypatch.setattr(checkpoints, "MAX_SAFETENSORS_HEADER", 2**20)
+    fits = tmp_path / "fits.safetensors"
+    header = 2**20 + 1
+    fits.write_bytes(header.to_bytes(8, "little") + b" " * header)
+    with pytest.raises(ValueError) as caught:
+        read_state_dict(fits)
+    assert "its header is 1,048,577 bytes, above the 1 MiB" in str(caught.value)
+    assert "claims" not in str(caught.value)
 
 
 class RunsCode:

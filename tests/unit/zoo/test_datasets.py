@@ -68,6 +68,60 @@ def test_a_pretrained_pipeline_resizes_and_crops_the_images(tmp_path):
     assert smaller.input_shape == (3, 12, 12)
 
 
+def _wide_folder(root):
+    """Two classes of 64 x 32 images: black outer quarters left and right, white between."""
+    from PIL import Image
+    pixels = np.zeros((32, 64, 3), dtype=np.uint8)
+    pixels[:, 16:48] = 255
+    for cls in ("a", "b"):
+        (root / cls).mkdir(parents=True)
+        for i in range(4):
+            Image.fromarray(pixels).save(root / cls / f"{i}.png")
+    return root
+
+
+def test_image_folders_keep_their_shape_unless_squash_is_asked_for(tmp_path):
+    """Without weights, each image is covered and centre-cropped to the input shape (the
+    aspect ratio kept: the 32 x 32 centre of a 64 x 32 image, all white); the old squash
+    (resized straight, the black quarters squeezed in at the sides) only when asked."""
+    root = _wide_folder(tmp_path / "wide")
+    pixels = lambda data: data.train.x[:]  # noqa: E731 (normalize none: [0, 1])
+    cropped = load_dataset(f"imagefolder:{root}", input_shape=(3, 32, 32), normalize="none")
+    assert float(pixels(cropped).min()) == pytest.approx(1.0)
+    squashed = load_dataset(f"imagefolder:{root}", input_shape=(3, 32, 32), normalize="none",
+                            resize="squash")
+    edge = pixels(squashed)[..., :4]
+    assert float(edge.max()) < 0.05 and float(pixels(squashed)[..., 12:20].min()) > 0.95
+    # A tall crop of a wide image: scaled to cover 48 rows, the centre 16 columns kept.
+    tall = load_dataset(f"imagefolder:{root}", input_shape=(3, 48, 16), normalize="none")
+    assert tall.input_shape == (3, 48, 16) and float(pixels(tall).min()) > 0.95
+
+
+def test_every_run_records_its_pipeline_and_the_weights_cache_keys_on_it(tmp_path):
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.spec.sweep import SweepSpec
+    root = _wide_folder(tmp_path / "wide")
+    crop = prepare_sweep(SweepSpec(dataset=f"imagefolder:{root}", input_shape=(3, 32, 32),
+                                   model="mlp", epochs=1))
+    squash = prepare_sweep(SweepSpec(dataset=f"imagefolder:{root}", input_shape=(3, 32, 32),
+                                     model="mlp", epochs=1, resize="squash"))
+    digits = prepare_sweep(SweepSpec(model="mlp", epochs=1))
+    assert crop.environment["data"]["pipeline"]["mode"] == "crop"
+    assert squash.environment["data"]["pipeline"] == {
+        "mode": "squash", "size": [32, 32], "interpolation": "bicubic",
+        "origin": "--resize squash: resized straight to the input shape, the aspect ratio "
+                  "lost"}
+    assert digits.environment["data"]["pipeline"]["mode"] == "as loaded"
+    # Squashed weights keep the keys they had before the option; cropped ones are new.
+    assert "resize" not in squash.base_key(0) and crop.base_key(0)[-2:] == ("resize", "crop")
+    assert "resize" not in digits.base_key(0)
+    # A spec stored before the option ran squashed: read back so.
+    stored = {k: v for k, v in crop.spec.to_dict().items() if k != "resize"}
+    assert SweepSpec.from_dict(stored).resize == "squash"
+    with pytest.raises(ValueError, match="resize must be one of crop, squash"):
+        SweepSpec(resize="stretch")
+
+
 # -- the registry: every registered data set loads, and is as big as it said ------------------
 
 def _cifar10_root():

@@ -1,0 +1,159 @@
+"""The timed calls a device's compute peaks are the best of (``benchmarks.measure.peaks``).
+
+A peak is the fastest kernel the variants could run in that precision, not the one a GEMM
+benchmark happens to pick (an fp32 convolution can outrun the fp32 matmul): on a Zen 3 ``torch._int_mm`` runs int8 at ~2 GFLOP/s while the
+INT8 variants' fbgemm kernels (quantized linear and convolution, through the engine
+``optimizers.quantization.select_engine`` picks) run near 150, and autocast's bf16 linear
+runs several times faster than a bf16 ``torch.mm``. So each precision lists its candidates
+(``candidates``) and the peak is the best of them.
+
+Each kernel is made at a scale ``n``: an n x n x n GEMM, or a 3x3 convolution of n/4
+channels on 14x14 maps (batch 4), the shape of a ResNet stage. FLOPs count two per
+multiply-add, integer ones alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+
+CONV_MAP, CONV_BATCH, CONV_KERNEL = 14, 4, 3
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    flops: Callable[[int], float]                      # FLOPs of one call at scale n
+    make: Callable[[torch.device, int], Callable]      # the timed call at scale n
+
+
+def _gemm_flops(n: int) -> float:
+    return 2.0 * n ** 3
+
+
+def _conv_channels(n: int) -> int:
+    return max(8, n // 4)
+
+
+def _conv_flops(n: int) -> float:
+    c = _conv_channels(n)
+    return 2.0 * CONV_BATCH * c * c * CONV_MAP * CONV_MAP * CONV_KERNEL ** 2
+
+
+def _randn(*shape, device) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(*shape, generator=g).to(device)
+
+
+def _mm(dtype: torch.dtype | None) -> Callable:
+    def make(device: torch.device, n: int):
+        a, b = _randn(n, n, device=device), _randn(n, n, device=device)
+        if dtype is not None:
+            a, b = a.to(dtype), b.to(dtype)
+        return lambda: torch.mm(a, b)
+    return make
+
+
+def _autocast(device: torch.device, dtype: torch.dtype):
+    return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
+
+
+def _autocast_linear(device: torch.device, n: int):
+    x, w = _randn(n, n, device=device), _randn(n, n, device=device)
+
+    def call():
+        with _autocast(device, torch.bfloat16):
+            return torch.nn.functional.linear(x, w)
+    return call
+
+
+def _conv(dtype: torch.dtype | None) -> Callable:
+    def make(device: torch.device, n: int):
+        c = _conv_channels(n)
+        x = _randn(CONV_BATCH, c, CONV_MAP, CONV_MAP, device=device)
+        w = _randn(c, c, CONV_KERNEL, CONV_KERNEL, device=device)
+
+        def call():
+            with _autocast(device, dtype):
+                return torch.nn.functional.conv2d(x, w, padding=1)
+        return call
+    return make
+
+
+def _int8_pair(n: int, device: torch.device):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(-128, 128, (n, n), dtype=torch.int8, generator=g).to(device)
+    b = torch.randint(-128, 128, (n, n), dtype=torch.int8, generator=g).to(device)
+    return a, b
+
+
+def _int_mm(device: torch.device, n: int):
+    if not hasattr(torch, "_int_mm"):
+        raise RuntimeError("this torch has no torch._int_mm")
+    a, b = _int8_pair(n, device)
+    torch._int_mm(a, b)  # raises where the build has no kernel for this device
+    return lambda: torch._int_mm(a, b)
+
+
+def _engine() -> str:
+    from optimizers.quantization import select_engine
+    return select_engine()
+
+
+def _quantized_linear(device: torch.device, n: int):
+    if device.type != "cpu":
+        raise RuntimeError("quantized linear kernels run on the CPU")
+    _engine()
+    a, b = _int8_pair(n, device)
+    x = torch.quantize_per_tensor(a.float(), 1.0, 0, torch.quint8)
+    w = torch.quantize_per_tensor(b.float(), 1.0, 0, torch.qint8)
+    packed = torch.ops.quantized.linear_prepack(w, None)
+    return lambda: torch.ops.quantized.linear(x, packed, 1.0, 0)
+
+
+def _quantized_conv(device: torch.device, n: int):
+    if device.type != "cpu":
+        raise RuntimeError("quantized convolution kernels run on the CPU")
+    _engine()
+    c = _conv_channels(n)
+    x = torch.quantize_per_tensor(_randn(CONV_BATCH, c, CONV_MAP, CONV_MAP, device=device),
+                                  0.05, 64, torch.quint8)
+    w = torch.quantize_per_tensor(_randn(c, c, CONV_KERNEL, CONV_KERNEL, device=device),
+                                  0.05, 0, torch.qint8)
+    packed = torch.ops.quantized.conv2d_prepack(w, None, [1, 1], [1, 1], [1, 1], 1)
+    return lambda: torch.ops.quantized.conv2d(x, packed, 1.0, 0)
+
+
+MM = {"fp32": Kernel("torch.mm", _gemm_flops, _mm(None)),
+      "tf32": Kernel("torch.mm", _gemm_flops, _mm(None)),
+      "bf16": Kernel("torch.mm", _gemm_flops, _mm(torch.bfloat16)),
+      "fp16": Kernel("torch.mm", _gemm_flops, _mm(torch.float16))}
+INT_MM = Kernel("torch._int_mm", _gemm_flops, _int_mm)
+AUTOCAST_LINEAR = Kernel("linear (autocast bf16)", _gemm_flops, _autocast_linear)
+AUTOCAST_CONV = Kernel("conv2d 3x3 (autocast bf16)", _conv_flops, _conv(torch.bfloat16))
+CONV = Kernel("conv2d 3x3", _conv_flops, _conv(None))
+QUANTIZED_LINEAR = Kernel("quantized.linear", _gemm_flops, _quantized_linear)
+QUANTIZED_CONV = Kernel("quantized.conv2d 3x3", _conv_flops, _quantized_conv)
+
+
+def candidates(device: torch.device, precision: str) -> tuple[Kernel, ...]:
+    """The kernels a precision's peak is the best of on ``device``: on a CPU, every kernel
+    family the variants run in it (autocast's bf16 linear and convolution; the quantized
+    engine's linear and convolution beside ``_int_mm``)."""
+    if precision == "int8":
+        return (INT_MM,) if device.type == "cuda" else (INT_MM, QUANTIZED_LINEAR, QUANTIZED_CONV)
+    if device.type == "cpu" and precision == "bf16":
+        return (MM["bf16"], AUTOCAST_LINEAR, AUTOCAST_CONV)
+    if device.type == "cpu" and precision == "fp32":
+        return (MM["fp32"], CONV)  # oneDNN's convolutions can outrun its matmul
+    return (MM[precision],)
+
+
+def kernel_label(kernel: Kernel) -> str:
+    """Its name as the card states it: the quantized ones say which engine ran them."""
+    if kernel.name.startswith("quantized."):
+        return f"{kernel.name} ({_engine()})"
+    return kernel.name
