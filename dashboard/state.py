@@ -141,7 +141,29 @@ def submit(kind: str, payload: dict, device: str, attachments: dict | None = Non
     target = queue_device(device)
     q.ensure_worker(target)
     return q.submit(kind, payload, session=identity.session_owner(session_key()),
-                    device=target, owner=owner(), attachments=attachments)
+                    device=target, owner=owner(), attachments=attachments,
+                    client=client_id(), admin=is_admin())
+
+
+def client_id() -> str:
+    """Where this session's requests come from, as a digest (counted against the per-address
+    cap without sign-in): the connection's address, or behind a proxy the operator trusts
+    (COMPRESSION_BENCH_TRUSTED_PROXIES) the client it forwarded for (X-Forwarded-For)."""
+    try:
+        peer = st.context.ip_address  # None for a loopback connection
+        forwarded = list(st.context.headers.get_all("X-Forwarded-For") or [])
+    except Exception:  # no browser behind this session (a test harness)
+        peer, forwarded = None, []
+    if not isinstance(peer, str):  # AppTest's stand-in connection has no address
+        peer = None
+    return identity.client_digest(identity.client_address(
+        peer, forwarded, identity.trusted_proxies()))
+
+
+def may_run_on(run: dict) -> bool:
+    """Whether this viewer may run jobs on a stored run (export its models): its owner, an
+    admin, or anyone where the operator shares exports. The queue enforces the same rule."""
+    return run.get("owner") == owner() or is_admin() or limits().shared_exports
 
 
 def cancel(job_id: str) -> bool:

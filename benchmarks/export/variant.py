@@ -30,31 +30,52 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.export.files import CARD_NAME, prepare_folder, sha256
+from benchmarks.export.files import (
+    CARD_NAME,
+    ONNX_NAME,
+    PT2_NAME,
+    SOURCE_NAME,
+    WEIGHTS_NAME,
+    prepare_folder,
+    sha256,
+)
 from benchmarks.export.rebuild import locate, rebuild
 from benchmarks.export.writers import Scores, write_onnx, write_pt2, write_weights
+from benchmarks.spec.cancel import Cancelled, check_stop
+
+WRITERS = (("safetensors", write_weights), ("pt2", write_pt2), ("onnx", write_onnx))
 
 CARD_SCHEMA = 1
 
 
 def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cache=None,
-                   allowed_models_dir=None) -> dict:
+                   allowed_models_dir=None, should_stop=None) -> dict:
     """Write ``variant`` of run ``run_id`` into ``out_dir`` (see the module's docstring);
     returns the model card. Bad input raises ValueError with one line; nothing is written
-    then."""
+    then. ``should_stop`` is asked while the run is rebuilt and between artefacts: Cancelled
+    then, with the files written so far removed."""
     from benchmarks.measure.environment import environment_card
     from benchmarks.measure.latency import pinned_threads
     from benchmarks.report.document import RunReport
     run, result = locate(store, run_id, variant)
     if Path(out_dir).expanduser().exists() and not Path(out_dir).expanduser().is_dir():
         raise ValueError(f"--out {out_dir} is a file; give a folder")
-    rebuilt = rebuild(run, result, cache=cache, allowed_models_dir=allowed_models_dir)
+    rebuilt = rebuild(run, result, cache=cache, allowed_models_dir=allowed_models_dir,
+                      should_stop=should_stop)
+    check_stop(should_stop)
     folder = prepare_folder(out_dir)
-    with pinned_threads(rebuilt.sweep.threads):
-        scores = Scores(rebuilt)
-        formats = {"safetensors": write_weights(rebuilt, folder, scores),
-                   "pt2": write_pt2(rebuilt, folder, scores),
-                   "onnx": write_onnx(rebuilt, folder, scores)}
+    try:
+        with pinned_threads(rebuilt.sweep.threads):
+            scores = Scores(rebuilt)
+            formats = {}
+            for name, write in WRITERS:
+                check_stop(should_stop)
+                formats[name] = write(rebuilt, folder, scores)
+        check_stop(should_stop)
+    except Cancelled:
+        for name in (CARD_NAME, WEIGHTS_NAME, PT2_NAME, ONNX_NAME, SOURCE_NAME):
+            (folder / name).unlink(missing_ok=True)
+        raise
     report = RunReport.from_stored(run)
     document = next(v for v in report.document()["variants"] if v["name"] == variant)
     document.pop("raw", None)

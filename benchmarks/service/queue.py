@@ -63,7 +63,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     worker_token  TEXT,
     owner         TEXT,
     time_limit_s  REAL,
-    folder        TEXT
+    folder        TEXT,
+    client        TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(device, status, seq);
 CREATE TABLE IF NOT EXISTS workers (
@@ -74,7 +75,17 @@ CREATE TABLE IF NOT EXISTS workers (
 );
 """
 JOB_COLUMNS = {"worker_token": "TEXT", "owner": "TEXT", "time_limit_s": "REAL",
-               "folder": "TEXT"}
+               "folder": "TEXT", "client": "TEXT"}
+ACTIVE_SQL = "status IN ('queued', 'running')"
+ANONYMOUS = "session:"  # the owners of sessions without sign-in (dashboard.identity)
+
+
+class CapReached(ValueError):
+    """A cap on queued and running jobs: ``cap`` is which (person, address or server)."""
+
+    def __init__(self, cap: str, message: str):
+        super().__init__(message)
+        self.cap = cap
 
 
 @dataclass
@@ -155,13 +166,21 @@ class JobQueue:
     # -- submitting and reading ----------------------------------------------------------
 
     def submit(self, kind: str, payload: dict, *, session: str, device: str = "cpu",
-               owner: str | None = None, attachments: dict[str, str] | None = None) -> str:
+               owner: str | None = None, attachments: dict[str, str] | None = None,
+               client: str | None = None, admin: bool = False) -> str:
         """Queue a job. ``attachments`` maps payload fields to files (an uploaded checkpoint)
-        that are moved into the job's own folder; the payload then names them there."""
+        that are moved into the job's own folder; the payload then names them there.
+        ``client`` is where the request came from (a digest of the address), counted
+        against the per-address cap for owners without sign-in. A job on a stored run
+        (its payload names ``run_id``: an export) is its owner's to ask for, or an admin's,
+        unless the operator shares exports: PermissionError otherwise."""
         if kind not in JOB_KINDS:
             raise ValueError(f"job kind must be one of {', '.join(JOB_KINDS)}; got {kind!r}")
         owner = owner or session
-        self._check_cap(owner)
+        if payload.get("run_id") is not None:
+            self._check_run_owner(str(payload["run_id"]), owner, admin)
+        with self.store.connect() as db:
+            self._check_cap(db, owner, client)
         job_id = uuid.uuid4().hex[:12]
         payload, folder = dict(payload), None
         if attachments:
@@ -170,36 +189,73 @@ class JobQueue:
             for key, source in attachments.items():
                 target = folder / Path(source).name
                 shutil.move(source, target)
+                os.chmod(target, 0o600)  # the upload is its owner's and the worker's only
                 payload[key] = str(target)
+            self._hand_to_worker(folder)
         try:
             with self.store.transaction() as db:
-                self._check_cap(owner, db)
+                self._check_cap(db, owner, client)
                 db.execute("INSERT INTO jobs (job_id, kind, status, session, device, payload, "
-                           "submitted_at, owner, time_limit_s, folder) "
-                           "VALUES (?,?,?,?,?,?,?,?,?,?)",
+                           "submitted_at, owner, time_limit_s, folder, client) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                            (job_id, kind, "queued", session, device, json.dumps(payload),
                             now_iso(), owner, self.limits.job_time_s,
-                            None if folder is None else str(folder)))
+                            None if folder is None else str(folder), client))
         except BaseException:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
             raise
         return job_id
 
-    def _check_cap(self, owner: str, db=None) -> None:
-        """One person may have at most ``limits.max_jobs`` jobs queued or running."""
-        sql = "SELECT COUNT(*) FROM jobs WHERE owner=? AND status IN ('queued', 'running')"
-        if db is None:
-            with self.store.connect() as conn:
-                (active,) = conn.execute(sql, (owner,)).fetchone()
-        else:
-            (active,) = db.execute(sql, (owner,)).fetchone()
-        cap = self.limits.max_jobs
-        if active >= cap:
-            raise ValueError(f"you already have {active} job{'s' * (active != 1)} queued or "
-                             f"running, the most one person may have here ({cap}, "
+    def _check_run_owner(self, run_id: str, owner: str, admin: bool) -> None:
+        """A job that runs on a stored run (an export hands out its weights) is for the
+        run's owner; others read the run (its link) but do not run anything on it."""
+        if admin or self.limits.shared_exports:
+            return
+        with self.store.connect() as db:
+            row = db.execute("SELECT owner FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        if row is None:
+            raise ValueError(f"run {run_id!r} is not in the store")
+        if row["owner"] != owner:
+            raise PermissionError("only the person who ran it can export this run's models "
+                                  "(a shared link is read-only; the operator may allow it "
+                                  "with COMPRESSION_BENCH_SHARED_EXPORTS=on)")
+
+    def _check_cap(self, db, owner: str, client: str | None) -> None:
+        """One person may have at most ``limits.max_jobs`` jobs queued or running. Without
+        sign-in a person is a browser session, and a new session is one page load away, so
+        two caps hold as well: one address (``client``) at most
+        ``limits.max_jobs_per_address``, and every anonymous session together at most
+        ``limits.max_anonymous_jobs``."""
+        def count(where: str, *args) -> int:
+            return db.execute(f"SELECT COUNT(*) FROM jobs WHERE {ACTIVE_SQL} AND {where}",
+                              args).fetchone()[0]
+
+        def jobs(n: int) -> str:
+            return f"{n} job{'s' * (n != 1)}"
+        limits = self.limits
+        active = count("owner=?", owner)
+        if active >= limits.max_jobs:
+            raise CapReached("person", f"you already have {jobs(active)} queued or running, "
+                             f"the most one person may have here ({limits.max_jobs}, "
                              f"COMPRESSION_BENCH_MAX_JOBS): cancel one under My jobs or wait "
                              f"for it to finish")
+        if not owner.startswith(ANONYMOUS):
+            return  # signed in (or a direct caller): the per-person cap is the one
+        if client is not None:
+            here = count("client=? AND owner LIKE ?", client, ANONYMOUS + "%")
+            if here >= limits.max_jobs_per_address:
+                raise CapReached("address", f"your address already has {jobs(here)} queued "
+                                 f"or running from sessions without sign-in, the most one "
+                                 f"address may have ({limits.max_jobs_per_address}, "
+                                 f"COMPRESSION_BENCH_MAX_JOBS_PER_ADDRESS; a new session "
+                                 f"does not reset it): wait for them to finish, or sign in")
+        anonymous = count("owner LIKE ?", ANONYMOUS + "%")
+        if anonymous >= limits.max_anonymous_jobs:
+            raise CapReached("server", f"the server already has {jobs(anonymous)} queued or "
+                             f"running from people not signed in, the most it takes "
+                             f"({limits.max_anonymous_jobs}, COMPRESSION_BENCH_MAX_ANONYMOUS_"
+                             f"JOBS): try again when some have finished, or sign in")
 
     def attachment_bytes(self) -> int:
         """What the queued and running jobs' own folders hold (uploads count against a cap)."""

@@ -36,6 +36,12 @@ def default_cache_dir() -> Path:
     return base / "compression-bench"
 
 
+def exports_root(store_path: str | os.PathLike) -> Path:
+    """Where the dashboard's exports live: ``exports/`` beside the results store, one folder
+    per run (removed with the run), one per job inside."""
+    return Path(store_path).with_name("exports")
+
+
 def inside(folder: Path, typed: str, what: str = "the image folder") -> Path:
     """``typed`` (relative to ``folder``, or absolute) as a resolved path inside ``folder``;
     a ValueError naming only the rule otherwise. Symbolic links are followed first, so a
