@@ -28,25 +28,14 @@ ID_HEX, MAC_HEX = 16, 24
 
 
 def server_secret(store_path: Path) -> bytes:
-    """$COMPRESSION_BENCH_SECRET, else a random secret kept beside the store (0600), made
-    once: every server over the same store verifies the same keys, across restarts."""
+    """$COMPRESSION_BENCH_SECRET, else a random secret kept beside the store (0600, the
+    server's own: the worker never reads it), made once: every server over the same store
+    verifies the same keys, across restarts."""
     env = os.environ.get(SECRET_ENV)
     if env:
         return env.encode()
-    from benchmarks.spec.folders import private_folder
-    path = Path(store_path).with_name(Path(store_path).name + ".secret")
-    private_folder(path.parent)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        secret = path.read_bytes()
-        if len(secret) >= 32:
-            return secret
-        raise RuntimeError(f"{path} is not a usable secret (too short); delete it to make a "
-                           f"new one (sessions then start afresh)") from None
-    with os.fdopen(fd, "wb") as f:
-        f.write(secrets.token_bytes(32))
-    return path.read_bytes()
+    from benchmarks.spec.folders import read_or_make_secret, secret_path
+    return read_or_make_secret(secret_path(store_path))
 
 
 def browser_binding(xsrf_cookie: str | None) -> str:

@@ -148,6 +148,7 @@ class JobQueue:
         self._exits: dict[int, int] = {}  # pid -> return code of reaped workers
         self._lock = threading.Lock()
         self._supervisor: Supervisor | None = None
+        self._account: tuple | None = None  # (Account or None,) once resolved
 
     @classmethod
     def shared(cls, store_path: str | os.PathLike | None = None) -> "JobQueue":
@@ -256,6 +257,23 @@ class JobQueue:
                              f"running from people not signed in, the most it takes "
                              f"({limits.max_anonymous_jobs}, COMPRESSION_BENCH_MAX_ANONYMOUS_"
                              f"JOBS): try again when some have finished, or sign in")
+
+    def worker_account(self):
+        """Whom this queue's workers run as (``benchmarks.service.account``): None for this
+        process's own user; resolved (and created) once."""
+        if self._account is None:
+            from benchmarks.service.account import worker_account
+            self._account = (worker_account(),)
+        return self._account[0]
+
+    def _hand_to_worker(self, folder: Path) -> None:
+        """A job's own folder, readable by the worker that runs it (its user's, where the
+        worker runs as another user)."""
+        account = self.worker_account()
+        if account is not None:
+            from benchmarks.service.account import _chown_tree
+            os.chown(self.jobs_dir, account.uid, account.gid)
+            _chown_tree(folder, account)
 
     def attachment_bytes(self) -> int:
         """What the queued and running jobs' own folders hold (uploads count against a cap)."""
@@ -367,7 +385,7 @@ class JobQueue:
             log = log_path(self.path, device)
             private_file(log)
             root = Path(__file__).resolve().parents[2]
-            env = {**os.environ, "PYTHONPATH": str(root)}
+            env, user = self._worker_env(root)
             if device.startswith("cuda:") and not fake_gpus():
                 # The worker sees only its GPU (as cuda:0): a sweep there never touches
                 # another, and its borrowed GPUs are set per process (executors.pool).
@@ -377,9 +395,25 @@ class JobQueue:
                     [sys.executable, "-m", "benchmarks.service.worker", "--store",
                      str(self.path), "--device", device, "--parent", str(os.getpid())],
                     cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    env=env))
+                    env=env, **user))
         if wait:
             self.wait_for_worker(device)
+
+    def _worker_env(self, root: Path) -> tuple[dict, dict]:
+        """The worker's environment and, where it runs as another user, Popen's user,
+        group and groups; that user's files are set up first (``account.prepare``)."""
+        from benchmarks.service.account import home_of, prepare, worker_environment
+        from benchmarks.spec.folders import default_cache_dir
+        from benchmarks.zoo.models import models_dir
+        account = self.worker_account()
+        if account is None:
+            return worker_environment(None, PYTHONPATH=root), {}
+        cache = default_cache_dir().resolve()
+        prepare(account, self.path, cache, Path(models_dir()).resolve(), root)
+        env = worker_environment(account, PYTHONPATH=root, HOME=home_of(self.path.resolve()),
+                                 COMPRESSION_BENCH_CACHE=cache,
+                                 COMPRESSION_BENCH_STORE=self.path.resolve())
+        return env, {"user": account.uid, "group": account.gid, "extra_groups": []}
 
     # -- the supervisor ------------------------------------------------------------------
 

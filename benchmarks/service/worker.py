@@ -92,8 +92,10 @@ class Worker:
         dev = resolve_device("cuda" if compute_device(self.device).startswith("cuda")
                              else "cpu")
         # The threads a sweep is timed with (pinned), not the process's default.
+        import pwd
         card = {**environment_card(dev, default_threads()), "devices": devices,
-                "worker_pid": os.getpid(), "memory_limit": self.queue.limits.worker_memory}
+                "worker_pid": os.getpid(), "memory_limit": self.queue.limits.worker_memory,
+                "user": pwd.getpwuid(os.getuid()).pw_name, "uid": os.getuid()}
         # Warm the engine first: its imports (the loaders' splitter too) and the first
         # meta-device dry run cost seconds that a job's admission check, or a cancel while it
         # loads its data, should not wait for.
