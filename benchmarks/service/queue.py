@@ -149,6 +149,12 @@ class JobQueue:
         self._lock = threading.Lock()
         self._supervisor: Supervisor | None = None
         self._account: tuple | None = None  # (Account or None,) once resolved
+        # The memory limit that counts everything (benchmarks.service.memory_guard): the
+        # workers in a cgroup of their own (pid -> (cgroup, its OOM kills at the start)), and
+        # why the watchdog killed one (pid -> (job status, reason)).
+        self._cgroups: dict[int, tuple[Path, int]] = {}
+        self._causes: dict[int, tuple[str, str]] = {}
+        self._guard = None
 
     @classmethod
     def shared(cls, store_path: str | os.PathLike | None = None) -> "JobQueue":
@@ -391,11 +397,13 @@ class JobQueue:
                 # another, and its borrowed GPUs are set per process (executors.pool).
                 env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
             with open(log, "ab") as out:
-                self._spawned.append(subprocess.Popen(
+                proc = subprocess.Popen(
                     [sys.executable, "-m", "benchmarks.service.worker", "--store",
                      str(self.path), "--device", device, "--parent", str(os.getpid())],
                     cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    env=env, **user))
+                    env=env, **user)
+            self._spawned.append(proc)
+            self._limit_memory(proc.pid, device)
         if wait:
             self.wait_for_worker(device)
 
@@ -417,17 +425,47 @@ class JobQueue:
 
     # -- the supervisor ------------------------------------------------------------------
 
+    def _limit_memory(self, pid: int, device: str) -> None:
+        """The worker in a cgroup of its own under the memory limit, where this server may
+        make one; else the supervisor's watchdog counts it (``memory_guard``)."""
+        from benchmarks.service.memory_guard import enter, oom_kills, worker_cgroup
+        limit = self.limits.worker_memory
+        if limit is None:
+            return
+        slot = worker_cgroup(device, limit)
+        if slot is not None and enter(slot, pid):
+            self._cgroups[pid] = (slot, oom_kills(slot))
+
+    def death_cause(self, pid: int) -> tuple[str, str] | None:
+        """(status, reason) where the memory limit ended worker ``pid``, else None."""
+        from benchmarks.service.memory_guard import oom_kills, over_limit_line
+        if pid in self._causes:
+            return self._causes.pop(pid)
+        slot = self._cgroups.pop(pid, None)
+        if slot is not None and oom_kills(slot[0]) > slot[1]:
+            limit = self.limits.worker_memory or 0
+            return "failed", over_limit_line(limit, limit)
+        return None
+
     def supervise(self) -> None:
-        """Start this queue's supervisor thread (once)."""
+        """Start this queue's supervisor thread (once), and the memory watchdog with it."""
+        from benchmarks.service.memory_guard import MemoryGuard
         with self._lock:
             if self._supervisor is None or not self._supervisor.is_alive():
                 self._supervisor = Supervisor(self)
                 self._supervisor.start()
+            limit = self.limits.worker_memory
+            if limit is not None and (self._guard is None or not self._guard.is_alive()):
+                self._guard = MemoryGuard(self, limit)
+                self._guard.start()
 
     def stop_supervising(self) -> None:
         if self._supervisor is not None:
             self._supervisor.stop()
             self._supervisor = None
+        if self._guard is not None:
+            self._guard.stop()
+            self._guard = None
 
     def wait_for_worker(self, device: str = "cpu", timeout: float = WORKER_START_TIMEOUT_S
                         ) -> dict | None:

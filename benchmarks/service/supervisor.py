@@ -92,7 +92,8 @@ class Supervisor(threading.Thread):
         for row in running:
             pid = row["worker_pid"] or 0
             if not holder_alive(row):
-                status, reason = exit_cause(self._exit_code(pid))
+                code = self._exit_code(pid)
+                status, reason = self.queue.death_cause(pid) or exit_cause(code)
                 self._finish_dead(row, status, reason)
             elif row["time_limit_s"] and _age_s(row["started_at"]) > \
                     row["time_limit_s"] + TIME_LIMIT_GRACE_S:
