@@ -32,8 +32,11 @@ def host_allowed(name: str, allowed: list[str]) -> bool:
     return False
 
 
-async def _refuse(scope, receive, send, status: int, text: str) -> None:
-    """A plain-text HTTP answer, or a WebSocket closed before it was accepted."""
+async def _refuse(scope, receive, send, status: int, text: str, close: bool = True) -> None:
+    """A plain-text HTTP answer, or a WebSocket closed before it was accepted. With
+    ``close=False`` the connection stays open: the server reads and drops what is left of
+    the request's body, so a client that sends its whole body before reading still gets the
+    answer rather than a reset."""
     if scope["type"] == "websocket":
         # Refusing the handshake: the client sees the HTTP status (Starlette's own way).
         await send({"type": "websocket.http.response.start", "status": status,
@@ -41,10 +44,10 @@ async def _refuse(scope, receive, send, status: int, text: str) -> None:
         await send({"type": "websocket.http.response.body", "body": text.encode()})
         return
     body = (text + "\n").encode()
+    headers = [(b"content-type", b"text/plain; charset=utf-8"),
+               (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+                "headers": headers + ([(b"connection", b"close")] if close else [])})
     await send({"type": "http.response.body", "body": body})
 
 

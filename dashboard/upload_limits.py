@@ -13,17 +13,20 @@ the manager holds plus what is arriving now:
 A request whose Content-Length would pass either is refused before its body is read; one with
 no Content-Length, or a body longer than it says, is counted as it streams and cut off the
 moment it passes (the handler is told the client went away, so nothing it read is kept). The
-answer is 413 with one line naming the cap. The body of a refused request is read and dropped
-(up to the per-file cap) before answering, so an ordinary client, which sends its whole body
-before it reads the reply, gets the 413 rather than a reset connection.
+answer is 413 with one line naming the cap, sent at once; the connection stays open and the
+server drops the rest of the body as it arrives (uvicorn discards a body whose answer is
+sent), so memory stays flat and a client that sends its whole body before it reads the reply
+still gets the 413 rather than a reset connection.
 
 Uploads no widget claims (Streamlit's file uploader asks the manager for its files on the run
-after the upload) are dropped ``UNCLAIMED_S`` after they arrived, not when the session ends.
+after the upload) are dropped ``COMPRESSION_BENCH_UNCLAIMED_UPLOAD_S`` (30) seconds after they
+arrived, not when the session ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,9 +35,17 @@ from functools import lru_cache
 from dashboard.asgi import _refuse, header
 
 UPLOAD_ROUTE = "/_stcore/upload_file/"
-UNCLAIMED_S = 30.0   # an upload no widget asked for within this long is dropped
-SWEEP_S = 5.0        # how often the unclaimed uploads are looked for
+UNCLAIMED_ENV = "COMPRESSION_BENCH_UNCLAIMED_UPLOAD_S"
 MIB = 2**20
+
+
+def unclaimed_s() -> float:
+    """Seconds an upload no widget asked for is kept (30 by default)."""
+    try:
+        return max(0.5, float(os.environ.get(UNCLAIMED_ENV) or 30.0))
+    except ValueError:
+        raise ValueError(f"{UNCLAIMED_ENV} must be a number of seconds; got "
+                         f"{os.environ.get(UNCLAIMED_ENV)!r}") from None
 
 
 @lru_cache(maxsize=1)
@@ -43,13 +54,6 @@ def caps() -> tuple[int, int]:
     from benchmarks.spec.limits import Limits
     limits = Limits.from_env()
     return limits.session_upload_mb * MIB, limits.upload_mb * MIB
-
-
-def file_cap() -> int:
-    """Streamlit's own per-file cap in bytes, plus its multipart framing margin: the most a
-    refused body is read (and dropped) before answering."""
-    from streamlit import config
-    return int(config.get_option("server.maxUploadSize")) * MIB + MIB
 
 
 def manager():
@@ -118,19 +122,6 @@ def _route(scope) -> tuple[str, str] | None:
     return (parts[0], parts[1]) if len(parts) == 2 and all(parts) else None
 
 
-async def _drain(receive, limit: int) -> bool:
-    """Read and drop the rest of a request body, up to ``limit`` bytes; True if it ended."""
-    read = 0
-    while read <= limit:
-        message = await receive()
-        if message["type"] != "http.request":
-            return False
-        read += len(message.get("body", b""))
-        if not message.get("more_body"):
-            return True
-    return False
-
-
 class UploadLimits:
     """The middleware: see the module's docstring."""
 
@@ -149,14 +140,11 @@ class UploadLimits:
             if declared_n is not None and declared_n < 0:
                 raise ValueError
         except ValueError:
-            await _drain(receive, 0)
             return await _refuse(scope, receive, send, 400, "invalid Content-Length header")
         reserved = declared_n or 0
         why = LEDGER.refusal(session, reserved)
         if why is not None:
-            if reserved <= file_cap():  # else Streamlit refuses it too: no point reading it
-                await _drain(receive, file_cap())
-            return await _refuse(scope, receive, send, 413, why)
+            return await _refuse(scope, receive, send, 413, why, close=False)
         LEDGER.add(session, reserved)
         state = {"counted": 0, "refused": None, "answered": False}
 
@@ -190,8 +178,7 @@ class UploadLimits:
         finally:
             LEDGER.add(session, -(reserved + state.get("grown", 0)))
         if state["refused"] is not None:
-            await _drain(receive, file_cap())
-            await _refuse(scope, receive, send, 413, state["refused"])
+            await _refuse(scope, receive, send, 413, state["refused"], close=False)
         elif state.get("status") == 204:
             with LEDGER.lock:
                 LEDGER.landed[(session, file_id)] = time.monotonic()
@@ -220,10 +207,12 @@ def _watch_claims() -> None:
         _watched.append(mgr)
 
 
-def drop_unclaimed(now: float | None = None, after_s: float = UNCLAIMED_S) -> int:
-    """Remove uploads no widget claimed within ``after_s`` of landing; returns how many."""
+def drop_unclaimed(now: float | None = None, after_s: float | None = None) -> int:
+    """Remove uploads no widget claimed within ``after_s`` (``unclaimed_s()``) of landing;
+    returns how many."""
     mgr = manager()
     now = time.monotonic() if now is None else now
+    after_s = unclaimed_s() if after_s is None else after_s
     with LEDGER.lock:
         stale = [key for key, at in LEDGER.landed.items()
                  if now - at >= after_s and key not in LEDGER.claimed]
@@ -240,8 +229,9 @@ def drop_unclaimed(now: float | None = None, after_s: float = UNCLAIMED_S) -> in
     return len(stale)
 
 
-async def drop_unclaimed_forever(every_s: float = SWEEP_S) -> None:
-    """The server's sweeper (serve.py's lifespan runs it)."""
+async def drop_unclaimed_forever() -> None:
+    """The server's sweeper (serve.py's lifespan runs it), a few times per grace period."""
+    every_s = min(5.0, unclaimed_s() / 4)
     while True:
         await asyncio.sleep(every_s)
         try:
