@@ -337,8 +337,9 @@ def save_upload(file, accepted: list[str]) -> str:
                          f"when they have run")
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(file.name).stem)[:64] or "checkpoint"
     path = upload_dir() / f"{stem}-{file.file_id[:8]}{suffix}"
-    if not path.exists():
-        path.write_bytes(data)
+    if not path.exists():  # owner-only from the start (a member's upload is theirs alone)
+        with os.fdopen(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), "wb") as f:
+            f.write(data)
     return str(path)
 
 

@@ -133,8 +133,35 @@ def _pss_kb(pid: int) -> int:
     return total
 
 
+def _children(pid: int) -> list[int] | None:
+    """``pid``'s children from /proc/PID/task/*/children (cheap), None where the kernel
+    lacks that file."""
+    found, any_file = [], False
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+            any_file = True
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            any_file = True
+    return found if any_file or not Path(f"/proc/{pid}").exists() else None
+
+
 def tree(pid: int) -> list[int]:
     """``pid`` and every live process below it."""
+    out, todo = [pid], [pid]
+    while todo:
+        kids = _children(todo.pop())
+        if kids is None:
+            return _tree_by_scan(pid)
+        out += kids
+        todo += kids
+    return out
+
+
+def _tree_by_scan(pid: int) -> list[int]:
+    """The same from every process's parent (slow: every /proc/*/stat)."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:

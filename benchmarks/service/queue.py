@@ -478,10 +478,21 @@ class JobQueue:
         return None
 
     def worker_card(self, device: str = "cpu") -> dict | None:
-        """The live worker's environment card (torch version, devices...), or None."""
+        """The live worker's environment card (torch version, devices...), or None: no
+        worker, one still starting, or a row whose process is gone."""
+        from benchmarks.store.database import process_alive
         with self.store.connect() as db:
-            row = db.execute("SELECT card FROM workers WHERE device=?", (device,)).fetchone()
-        return json.loads(row["card"]) if row else None
+            row = db.execute("SELECT pid, card FROM workers WHERE device=?", (device,)
+                             ).fetchone()
+        if row is None or not process_alive(row["pid"], None):
+            return None
+        card = json.loads(row["card"])
+        return None if card.get("starting") else card
+
+    def forget_worker(self, pid: int) -> None:
+        """A reaped worker's row goes with it (the supervisor calls this)."""
+        with self.store.transaction() as db:
+            db.execute("DELETE FROM workers WHERE pid=?", (pid,))
 
     def stop_worker(self, device: str = "cpu", timeout: float = 10.0) -> None:
         """Ask the device's worker to exit (used by tests and shutdown), including one that is

@@ -70,6 +70,12 @@ class Worker:
                        "error=COALESCE(error, 'the worker stopped (server restart or crash) "
                        "while this job ran; run it again') "
                        "WHERE device=? AND status='running'", (now_iso(), self.device))
+            # The device's row is this process's from now on: a dead predecessor's card
+            # (its pid, its state) is not shown while this one warms up.
+            db.execute("INSERT OR REPLACE INTO workers (device, pid, started_at, card) "
+                       "VALUES (?,?,?,?)", (self.device, os.getpid(), now_iso(),
+                                            json.dumps({"starting": True,
+                                                        "worker_pid": os.getpid()})))
         self.store.mark_dead_runs()
 
     def register(self) -> None:
