@@ -7,7 +7,7 @@ import time
 
 import streamlit as st
 
-from dashboard import charts, state
+from dashboard import charts, readback, state
 from dashboard.state import POLL_S, SEEN_VARIANTS, one_line, queue, store, worker_card  # noqa: F401
 
 ACTIVE = ("queued", "running")
@@ -71,7 +71,10 @@ def job_fraction(progress: dict | None) -> float:
 
 
 def job_status(job) -> None:
-    """One line (or bar) saying where a job stands; an error as st.error."""
+    """One line (or bar) saying where a job stands, with the settings it runs with (read from
+    the job, so a value the page did not send as chosen shows); an error as st.error."""
+    if job.status in ACTIVE:
+        st.caption(readback.settings_line(job.kind, job.payload))
     if job.status == "queued":
         ahead = job.position or 0
         st.info(f"Queued: place {ahead} in line. One job per device runs at a time so "
