@@ -365,6 +365,43 @@ def data_folders() -> list[str]:
     return subfolders(data_dir())
 
 
+def _private_host(host: str) -> bool | None:
+    """True for a loopback or private address, False for a public one, None for a name (no
+    lookup: the server reaches for no network, and a name can point anywhere)."""
+    import ipaddress
+    host = host.strip().strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return ip.is_private or ip.is_loopback
+
+
+def cluster_exposure(cluster: dict | None) -> tuple[str | None, str | None]:
+    """(the cluster's address as the operator gave it, a warning or None). Ray binds every
+    interface whatever ``--node-ip-address`` says, with no authentication: the warning names
+    the head or nodes whose address is not a private one (docs/ray.md)."""
+    from benchmarks.service.queue import ray_address
+    address = ray_address()
+    if not address:
+        return None, None
+    head = address.split("://", 1)[-1].rsplit(":", 1)[0] if ":" in address else address
+    hosts = [head] + [str(n.get("address") or "") for n in (cluster or {}).get("nodes") or []]
+    public = [h for h in dict.fromkeys(hosts) if h and h != "auto" and _private_host(h) is False]
+    named = [h for h in dict.fromkeys(hosts) if h and h != "auto" and _private_host(h) is None]
+    if public:
+        return address, (f"The Ray cluster is reachable at a public address ({', '.join(public)})"
+                         f": Ray has no authentication and binds every interface, so anyone "
+                         f"who reaches it can run code on it. Firewall its ports (docs/ray.md).")
+    if named:
+        return address, (f"The Ray cluster is named {', '.join(named)}: make sure it resolves "
+                         f"to a private address and that its ports are firewalled (Ray has no "
+                         f"authentication and binds every interface).")
+    return address, None
+
+
 def cache_line() -> str:
     """The weights cache's use against its cap, for the sidebar."""
     from benchmarks.run.cache import usage_bytes

@@ -41,9 +41,17 @@ def device_card(card: dict | None, where=None) -> None:
         text += (f"  \npeaks ({device}): {gemm} GFLOP/s · "
                  f"{peaks['memory_bytes_per_s'] / 1e9:,.1f} GB/s")
     where.markdown(text)
+    if card.get("user") == "root":
+        where.caption("The worker runs as root (COMPRESSION_BENCH_WORKER_USER=root): model "
+                      "files run with the server's rights.")
     cluster = card.get("cluster")
     if cluster:
+        address, warning = state.cluster_exposure(cluster)
+        if address:
+            where.caption(f"Ray cluster at `{address}`")
         where.markdown(cluster_text(cluster))
+        if warning:
+            where.warning(warning)
 
 
 def cluster_text(cluster: dict) -> str:

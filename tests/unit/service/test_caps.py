@@ -96,3 +96,20 @@ def test_the_host_check_reads_bracketed_ipv6():
                        ("[::2]:8501", False), ("rebind.evil:8501", False), ("", False),
                        ("[::1", False), ("example.com", False)):
         assert asgi.host_allowed(asgi.host_name(header), allowed) is ok, header
+
+
+def test_the_sidebar_warns_when_the_ray_cluster_is_not_private(monkeypatch):
+    from dashboard import state
+    monkeypatch.delenv("COMPRESSION_BENCH_RAY_ADDRESS", raising=False)
+    assert state.cluster_exposure({"nodes": []}) == (None, None)
+    local = {"nodes": [{"address": "127.0.0.1"}, {"address": "10.0.0.6"}]}
+    for address, nodes, warned in (("127.0.0.1:6379", local, None),
+                                   ("10.0.0.5:6379", local, None),
+                                   ("8.8.4.4:6379", local, "public address (8.8.4.4)"),
+                                   ("10.0.0.5:6379", {"nodes": [{"address": "1.1.1.1"}]},
+                                    "public address (1.1.1.1)"),
+                                   ("ray-head.example:6379", local, "named ray-head.example")):
+        monkeypatch.setenv("COMPRESSION_BENCH_RAY_ADDRESS", address)
+        shown, warning = state.cluster_exposure(nodes)
+        assert shown == address
+        assert (warning is None) if warned is None else (warned in warning), (address, warning)
