@@ -1,11 +1,15 @@
 """The dashboard's server: `streamlit run serve.py` (what `make run` starts).
 
-``app.py`` is the page script; this wraps it in Streamlit's ASGI app with one addition: an
-HTTP request or WebSocket whose Host header is not in ``server.allowedHosts``
-(``.streamlit/config.toml``: localhost by default) is refused with 400 before Streamlit sees
-it. Streamlit itself checks that list on its WebSocket only, so a DNS-rebinding page (an
-attacker's name resolving to 127.0.0.1, opened in a team member's browser) would still load.
-To serve under another name (behind a reverse proxy), add that name to ``allowedHosts``.
+``app.py`` is the page script; this wraps it in Streamlit's ASGI app with two additions
+(``dashboard/asgi.py``, ``dashboard/upload_limits.py``), both in front of Streamlit:
+
+- an HTTP request or WebSocket whose Host header is not in ``server.allowedHosts``
+  (``.streamlit/config.toml``: localhost by default, ``[::1]`` included) is refused with 400.
+  Streamlit itself checks that list on its WebSocket only, so a DNS-rebinding page (an
+  attacker's name resolving to 127.0.0.1, opened in a team member's browser) would still load.
+  To serve under another name (behind a reverse proxy), add that name to ``allowedHosts``.
+- uploads are capped in total, per session and for the whole server (413 with a one-line
+  reason past either), counted as the body streams; uploads no widget claims are dropped.
 
 It also starts the job queue's supervisor with the server, so jobs left queued by a restart
 run again without waiting for someone to open a page.
@@ -15,8 +19,10 @@ from contextlib import asynccontextmanager
 
 import streamlit as st
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from streamlit import config
+
+from dashboard.asgi import HostCheck
+from dashboard.upload_limits import UploadLimits, drop_unclaimed_forever
 
 # An empty list means "any host" to Streamlit; here it falls back to the safe default.
 ALLOWED_HOSTS = list(config.get_option("server.allowedHosts") or ["localhost", "127.0.0.1"])
@@ -24,16 +30,20 @@ ALLOWED_HOSTS = list(config.get_option("server.allowedHosts") or ["localhost", "
 
 @asynccontextmanager
 async def supervised(_app):
+    import asyncio
+
     from benchmarks.service.queue import JobQueue
     from benchmarks.store.database import default_store_path
     # The same queue object the pages take (dashboard.state.queue): one supervisor, which
     # starts and so reaps every worker of this server.
     queue = JobQueue.shared(default_store_path())
+    sweeper = asyncio.create_task(drop_unclaimed_forever())
     try:
         yield None
     finally:
+        sweeper.cancel()
         queue.stop_supervising()
 
 
 app = st.App("app.py", lifespan=supervised, middleware=[
-    Middleware(TrustedHostMiddleware, allowed_hosts=ALLOWED_HOSTS, www_redirect=False)])
+    Middleware(HostCheck, allowed_hosts=ALLOWED_HOSTS), Middleware(UploadLimits)])

@@ -21,30 +21,21 @@ import secrets
 from pathlib import Path
 
 SECRET_ENV = "COMPRESSION_BENCH_SECRET"
+TRUSTED_PROXIES_ENV = "COMPRESSION_BENCH_TRUSTED_PROXIES"
+LOOPBACK = "loopback"  # Streamlit reports no address for a loopback connection
 XSRF_COOKIE = "_streamlit_xsrf"  # Streamlit's double-submit cookie, one token per browser
 ID_HEX, MAC_HEX = 16, 24
 
 
 def server_secret(store_path: Path) -> bytes:
-    """$COMPRESSION_BENCH_SECRET, else a random secret kept beside the store (0600), made
-    once: every server over the same store verifies the same keys, across restarts."""
+    """$COMPRESSION_BENCH_SECRET, else a random secret kept beside the store (0600, the
+    server's own: the worker never reads it), made once: every server over the same store
+    verifies the same keys, across restarts."""
     env = os.environ.get(SECRET_ENV)
     if env:
         return env.encode()
-    from benchmarks.spec.folders import private_folder
-    path = Path(store_path).with_name(Path(store_path).name + ".secret")
-    private_folder(path.parent)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    except FileExistsError:
-        secret = path.read_bytes()
-        if len(secret) >= 32:
-            return secret
-        raise RuntimeError(f"{path} is not a usable secret (too short); delete it to make a "
-                           f"new one (sessions then start afresh)") from None
-    with os.fdopen(fd, "wb") as f:
-        f.write(secrets.token_bytes(32))
-    return path.read_bytes()
+    from benchmarks.spec.folders import read_or_make_secret, secret_path
+    return read_or_make_secret(secret_path(store_path))
 
 
 def browser_binding(xsrf_cookie: str | None) -> str:
@@ -92,3 +83,52 @@ def session_owner(key: str) -> str:
 
 def user_owner(email: str) -> str:
     return "user:" + email.strip().lower()
+
+
+# -- where a request comes from ----------------------------------------------------------------
+
+def trusted_proxies(environ=None) -> tuple[str, ...]:
+    """The proxies whose X-Forwarded-For the operator trusts: addresses or networks
+    (``127.0.0.1``, ``10.0.0.0/8``; ``loopback`` for a proxy on this machine), comma-separated
+    in COMPRESSION_BENCH_TRUSTED_PROXIES. None by default: the header is anyone's to write."""
+    text = (os.environ if environ is None else environ).get(TRUSTED_PROXIES_ENV, "")
+    return tuple(p.strip().lower() for p in text.split(",") if p.strip())
+
+
+def _is_trusted(address: str, trusted: tuple[str, ...]) -> bool:
+    import ipaddress
+    if address == LOOPBACK:
+        return any(t in (LOOPBACK, "127.0.0.1", "::1", "localhost") for t in trusted)
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    for entry in trusted:
+        try:
+            if ip in ipaddress.ip_network(entry, strict=False):
+                return True
+        except ValueError:
+            if entry == LOOPBACK and ip.is_loopback:
+                return True
+    return False
+
+
+def client_address(peer: str | None, forwarded: list[str] | None,
+                   trusted: tuple[str, ...]) -> str:
+    """The client's address: the connection's peer (``loopback`` where Streamlit gives none),
+    unless the peer is a trusted proxy: then the nearest address in X-Forwarded-For that is
+    not one of the trusted proxies (the far end of the header is the client's to write)."""
+    address = (peer or LOOPBACK).strip().lower()
+    if not trusted or not _is_trusted(address, trusted):
+        return address
+    hops = [h.strip().lower() for value in forwarded or [] for h in value.split(",")
+            if h.strip()]
+    for hop in reversed(hops):
+        if not _is_trusted(hop, trusted):
+            return hop
+    return address
+
+
+def client_digest(address: str) -> str:
+    """An address as the jobs table keeps it: a digest, compared, never shown."""
+    return "addr:" + hashlib.sha256(address.encode()).hexdigest()[:16]

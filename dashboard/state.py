@@ -141,7 +141,29 @@ def submit(kind: str, payload: dict, device: str, attachments: dict | None = Non
     target = queue_device(device)
     q.ensure_worker(target)
     return q.submit(kind, payload, session=identity.session_owner(session_key()),
-                    device=target, owner=owner(), attachments=attachments)
+                    device=target, owner=owner(), attachments=attachments,
+                    client=client_id(), admin=is_admin())
+
+
+def client_id() -> str:
+    """Where this session's requests come from, as a digest (counted against the per-address
+    cap without sign-in): the connection's address, or behind a proxy the operator trusts
+    (COMPRESSION_BENCH_TRUSTED_PROXIES) the client it forwarded for (X-Forwarded-For)."""
+    try:
+        peer = st.context.ip_address  # None for a loopback connection
+        forwarded = list(st.context.headers.get_all("X-Forwarded-For") or [])
+    except Exception:  # no browser behind this session (a test harness)
+        peer, forwarded = None, []
+    if not isinstance(peer, str):  # AppTest's stand-in connection has no address
+        peer = None
+    return identity.client_digest(identity.client_address(
+        peer, forwarded, identity.trusted_proxies()))
+
+
+def may_run_on(run: dict) -> bool:
+    """Whether this viewer may run jobs on a stored run (export its models): its owner, an
+    admin, or anyone where the operator shares exports. The queue enforces the same rule."""
+    return run.get("owner") == owner() or is_admin() or limits().shared_exports
 
 
 def cancel(job_id: str) -> bool:
@@ -315,8 +337,9 @@ def save_upload(file, accepted: list[str]) -> str:
                          f"when they have run")
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(file.name).stem)[:64] or "checkpoint"
     path = upload_dir() / f"{stem}-{file.file_id[:8]}{suffix}"
-    if not path.exists():
-        path.write_bytes(data)
+    if not path.exists():  # owner-only from the start (a member's upload is theirs alone)
+        with os.fdopen(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), "wb") as f:
+            f.write(data)
     return str(path)
 
 
@@ -340,6 +363,43 @@ def image_folder(typed: str) -> str:
 def data_folders() -> list[str]:
     from benchmarks.spec.folders import data_dir, subfolders
     return subfolders(data_dir())
+
+
+def _private_host(host: str) -> bool | None:
+    """True for a loopback or private address, False for a public one, None for a name (no
+    lookup: the server reaches for no network, and a name can point anywhere)."""
+    import ipaddress
+    host = host.strip().strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return ip.is_private or ip.is_loopback
+
+
+def cluster_exposure(cluster: dict | None) -> tuple[str | None, str | None]:
+    """(the cluster's address as the operator gave it, a warning or None). Ray binds every
+    interface whatever ``--node-ip-address`` says, with no authentication: the warning names
+    the head or nodes whose address is not a private one (docs/ray.md)."""
+    from benchmarks.service.queue import ray_address
+    address = ray_address()
+    if not address:
+        return None, None
+    head = address.split("://", 1)[-1].rsplit(":", 1)[0] if ":" in address else address
+    hosts = [head] + [str(n.get("address") or "") for n in (cluster or {}).get("nodes") or []]
+    public = [h for h in dict.fromkeys(hosts) if h and h != "auto" and _private_host(h) is False]
+    named = [h for h in dict.fromkeys(hosts) if h and h != "auto" and _private_host(h) is None]
+    if public:
+        return address, (f"The Ray cluster is reachable at a public address ({', '.join(public)})"
+                         f": Ray has no authentication and binds every interface, so anyone "
+                         f"who reaches it can run code on it. Firewall its ports (docs/ray.md).")
+    if named:
+        return address, (f"The Ray cluster is named {', '.join(named)}: make sure it resolves "
+                         f"to a private address and that its ports are firewalled (Ray has no "
+                         f"authentication and binds every interface).")
+    return address, None
 
 
 def cache_line() -> str:

@@ -7,7 +7,7 @@ import time
 
 import streamlit as st
 
-from dashboard import charts, state
+from dashboard import charts, readback, state
 from dashboard.state import POLL_S, SEEN_VARIANTS, one_line, queue, store, worker_card  # noqa: F401
 
 ACTIVE = ("queued", "running")
@@ -46,9 +46,17 @@ def device_card(card: dict | None, where=None) -> None:
             text += "  \ntheoretical: " + " · ".join(
                 f"{k} {v / 1e9:,.0f}" for k, v in theory.items()) + " GFLOP/s"
     where.markdown(text)
+    if card.get("user") == "root":
+        where.caption("The worker runs as root (COMPRESSION_BENCH_WORKER_USER=root): model "
+                      "files run with the server's rights.")
     cluster = card.get("cluster")
     if cluster:
+        address, warning = state.cluster_exposure(cluster)
+        if address:
+            where.caption(f"Ray cluster at `{address}`")
         where.markdown(cluster_text(cluster))
+        if warning:
+            where.warning(warning)
 
 
 def cluster_text(cluster: dict) -> str:
@@ -76,7 +84,10 @@ def job_fraction(progress: dict | None) -> float:
 
 
 def job_status(job) -> None:
-    """One line (or bar) saying where a job stands; an error as st.error."""
+    """One line (or bar) saying where a job stands, with the settings it runs with (read from
+    the job, so a value the page did not send as chosen shows); an error as st.error."""
+    if job.status in ACTIVE:
+        st.caption(readback.settings_line(job.kind, job.payload))
     if job.status == "queued":
         ahead = job.position or 0
         st.info(f"Queued: place {ahead} in line. One job per device runs at a time so "
@@ -464,11 +475,15 @@ def export_panel(run: dict, key: str) -> None:
     """Take a model away: a chosen variant exported by the worker (it rebuilds the model from
     the weights cache and writes safetensors, .pt2, ONNX and the model card), then downloaded
     as one zip. The page only submits and reads files: it never imports torch."""
-    from benchmarks.export.files import CARD_NAME, archive_path, export_folder
+    from benchmarks.export.files import CARD_NAME, archive_path, export_folder, used
     names = [v["name"] for v in run.get("variants") or [] if not v.get("error")]
     if run.get("kind", "sweep") != "sweep" or not names:
         return
     st.subheader("Take a model away")
+    if not state.may_run_on(run):  # a shared link is read-only (the queue refuses it too)
+        st.caption("Only the person who ran it can export this run's models: a shared link "
+                   "shows the run and its report and CSV.")
+        return
     variant = st.selectbox("Variant to export", names, key=f"{key}-export-variant",
                            help="Weights as safetensors with the architecture to rebuild them, "
                                 "a torch.export .pt2, ONNX for float variants, and a model "
@@ -487,15 +502,21 @@ def export_panel(run: dict, key: str) -> None:
     exported = job.payload["variant"]
     st.caption(f"Export of {exported}:")
     track_job(job_id)
-    folder = export_folder(store().path, run["run_id"], exported)
+    folder = export_folder(store().path, run["run_id"], exported, job_id)
     zipped = archive_path(folder)
     if job.status != "complete" or not zipped.is_file():
+        if job.status == "complete":
+            st.caption("This export was removed to make room for newer ones (the exports' "
+                       "disk cap): export it again.")
         return
     card = json.loads((folder / CARD_NAME).read_text())
     st.table([{"format": name, "file": entry.get("file") or "-", "status": entry["status"],
                "why not": entry.get("reason") or "", "note": entry.get("note") or ""}
               for name, entry in card["formats"].items()])
-    st.download_button(f"Download {exported} (zip)", zipped.read_bytes,
+    def data() -> bytes:
+        used(folder.parent)  # the least recently used exports are the first to go
+        return zipped.read_bytes()
+    st.download_button(f"Download {exported} (zip)", data,
                        file_name=f"{run['run_id']}-{zipped.name}", mime="application/zip",
                        key=f"{key}-export-zip", on_click="ignore")
 

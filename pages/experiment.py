@@ -8,7 +8,8 @@ import re
 
 import streamlit as st
 
-from dashboard import catalog, shell, state, technique_form, widgets
+from benchmarks.spec.sweep import MAX_BATCH, MAX_EPOCHS
+from dashboard import catalog, readback, shell, state, technique_form, widgets
 
 shell.standalone()
 
@@ -132,10 +133,10 @@ with left:
     st.caption("This machine's worker: " + (", ".join(machine_devices) if card else
                                             "starting…"))
     c1, c2, c3 = st.columns(3)
-    epochs = c1.number_input("Training epochs", 0, 1000, 8, key="exp_epochs",
+    epochs = c1.number_input("Training epochs", 0, MAX_EPOCHS, 8, key="exp_epochs",
                              help="Budget of the baseline (and of the students); 0: the "
                                   "baseline is the model as loaded, untrained")
-    batch_size = c2.number_input("Batch size", 1, 65536, 32, key="exp_batch")
+    batch_size = c2.number_input("Batch size", 1, MAX_BATCH, 32, key="exp_batch")
     seeds = c3.number_input("Repeats (seeds)", 1, choices["max_repeats"], 1, key="exp_seeds",
                             help="Rebuild every trained variant with this many seeds: "
                                  "accuracy as mean ± std, distillation's gain over its "
@@ -192,6 +193,8 @@ if problem:
     st.error(problem)
 else:
     st.caption(f"**{state.describe_estimate(planned)}**")
+    # What the job will run with, read back from the spec it submits (not the widgets).
+    st.caption(readback.settings_line("sweep", planned.to_dict()))
 
 
 def submit() -> None:

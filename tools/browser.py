@@ -51,7 +51,11 @@ def start_server(store: Path, env: dict | None = None) -> tuple[subprocess.Popen
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
          "--server.headless", "true"], cwd=ROOT,
-        env={**os.environ, "COMPRESSION_BENCH_STORE": str(store), **(env or {})},
+        # As root, the worker stays root unless the caller says otherwise: the tests' and
+        # perf's folders are closed to an unprivileged worker (tests/system/test_worker_user.py
+        # starts its own root server whose worker is another user).
+        env={"COMPRESSION_BENCH_WORKER_USER": "root", **os.environ,
+             "COMPRESSION_BENCH_STORE": str(store), **(env or {})},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     return proc, f"http://localhost:{port}"
 

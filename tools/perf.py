@@ -560,6 +560,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
+    # Run as root (a container), the measured servers keep their workers as root: their
+    # temporary folders, and often the interpreter, are closed to an unprivileged worker user
+    # (docs/team-server.md, the worker's user).
+    os.environ.setdefault("COMPRESSION_BENCH_WORKER_USER", "root")
     from benchmarks.measure.environment import (
         default_threads,
         environment_card,

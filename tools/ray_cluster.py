@@ -1,6 +1,7 @@
 """A real Ray cluster on this machine for the tests and ``make perf``: a head and further
-raylets started with ``ray start`` (each one CPU and one bench slot), so several nodes, on
-loopback; stopped afterwards with nothing of it left running."""
+raylets started with ``ray start`` (each one CPU and one bench slot), so several nodes, each
+given ``--node-ip-address 127.0.0.1`` (which Ray still binds on every interface:
+docs/ray.md); stopped afterwards with nothing of it left running."""
 
 from __future__ import annotations
 

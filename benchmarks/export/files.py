@@ -9,7 +9,11 @@ import hashlib
 import os
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
+
+from benchmarks.spec.cancel import check_stop
+from benchmarks.spec.folders import exports_root
 
 CARD_NAME = "model_card.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -68,23 +72,91 @@ def archive_path(folder: str | Path) -> Path:
     return folder.with_name(folder.name + ".zip")
 
 
-def archive(folder: str | Path) -> Path:
-    """The export folder zipped beside it (the dashboard's download): written to a
-    temporary name and renamed, ``FILE_MODE``; a full disk leaves no partial zip."""
+ZIP_CHUNK = 1 << 20  # the zip is written a MiB at a time, checking for a cancel between
+
+
+def archive(folder: str | Path, should_stop=None) -> Path:
+    """The export folder zipped beside it (the dashboard's download): written to a temporary
+    name a chunk at a time, ``should_stop`` asked between chunks (Cancelled then, and nothing
+    left behind), renamed into place when whole, ``FILE_MODE``; a full disk leaves no partial
+    zip and reads as one line."""
     from benchmarks.spec.atomic import disk_full_as_one_line
+    folder = Path(folder)
     target = archive_path(folder)
+    partial = target.with_name(f".{target.name}.partial")
     with disk_full_as_one_line(target.parent, target.name):
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.stem}.partial-"))
         try:
-            made = shutil.make_archive(str(staging / target.stem), "zip", root_dir=folder)
-            os.chmod(made, FILE_MODE)
-            os.replace(made, target)
+            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
+                for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                    with path.open("rb") as source, \
+                            z.open(str(path.relative_to(folder)), "w", force_zip64=True) as out:
+                        for block in iter(lambda: source.read(ZIP_CHUNK), b""):
+                            check_stop(should_stop)
+                            out.write(block)
+            os.chmod(partial, FILE_MODE)
+            os.replace(partial, target)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            partial.unlink(missing_ok=True)
     return target
 
 
-def export_folder(store_path: str | Path, run_id: str, variant: str) -> Path:
-    """Where the dashboard's export of ``variant`` lands: beside the store, per run."""
+def export_folder(store_path: str | Path, run_id: str, variant: str,
+                  job_id: str | None = None) -> Path:
+    """Where the dashboard's export of ``variant`` lands: beside the store, under its run
+    (removed with the run) and its job (two people exporting one variant write two
+    folders): ``exports/RUN_ID/JOB_ID/VARIANT`` and its zip beside it."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in variant)
-    return Path(store_path).with_name("exports") / run_id / safe
+    run = exports_root(store_path) / run_id
+    return (run / job_id / safe) if job_id else (run / safe)
+
+
+def _tree_bytes(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            continue
+    return total
+
+
+def exports(store_path: str | Path) -> list[tuple[float, int, Path]]:
+    """(last use, bytes, folder) of every job's export, least recently used first."""
+    found = []
+    for job in exports_root(store_path).glob("*/*"):
+        try:
+            if job.is_dir():
+                found.append((job.stat().st_mtime, _tree_bytes(job), job))
+        except OSError:
+            continue  # removed by another process meanwhile
+    return sorted(found)
+
+
+def evict_exports(store_path: str | Path, max_bytes: int, keep: Path | None = None) -> int:
+    """Remove least recently used exports until the rest fit in ``max_bytes`` (``keep``, the
+    one just written, stays), as the weights cache does; returns how many went."""
+    entries = exports(store_path)
+    total = sum(size for _, size, _ in entries)
+    removed = 0
+    for _, size, folder in entries:
+        if total <= max_bytes:
+            break
+        if keep is not None and folder == keep:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        total -= size
+        removed += 1
+    for run in exports_root(store_path).glob("*"):
+        try:
+            run.rmdir()  # a run whose exports all went
+        except OSError:
+            pass
+    return removed
+
+
+def used(folder: str | Path) -> None:
+    """Mark an export as used now (a download), so eviction takes older ones first."""
+    try:
+        os.utime(folder)
+    except OSError:
+        pass

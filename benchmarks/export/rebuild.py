@@ -85,15 +85,18 @@ def _float_prefix(vspec):
     return VariantSpec(f"{vspec.name} (float)", keep, settings)
 
 
-def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None) -> Rebuilt:
+def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None,
+            should_stop=None) -> Rebuilt:
     """The stored variant rebuilt from the weights cache (read-only: nothing retrains), on
-    the run's thread count, and checked: it must predict exactly what the run stored."""
+    the run's thread count, and checked: it must predict exactly what the run stored.
+    ``should_stop`` is asked while the data loads and between the steps (Cancelled)."""
     import torch
 
     from benchmarks.measure.latency import pinned_threads
     from benchmarks.report.stats import pack_bits
     from benchmarks.run.cache import MissingWeights, WeightsCache
     from benchmarks.run.runner import ACCURACY_BATCH, prepare_sweep
+    from benchmarks.spec.cancel import check_stop
     from benchmarks.spec.sweep import SweepSpec
     from optimizers.training import correctness
 
@@ -103,7 +106,8 @@ def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None) -> Rebuil
         spec = dataclasses.replace(spec, threads=max(1, min(int(threads), os.cpu_count() or 1)))
     vspec = next(v for v in spec.variants if v.name == result.name)
     sweep = prepare_sweep(spec, cache=cache or WeightsCache(train_missing=False),
-                          allowed_models_dir=allowed_models_dir)
+                          allowed_models_dir=allowed_models_dir, should_stop=should_stop)
+    check_stop(should_stop)
     ran_on = str(run.get("device") or "cpu").split(":")[0]
     if ran_on != sweep.device.type:
         raise ValueError(f"run {run['run_id']} ran on {run.get('device')}; its variants rebuild "
@@ -112,8 +116,10 @@ def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None) -> Rebuil
     try:
         with pinned_threads(sweep.threads):
             sweep.load_baseline()
+            check_stop(should_stop)
             outcome = sweep.build_variant(vspec, sweep.context(lambda *_: None, variant=vspec,
                                                                shared={}))
+            check_stop(should_stop)
             float_model = outcome.model
             if _steps_of_kind(vspec, "convert"):
                 prefix = _float_prefix(vspec)

@@ -45,40 +45,49 @@ from benchmarks.export.files import (
 from benchmarks.export.rebuild import locate, rebuild
 from benchmarks.export.writers import Scores, write_onnx, write_pt2, write_weights
 from benchmarks.spec.atomic import disk_full_as_one_line, write_text
+from benchmarks.spec.cancel import check_stop
+
+WRITERS = (("safetensors", write_weights), ("pt2", write_pt2), ("onnx", write_onnx))
 
 CARD_SCHEMA = 1
 
 
 def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cache=None,
-                   allowed_models_dir=None) -> dict:
+                   allowed_models_dir=None, should_stop=None) -> dict:
     """Write ``variant`` of run ``run_id`` into ``out_dir`` (see the module's docstring);
     returns the model card. Bad input raises ValueError with one line; nothing is written
-    then. A full disk raises ``DiskFull``, and leaves nothing behind."""
+    then. A full disk raises ``DiskFull``, and leaves nothing behind. ``should_stop`` is asked
+    while the run is rebuilt and between artefacts: Cancelled then, and nothing written stays."""
     run, result = locate(store, run_id, variant)
     target = check_folder(out_dir)
-    rebuilt = rebuild(run, result, cache=cache, allowed_models_dir=allowed_models_dir)
+    rebuilt = rebuild(run, result, cache=cache, allowed_models_dir=allowed_models_dir,
+                      should_stop=should_stop)
+    check_stop(should_stop)
     # Written into a folder beside the target and moved into place once whole: a full disk
     # or a failed writer leaves neither a partial export nor a half-replaced earlier one.
     with disk_full_as_one_line(target.parent, f"the export {target.name}"):
         folder = staging_folder(target)
         try:
-            card = _write(run, run_id, variant, result, rebuilt, folder)
+            card = _write(run, run_id, variant, result, rebuilt, folder, should_stop)
             publish(folder, target)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     return card
 
 
-def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path) -> dict:
+def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path,
+           should_stop=None) -> dict:
     """Every format and the model card, written into ``folder``."""
     from benchmarks.measure.environment import environment_card
     from benchmarks.measure.latency import pinned_threads
     from benchmarks.report.document import RunReport
     with pinned_threads(rebuilt.sweep.threads):
         scores = Scores(rebuilt)
-        formats = {"safetensors": write_weights(rebuilt, folder, scores),
-                   "pt2": write_pt2(rebuilt, folder, scores),
-                   "onnx": write_onnx(rebuilt, folder, scores)}
+        formats = {}
+        for name, write in WRITERS:
+            check_stop(should_stop)
+            formats[name] = write(rebuilt, folder, scores)
+    check_stop(should_stop)
     report = RunReport.from_stored(run)
     document = next(v for v in report.document()["variants"] if v["name"] == variant)
     document.pop("raw", None)

@@ -63,7 +63,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     worker_token  TEXT,
     owner         TEXT,
     time_limit_s  REAL,
-    folder        TEXT
+    folder        TEXT,
+    client        TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(device, status, seq);
 CREATE TABLE IF NOT EXISTS workers (
@@ -74,7 +75,17 @@ CREATE TABLE IF NOT EXISTS workers (
 );
 """
 JOB_COLUMNS = {"worker_token": "TEXT", "owner": "TEXT", "time_limit_s": "REAL",
-               "folder": "TEXT"}
+               "folder": "TEXT", "client": "TEXT"}
+ACTIVE_SQL = "status IN ('queued', 'running')"
+ANONYMOUS = "session:"  # the owners of sessions without sign-in (dashboard.identity)
+
+
+class CapReached(ValueError):
+    """A cap on queued and running jobs: ``cap`` is which (person, address or server)."""
+
+    def __init__(self, cap: str, message: str):
+        super().__init__(message)
+        self.cap = cap
 
 
 @dataclass
@@ -137,6 +148,13 @@ class JobQueue:
         self._exits: dict[int, int] = {}  # pid -> return code of reaped workers
         self._lock = threading.Lock()
         self._supervisor: Supervisor | None = None
+        self._account: tuple | None = None  # (Account or None,) once resolved
+        # The memory limit that counts everything (benchmarks.service.memory_guard): the
+        # workers in a cgroup of their own (pid -> (cgroup, its OOM kills at the start)), and
+        # why the watchdog killed one (pid -> (job status, reason)).
+        self._cgroups: dict[int, tuple[Path, int]] = {}
+        self._causes: dict[int, tuple[str, str]] = {}
+        self._guard = None
 
     @classmethod
     def shared(cls, store_path: str | os.PathLike | None = None) -> "JobQueue":
@@ -155,13 +173,21 @@ class JobQueue:
     # -- submitting and reading ----------------------------------------------------------
 
     def submit(self, kind: str, payload: dict, *, session: str, device: str = "cpu",
-               owner: str | None = None, attachments: dict[str, str] | None = None) -> str:
+               owner: str | None = None, attachments: dict[str, str] | None = None,
+               client: str | None = None, admin: bool = False) -> str:
         """Queue a job. ``attachments`` maps payload fields to files (an uploaded checkpoint)
-        that are moved into the job's own folder; the payload then names them there."""
+        that are moved into the job's own folder; the payload then names them there.
+        ``client`` is where the request came from (a digest of the address), counted
+        against the per-address cap for owners without sign-in. A job on a stored run
+        (its payload names ``run_id``: an export) is its owner's to ask for, or an admin's,
+        unless the operator shares exports: PermissionError otherwise."""
         if kind not in JOB_KINDS:
             raise ValueError(f"job kind must be one of {', '.join(JOB_KINDS)}; got {kind!r}")
         owner = owner or session
-        self._check_cap(owner)
+        if payload.get("run_id") is not None:
+            self._check_run_owner(str(payload["run_id"]), owner, admin)
+        with self.store.connect() as db:
+            self._check_cap(db, owner, client)
         job_id = uuid.uuid4().hex[:12]
         payload, folder = dict(payload), None
         if attachments:
@@ -170,36 +196,90 @@ class JobQueue:
             for key, source in attachments.items():
                 target = folder / Path(source).name
                 shutil.move(source, target)
+                os.chmod(target, 0o600)  # the upload is its owner's and the worker's only
                 payload[key] = str(target)
+            self._hand_to_worker(folder)
         try:
             with self.store.transaction() as db:
-                self._check_cap(owner, db)
+                self._check_cap(db, owner, client)
                 db.execute("INSERT INTO jobs (job_id, kind, status, session, device, payload, "
-                           "submitted_at, owner, time_limit_s, folder) "
-                           "VALUES (?,?,?,?,?,?,?,?,?,?)",
+                           "submitted_at, owner, time_limit_s, folder, client) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                            (job_id, kind, "queued", session, device, json.dumps(payload),
                             now_iso(), owner, self.limits.job_time_s,
-                            None if folder is None else str(folder)))
+                            None if folder is None else str(folder), client))
         except BaseException:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
             raise
         return job_id
 
-    def _check_cap(self, owner: str, db=None) -> None:
-        """One person may have at most ``limits.max_jobs`` jobs queued or running."""
-        sql = "SELECT COUNT(*) FROM jobs WHERE owner=? AND status IN ('queued', 'running')"
-        if db is None:
-            with self.store.connect() as conn:
-                (active,) = conn.execute(sql, (owner,)).fetchone()
-        else:
-            (active,) = db.execute(sql, (owner,)).fetchone()
-        cap = self.limits.max_jobs
-        if active >= cap:
-            raise ValueError(f"you already have {active} job{'s' * (active != 1)} queued or "
-                             f"running, the most one person may have here ({cap}, "
+    def _check_run_owner(self, run_id: str, owner: str, admin: bool) -> None:
+        """A job that runs on a stored run (an export hands out its weights) is for the
+        run's owner; others read the run (its link) but do not run anything on it."""
+        if admin or self.limits.shared_exports:
+            return
+        with self.store.connect() as db:
+            row = db.execute("SELECT owner FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        if row is None:
+            raise ValueError(f"run {run_id!r} is not in the store")
+        if row["owner"] != owner:
+            raise PermissionError("only the person who ran it can export this run's models "
+                                  "(a shared link is read-only; the operator may allow it "
+                                  "with COMPRESSION_BENCH_SHARED_EXPORTS=on)")
+
+    def _check_cap(self, db, owner: str, client: str | None) -> None:
+        """One person may have at most ``limits.max_jobs`` jobs queued or running. Without
+        sign-in a person is a browser session, and a new session is one page load away, so
+        two caps hold as well: one address (``client``) at most
+        ``limits.max_jobs_per_address``, and every anonymous session together at most
+        ``limits.max_anonymous_jobs``."""
+        def count(where: str, *args) -> int:
+            return db.execute(f"SELECT COUNT(*) FROM jobs WHERE {ACTIVE_SQL} AND {where}",
+                              args).fetchone()[0]
+
+        def jobs(n: int) -> str:
+            return f"{n} job{'s' * (n != 1)}"
+        limits = self.limits
+        active = count("owner=?", owner)
+        if active >= limits.max_jobs:
+            raise CapReached("person", f"you already have {jobs(active)} queued or running, "
+                             f"the most one person may have here ({limits.max_jobs}, "
                              f"COMPRESSION_BENCH_MAX_JOBS): cancel one under My jobs or wait "
                              f"for it to finish")
+        if not owner.startswith(ANONYMOUS):
+            return  # signed in (or a direct caller): the per-person cap is the one
+        if client is not None:
+            here = count("client=? AND owner LIKE ?", client, ANONYMOUS + "%")
+            if here >= limits.max_jobs_per_address:
+                raise CapReached("address", f"your address already has {jobs(here)} queued "
+                                 f"or running from sessions without sign-in, the most one "
+                                 f"address may have ({limits.max_jobs_per_address}, "
+                                 f"COMPRESSION_BENCH_MAX_JOBS_PER_ADDRESS; a new session "
+                                 f"does not reset it): wait for them to finish, or sign in")
+        anonymous = count("owner LIKE ?", ANONYMOUS + "%")
+        if anonymous >= limits.max_anonymous_jobs:
+            raise CapReached("server", f"the server already has {jobs(anonymous)} queued or "
+                             f"running from people not signed in, the most it takes "
+                             f"({limits.max_anonymous_jobs}, COMPRESSION_BENCH_MAX_ANONYMOUS_"
+                             f"JOBS): try again when some have finished, or sign in")
+
+    def worker_account(self):
+        """Whom this queue's workers run as (``benchmarks.service.account``): None for this
+        process's own user; resolved (and created) once."""
+        if self._account is None:
+            from benchmarks.service.account import worker_account
+            self._account = (worker_account(),)
+        return self._account[0]
+
+    def _hand_to_worker(self, folder: Path) -> None:
+        """A job's own folder, readable by the worker that runs it (its user's, where the
+        worker runs as another user)."""
+        account = self.worker_account()
+        if account is not None:
+            from benchmarks.service.account import _chown_tree
+            os.chown(self.jobs_dir, account.uid, account.gid)
+            _chown_tree(folder, account)
 
     def attachment_bytes(self) -> int:
         """What the queued and running jobs' own folders hold (uploads count against a cap)."""
@@ -311,33 +391,81 @@ class JobQueue:
             log = log_path(self.path, device)
             private_file(log)
             root = Path(__file__).resolve().parents[2]
-            env = {**os.environ, "PYTHONPATH": str(root)}
+            env, user = self._worker_env(root)
             if device.startswith("cuda:") and not fake_gpus():
                 # The worker sees only its GPU (as cuda:0): a sweep there never touches
                 # another, and its borrowed GPUs are set per process (executors.pool).
                 env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
             with open(log, "ab") as out:
-                self._spawned.append(subprocess.Popen(
+                proc = subprocess.Popen(
                     [sys.executable, "-m", "benchmarks.service.worker", "--store",
                      str(self.path), "--device", device, "--parent", str(os.getpid())],
                     cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    env=env))
+                    env=env, **user)
+            self._spawned.append(proc)
+            self._limit_memory(proc.pid, device)
         if wait:
             self.wait_for_worker(device)
 
+    def _worker_env(self, root: Path) -> tuple[dict, dict]:
+        """The worker's environment and, where it runs as another user, Popen's user,
+        group and groups; that user's files are set up first (``account.prepare``)."""
+        from benchmarks.service.account import home_of, prepare, worker_environment
+        from benchmarks.spec.folders import default_cache_dir
+        from benchmarks.zoo.models import models_dir
+        account = self.worker_account()
+        if account is None:
+            return worker_environment(None, PYTHONPATH=root), {}
+        cache = default_cache_dir().resolve()
+        prepare(account, self.path, cache, Path(models_dir()).resolve(), root)
+        env = worker_environment(account, PYTHONPATH=root, HOME=home_of(self.path.resolve()),
+                                 COMPRESSION_BENCH_CACHE=cache,
+                                 COMPRESSION_BENCH_STORE=self.path.resolve())
+        return env, {"user": account.uid, "group": account.gid, "extra_groups": []}
+
     # -- the supervisor ------------------------------------------------------------------
 
+    def _limit_memory(self, pid: int, device: str) -> None:
+        """The worker in a cgroup of its own under the memory limit, where this server may
+        make one; else the supervisor's watchdog counts it (``memory_guard``)."""
+        from benchmarks.service.memory_guard import enter, oom_kills, worker_cgroup
+        limit = self.limits.worker_memory
+        if limit is None:
+            return
+        slot = worker_cgroup(device, limit)
+        if slot is not None and enter(slot, pid):
+            self._cgroups[pid] = (slot, oom_kills(slot))
+
+    def death_cause(self, pid: int) -> tuple[str, str] | None:
+        """(status, reason) where the memory limit ended worker ``pid``, else None."""
+        from benchmarks.service.memory_guard import oom_kills, over_limit_line
+        if pid in self._causes:
+            return self._causes.pop(pid)
+        slot = self._cgroups.pop(pid, None)
+        if slot is not None and oom_kills(slot[0]) > slot[1]:
+            limit = self.limits.worker_memory or 0
+            return "failed", over_limit_line(limit, limit)
+        return None
+
     def supervise(self) -> None:
-        """Start this queue's supervisor thread (once)."""
+        """Start this queue's supervisor thread (once), and the memory watchdog with it."""
+        from benchmarks.service.memory_guard import MemoryGuard
         with self._lock:
             if self._supervisor is None or not self._supervisor.is_alive():
                 self._supervisor = Supervisor(self)
                 self._supervisor.start()
+            limit = self.limits.worker_memory
+            if limit is not None and (self._guard is None or not self._guard.is_alive()):
+                self._guard = MemoryGuard(self, limit)
+                self._guard.start()
 
     def stop_supervising(self) -> None:
         if self._supervisor is not None:
             self._supervisor.stop()
             self._supervisor = None
+        if self._guard is not None:
+            self._guard.stop()
+            self._guard = None
 
     def wait_for_worker(self, device: str = "cpu", timeout: float = WORKER_START_TIMEOUT_S
                         ) -> dict | None:
@@ -350,10 +478,21 @@ class JobQueue:
         return None
 
     def worker_card(self, device: str = "cpu") -> dict | None:
-        """The live worker's environment card (torch version, devices...), or None."""
+        """The live worker's environment card (torch version, devices...), or None: no
+        worker, one still starting, or a row whose process is gone."""
+        from benchmarks.store.database import process_alive
         with self.store.connect() as db:
-            row = db.execute("SELECT card FROM workers WHERE device=?", (device,)).fetchone()
-        return json.loads(row["card"]) if row else None
+            row = db.execute("SELECT pid, card FROM workers WHERE device=?", (device,)
+                             ).fetchone()
+        if row is None or not process_alive(row["pid"], None):
+            return None
+        card = json.loads(row["card"])
+        return None if card.get("starting") else card
+
+    def forget_worker(self, pid: int) -> None:
+        """A reaped worker's row goes with it (the supervisor calls this)."""
+        with self.store.transaction() as db:
+            db.execute("DELETE FROM workers WHERE pid=?", (pid,))
 
     def stop_worker(self, device: str = "cpu", timeout: float = 10.0) -> None:
         """Ask the device's worker to exit (used by tests and shutdown), including one that is

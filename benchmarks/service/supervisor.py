@@ -79,12 +79,16 @@ class Supervisor(threading.Thread):
     def watch(self) -> None:
         """One pass: reap, end dead workers' jobs, enforce time limits,
         start a worker where jobs wait."""
+        reaped = []
         with self.queue._lock:
             for p in list(self.queue._spawned):
                 code = p.poll()  # reaps an exited child: no zombie is left behind
                 if code is not None:
                     self.queue._exits[p.pid] = code
                     self.queue._spawned.remove(p)
+                    reaped.append(p.pid)
+        for pid in reaped:
+            self.queue.forget_worker(pid)
         with self.queue.store.connect() as db:
             running = db.execute("SELECT * FROM jobs WHERE status='running'").fetchall()
             waiting = {r["device"] for r in db.execute(
@@ -92,7 +96,8 @@ class Supervisor(threading.Thread):
         for row in running:
             pid = row["worker_pid"] or 0
             if not holder_alive(row):
-                status, reason = exit_cause(self._exit_code(pid))
+                code = self._exit_code(pid)
+                status, reason = self.queue.death_cause(pid) or exit_cause(code)
                 self._finish_dead(row, status, reason)
             elif row["time_limit_s"] and _age_s(row["started_at"]) > \
                     row["time_limit_s"] + TIME_LIMIT_GRACE_S:
@@ -119,6 +124,8 @@ class Supervisor(threading.Thread):
                         self.queue._spawned.remove(p)
                     except subprocess.TimeoutExpired:
                         pass
+        if pid in self.queue._exits:
+            self.queue.forget_worker(pid)
         return self.queue._exits.get(pid)
 
     def _finish_dead(self, row, status: str, reason: str) -> None:

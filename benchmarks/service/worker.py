@@ -22,6 +22,7 @@ from pathlib import Path
 
 from benchmarks.executors.devices import try_lock
 from benchmarks.measure.machine import apply_memory_limit, is_out_of_memory, out_of_memory_label
+from benchmarks.service.interrupt import Interruptible
 from benchmarks.service.queue import (
     CLUSTER_REFRESH_S,
     POLL_S,
@@ -54,6 +55,9 @@ class Worker:
         self._deadline = float("inf")
         self._registered = False
         self._cluster_at = 0.0
+        # Set when a long step was interrupted (benchmarks.service.interrupt): the worker
+        # leaves after that job, and a fresh one serves the next.
+        self.retire = False
 
     def parent_alive(self) -> bool:
         return self.parent is None or os.getppid() == self.parent
@@ -66,6 +70,12 @@ class Worker:
                        "error=COALESCE(error, 'the worker stopped (server restart or crash) "
                        "while this job ran; run it again') "
                        "WHERE device=? AND status='running'", (now_iso(), self.device))
+            # The device's row is this process's from now on: a dead predecessor's card
+            # (its pid, its state) is not shown while this one warms up.
+            db.execute("INSERT OR REPLACE INTO workers (device, pid, started_at, card) "
+                       "VALUES (?,?,?,?)", (self.device, os.getpid(), now_iso(),
+                                            json.dumps({"starting": True,
+                                                        "worker_pid": os.getpid()})))
         self.store.mark_dead_runs()
 
     def register(self) -> None:
@@ -88,8 +98,10 @@ class Worker:
         dev = resolve_device("cuda" if compute_device(self.device).startswith("cuda")
                              else "cpu")
         # The threads a sweep is timed with (pinned), not the process's default.
+        import pwd
         card = {**environment_card(dev, default_threads()), "devices": devices,
-                "worker_pid": os.getpid(), "memory_limit": self.queue.limits.worker_memory}
+                "worker_pid": os.getpid(), "memory_limit": self.queue.limits.worker_memory,
+                "user": pwd.getpwuid(os.getuid()).pw_name, "uid": os.getuid()}
         # Warm the engine first: its imports (the loaders' splitter too) and the first
         # meta-device dry run cost seconds that a job's admission check, or a cancel while it
         # loads its data, should not wait for.
@@ -143,17 +155,35 @@ class Worker:
         self._update(job_id, progress=progress)
 
     def should_stop(self, job_id: str) -> bool:
-        """Cancelled by its owner, past its wall-time limit, or the server is gone."""
+        """Cancelled by its owner, past its wall-time limit, or the server is gone (the store
+        is read at most every POLL_S)."""
         now = time.monotonic()
         if not self._cancel and now >= self._deadline:
             self._cancel, self._over_time = True, self._limit
         if not self._cancel and now - self._last_cancel_check >= POLL_S:
             self._last_cancel_check = now
+            self.stop_wanted(job_id)
+        return self._cancel
+
+    def stop_wanted(self, job_id: str) -> bool:
+        """should_stop without the throttle, safe from another thread (``Interruptible``'s
+        watcher asks it): reads the store, and records why the job stops."""
+        if time.monotonic() >= self._deadline:
+            self._over_time = self._limit
+        else:
             with self.store.connect() as db:
                 row = db.execute("SELECT cancel_requested FROM jobs WHERE job_id=?",
                                  (job_id,)).fetchone()
-            self._cancel = bool(row and row["cancel_requested"]) or not self.parent_alive()
-        return self._cancel
+            if not (row and row["cancel_requested"]) and self.parent_alive():
+                return False
+        self._cancel = True
+        return True
+
+    def stopper(self, job: Job):
+        """The ``should_stop`` every job kind is handed: job code calls
+        ``benchmarks.spec.cancel.check_stop(stop)`` wherever stopping is safe (between
+        phases, files, artefacts, chunks) and removes its partial files on Cancelled."""
+        return lambda: self.should_stop(job.job_id)
 
     def finish(self, job_id: str, status: str, error: str | None = None) -> None:
         self._update(job_id, status=status, error=error, finished_at=now_iso())
@@ -242,7 +272,7 @@ class Worker:
         spec = SweepSpec.from_dict(job.payload)
         self.progress(job.job_id, variant="", index=-1, total=len(spec.variants),
                       phase="preparing", fraction=0.0, message="loading data and model")
-        stop = lambda: self.should_stop(job.job_id)  # noqa: E731
+        stop = self.stopper(job)
         # Jobs come from the dashboard: model files and image folders only from the
         # operator's folders; the data set is checked against memory before it is loaded.
         sweep = prepare_sweep(self._on_this_device(spec), allowed_models_dir=models_dir(),
@@ -298,7 +328,7 @@ class Worker:
         if ray_address():  # the dashboard's worker drives the operator's cluster
             config = replace(config, executor="ray", ray_address=ray_address())
         environment = distributed_environment(config)
-        stop = lambda: self.should_stop(job.job_id)  # noqa: E731
+        stop = self.stopper(job)
 
         def run(recorder):
             def on_progress(done, total, result):
@@ -323,16 +353,48 @@ class Worker:
 
     def run_export_job(self, job: Job) -> None:
         """A variant of a stored run rebuilt and written as files, zipped for the page's
-        download (``benchmarks.export``: the dashboard never imports torch)."""
-        from benchmarks.export.files import archive, export_folder
+        download (``benchmarks.export``: the dashboard never imports torch), into the job's
+        own folder under its run's exports (removed with the run). The exports together are
+        capped (COMPRESSION_BENCH_EXPORT_MB): least recently used ones go first. Cancelled,
+        failed or over the cap, the job's folder is removed whole."""
+        import shutil
+
+        from benchmarks.export.files import archive, evict_exports, export_folder, exports
         from benchmarks.export.variant import export_variant
+        from benchmarks.spec.cancel import check_stop
+        from benchmarks.spec.limits import MIB
         run_id, variant = job.payload["run_id"], job.payload["variant"]
+        stop = self.stopper(job)
         self.progress(job.job_id, variant=variant, index=0, total=1, phase="exporting",
                       fraction=0.0, message=f"rebuilding {variant} and writing its files")
-        folder = export_folder(self.store.path, run_id, variant)
-        private_folder(folder.parent)
-        export_variant(self.store, run_id, variant, folder, allowed_models_dir=models_dir())
-        archive(folder)
+        folder = export_folder(self.store.path, run_id, variant, job.job_id)
+        mine = folder.parent
+        guard = Interruptible(lambda: self.stop_wanted(job.job_id))
+        try:
+            private_folder(mine)
+            with guard:  # torch.export and the ONNX exporter run for seconds, checking nothing
+                export_variant(self.store, run_id, variant, folder,
+                               allowed_models_dir=models_dir(), should_stop=stop)
+                check_stop(stop)
+            self.progress(job.job_id, variant=variant, index=0, total=1, phase="zipping",
+                          fraction=0.9, message=f"zipping {variant}'s files")
+            archive(folder, should_stop=stop)
+            check_stop(stop)
+            cap = self.queue.limits.export_mb * MIB
+            size = next((size for _, size, f in exports(self.store.path) if f == mine), 0)
+            if size > cap:
+                raise ValueError(f"the export of {variant} takes {size / MIB:,.0f} MB, more than "
+                                 f"the dashboard's exports may take together ({cap // MIB:,} "
+                                 f"MB, COMPRESSION_BENCH_EXPORT_MB)")
+            evict_exports(self.store.path, cap, keep=mine)
+        except BaseException:
+            self.retire = self.retire or guard.fired
+            shutil.rmtree(mine, ignore_errors=True)
+            try:
+                mine.parent.rmdir()  # the run's exports folder, if this was its only one
+            except OSError:
+                pass
+            raise
         self.finish(job.job_id, "complete")
 
     def _cluster(self) -> dict:
@@ -367,6 +429,8 @@ class Worker:
                 time.sleep(POLL_S)
                 continue
             self.run_job(job)
+            if self.retire:
+                return  # a fresh worker (the supervisor starts one) serves the next job
 
 
 def worker_main(argv: list[str]) -> int:

@@ -36,6 +36,12 @@ def default_cache_dir() -> Path:
     return base / "compression-bench"
 
 
+def exports_root(store_path: str | os.PathLike) -> Path:
+    """Where the dashboard's exports live: ``exports/`` beside the results store, one folder
+    per run (removed with the run), one per job inside."""
+    return Path(store_path).with_name("exports")
+
+
 def inside(folder: Path, typed: str, what: str = "the image folder") -> Path:
     """``typed`` (relative to ``folder``, or absolute) as a resolved path inside ``folder``;
     a ValueError naming only the rule otherwise. Symbolic links are followed first, so a
@@ -80,3 +86,34 @@ def private_file(path: Path) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
         pass
+
+
+def secret_path(store_path: str | os.PathLike) -> Path:
+    """The session-signing secret's file, beside the store (dashboard.identity)."""
+    store_path = Path(store_path)
+    return store_path.with_name(store_path.name + ".secret")
+
+
+def read_or_make_secret(path: Path, size: int = 32) -> bytes:
+    """The secret in ``path``, made once (random, 0600) if absent. A file this process's user
+    does not own, or that others may read, is refused: where the worker runs as another user
+    (``benchmarks.service.account``) it could otherwise plant a secret it knows."""
+    import secrets
+    private_folder(path.parent)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        info = path.stat()
+        if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            raise RuntimeError(f"{path} is not this server's own secret (owned by uid "
+                               f"{info.st_uid}, mode {info.st_mode & 0o777:o}; it must be "
+                               f"uid {os.geteuid()}, mode 600): delete it to make a new one "
+                               f"(sessions then start afresh)") from None
+        secret = path.read_bytes()
+        if len(secret) >= size:
+            return secret
+        raise RuntimeError(f"{path} is not a usable secret (too short); delete it to make a "
+                           f"new one (sessions then start afresh)") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(secrets.token_bytes(size))
+    return path.read_bytes()

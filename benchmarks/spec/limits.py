@@ -11,7 +11,12 @@ probes the limits are checked against) live in ``benchmarks.measure.machine``.
 | COMPRESSION_BENCH_WORKER_MEMORY | 60% | the worker's hard limit (RLIMIT_DATA): bytes (``12G``, ``800M``), a share of the machine's memory (``60%``), or ``off`` (where a cgroup bounds the server instead) |
 | COMPRESSION_BENCH_JOB_TIME_LIMIT | 7200 | seconds a job may run; then it stops (and its worker is killed if it does not) |
 | COMPRESSION_BENCH_MAX_JOBS | 3 | jobs one person (signed-in user, else browser session) may have queued or running |
-| COMPRESSION_BENCH_UPLOAD_MB | 1024 | total MB of uploaded checkpoints held at once (sessions' and queued jobs') |
+| COMPRESSION_BENCH_MAX_JOBS_PER_ADDRESS | 3 | without sign-in: jobs queued or running from one client address, whatever its sessions |
+| COMPRESSION_BENCH_MAX_ANONYMOUS_JOBS | 10 | without sign-in: jobs queued or running from every session together |
+| COMPRESSION_BENCH_UPLOAD_MB | 1024 | total MB of uploads held at once: in the server's memory while they arrive and before submission, and on disk by queued jobs |
+| COMPRESSION_BENCH_SESSION_UPLOAD_MB | 400 | MB of uploads one browser session may hold in the server's memory |
+| COMPRESSION_BENCH_EXPORT_MB | 4096 | the dashboard's exports on disk; least recently used exports are removed beyond it |
+| COMPRESSION_BENCH_SHARED_EXPORTS | off | on: anyone who can open a run may export its models (by default only its owner and admins) |
 | COMPRESSION_BENCH_CACHE_MB | 4096 | the weights cache's size; least recently used entries are evicted beyond it |
 | COMPRESSION_BENCH_ADMINS | (none) | signed-in users (emails) who may cancel or delete anyone's jobs and runs |
 """
@@ -28,12 +33,20 @@ ENV = {
     "worker_memory": "COMPRESSION_BENCH_WORKER_MEMORY",
     "job_time_s": "COMPRESSION_BENCH_JOB_TIME_LIMIT",
     "max_jobs": "COMPRESSION_BENCH_MAX_JOBS",
+    "max_jobs_per_address": "COMPRESSION_BENCH_MAX_JOBS_PER_ADDRESS",
+    "max_anonymous_jobs": "COMPRESSION_BENCH_MAX_ANONYMOUS_JOBS",
     "upload_mb": "COMPRESSION_BENCH_UPLOAD_MB",
+    "session_upload_mb": "COMPRESSION_BENCH_SESSION_UPLOAD_MB",
+    "export_mb": "COMPRESSION_BENCH_EXPORT_MB",
+    "shared_exports": "COMPRESSION_BENCH_SHARED_EXPORTS",
     "cache_mb": "COMPRESSION_BENCH_CACHE_MB",
     "admins": "COMPRESSION_BENCH_ADMINS",
 }
 DEFAULT_WORKER_MEMORY = "60%"
 NO_LIMIT = ("off", "none")
+ON, OFF = ("1", "on", "yes", "true"), ("0", "off", "no", "false")
+INTEGERS = ("max_jobs", "max_jobs_per_address", "max_anonymous_jobs", "upload_mb",
+            "session_upload_mb", "cache_mb", "export_mb")
 
 
 def total_memory_bytes() -> int:
@@ -74,8 +87,13 @@ class Limits:
         DEFAULT_WORKER_MEMORY, ENV["worker_memory"]))
     job_time_s: float = 7200.0
     max_jobs: int = 3
+    max_jobs_per_address: int = 3
+    max_anonymous_jobs: int = 10
     upload_mb: int = 1024
+    session_upload_mb: int = 400
     cache_mb: int = 4096
+    export_mb: int = 4096
+    shared_exports: bool = False
     admins: tuple[str, ...] = ()
 
     def __post_init__(self):
@@ -89,12 +107,15 @@ class Limits:
                 "that), or off", self.worker_memory)
         if not 10 <= self.job_time_s <= 7 * 24 * 3600:
             bad("job_time_s", "seconds between 10 and a week", self.job_time_s)
-        if not 1 <= self.max_jobs <= 1000:
-            bad("max_jobs", "an integer between 1 and 1000", self.max_jobs)
-        if not 1 <= self.upload_mb <= 10**6:
-            bad("upload_mb", "MB between 1 and 1000000", self.upload_mb)
-        if not 16 <= self.cache_mb <= 10**7:
-            bad("cache_mb", "MB between 16 and 10000000", self.cache_mb)
+        for name in ("max_jobs", "max_jobs_per_address", "max_anonymous_jobs"):
+            if not 1 <= getattr(self, name) <= 1000:
+                bad(name, "an integer between 1 and 1000", getattr(self, name))
+        for name in ("upload_mb", "session_upload_mb"):
+            if not 1 <= getattr(self, name) <= 10**6:
+                bad(name, "MB between 1 and 1000000", getattr(self, name))
+        for name in ("cache_mb", "export_mb"):
+            if not 16 <= getattr(self, name) <= 10**7:
+                bad(name, "MB between 16 and 10000000", getattr(self, name))
         object.__setattr__(self, "admins", tuple(a.strip().lower() for a in self.admins
                                                  if a.strip()))
 
@@ -111,8 +132,13 @@ class Limits:
                     else parse_bytes(text, var)
             elif name == "admins":
                 kwargs[name] = tuple(text.split(","))
+            elif name == "shared_exports":
+                word = text.strip().lower()
+                if word not in ON + OFF:
+                    raise ValueError(f"{var} must be on or off; got {text!r}")
+                kwargs[name] = word in ON
             else:
-                kind = int if name in ("max_jobs", "upload_mb", "cache_mb") else float
+                kind = int if name in INTEGERS else float
                 try:
                     kwargs[name] = kind(text)
                 except ValueError:

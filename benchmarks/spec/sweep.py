@@ -23,6 +23,9 @@ DEVICES = ("auto", "cpu", "cuda")
 # Gradient compressions of the distributed benchmark (DDP communication hooks).
 COMPRESSIONS = ("none", "fp16", "bf16")
 MAX_SEEDS = 10
+# The bounds that bind (a page's widgets take them from here, so none is narrower or wider).
+MAX_EPOCHS = 10_000
+MAX_BATCH = 65536
 # How inputs are scaled before the model sees them: the training split's per-channel
 # statistics, nothing (pixels in [0, 1]), ImageNet's, or explicit MEAN,STD (one number for
 # every channel, or per channel joined by ':', e.g. 0.485:0.456:0.406,0.229:0.224:0.225).
@@ -105,9 +108,9 @@ class SweepSpec:
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"sweep.{name} must be a non-empty string, got {value!r}")
         check_choice("sweep", "device", self.device, DEVICES)
-        check_number("sweep", "batch_size", self.batch_size, 1, 65536, integer=True)
+        check_number("sweep", "batch_size", self.batch_size, 1, MAX_BATCH, integer=True)
         # 0: the baseline is the model as loaded (weights or checkpoint), nothing is trained.
-        check_number("sweep", "epochs", self.epochs, 0, 10_000, integer=True)
+        check_number("sweep", "epochs", self.epochs, 0, MAX_EPOCHS, integer=True)
         check_number("sweep", "seed", self.seed, 0, 2**32 - 1, integer=True)
         check_number("sweep", "min_runs", self.min_runs, 1, 100_000, integer=True)
         check_number("sweep", "min_time_s", self.min_time_s, 0.0, 600.0)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from benchmarks.report.results import VariantResult
 from benchmarks.spec.atomic import disk_full_as_one_line, raise_if_disk_full
-from benchmarks.spec.folders import private_file, private_folder
+from benchmarks.spec.folders import exports_root, private_file, private_folder
 from benchmarks.store.recorder import RunRecorder
 
 RUN_STATUSES = ("running", "complete", "failed", "interrupted")
@@ -314,8 +314,8 @@ class ResultsStore:
         return len(dead)
 
     def delete_run(self, run_id: str, *, by: str | None = None, admin: bool = False) -> bool:
-        """Delete a run; with ``by``, only if ``by`` owns it (or ``admin``): PermissionError
-        otherwise."""
+        """Delete a run, and the dashboard's exports of it; with ``by``, only if ``by`` owns it
+        (or ``admin``): PermissionError otherwise."""
         with self.transaction() as db:
             row = db.execute("SELECT owner FROM runs WHERE run_id=?", (run_id,)).fetchone()
             if row is None:
@@ -324,7 +324,16 @@ class ResultsStore:
                 raise PermissionError("only the person who ran it can delete this run")
             db.execute("DELETE FROM variants WHERE run_id=?", (run_id,))
             cur = db.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
+        self._remove_exports(run_id)
         return cur.rowcount > 0
+
+    def _remove_exports(self, run_id: str) -> None:
+        import shutil
+        root = exports_root(self.path)
+        folder = root / run_id
+        # Only a plain name below exports/ (a run id never holds a separator).
+        if folder.parent == root and run_id not in ("", ".", ".."):
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _run_dict(self, db, row, with_variants: bool = True) -> dict:
         if with_variants:

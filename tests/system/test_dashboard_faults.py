@@ -24,6 +24,8 @@ def baseline_only(at: AppTest) -> AppTest:
 def test_five_sessions_submit_at_once_and_run_one_at_a_time(tmp_path, monkeypatch):
     store = tmp_path / "results.db"
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store))
+    # Five people here: every AppTest session is one loopback client (the per-address cap).
+    monkeypatch.setenv("COMPRESSION_BENCH_MAX_JOBS_PER_ADDRESS", "5")
     sessions = [baseline_only(AppTest.from_file(APP, default_timeout=60).run())
                 for _ in range(5)]
     # Five clicks in a burst, one right after another. (Not from five threads: CPython 3.11.7

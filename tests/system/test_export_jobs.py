@@ -17,17 +17,19 @@ def test_the_worker_exports_a_variant_into_a_zip(export_sweep, tmp_path):
     from benchmarks.service.worker import Worker
     store_path, run_id = export_sweep
     queue = JobQueue(store_path)
+    # The CLI's run belongs to no dashboard user: an admin may export it.
     job_id = queue.submit("export", {"run_id": run_id, "variant": "prune-channel-0.5"},
-                          session="test")
+                          session="test", admin=True)
     worker = Worker(str(store_path), "cpu", None)
     worker.run_job(worker.claim())
     job = queue.get(job_id)
     assert job.status == "complete", job.error
-    folder = files.export_folder(store_path, run_id, "prune-channel-0.5")
+    folder = files.export_folder(store_path, run_id, "prune-channel-0.5", job_id)
     with zipfile.ZipFile(files.archive_path(folder)) as z:
         assert {files.CARD_NAME, files.WEIGHTS_NAME, files.PT2_NAME,
                 files.ONNX_NAME} <= set(z.namelist())
-    bad = queue.submit("export", {"run_id": run_id, "variant": "nope"}, session="test")
+    bad = queue.submit("export", {"run_id": run_id, "variant": "nope"}, session="test",
+                       admin=True)
     worker.run_job(worker.claim())
     assert queue.get(bad).status == "failed"
     assert queue.get(bad).error.startswith("invalid input: variant 'nope' is not in run")
@@ -41,6 +43,8 @@ def test_the_results_page_exports_a_chosen_variant(export_sweep, monkeypatch):
     from benchmarks.service.queue import JobQueue
     store_path, run_id = export_sweep
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store_path))
+    # A shared link is read-only unless the operator shares exports (see test_read_only).
+    monkeypatch.setenv("COMPRESSION_BENCH_SHARED_EXPORTS", "on")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     try:
         at.query_params["run"] = run_id  # the CLI's run, opened by its read-only link

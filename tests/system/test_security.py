@@ -113,6 +113,8 @@ def test_a_foreign_host_header_is_refused_for_pages_and_websockets(tmp_path):
         evil = f"rebind.example:{port}"
         assert _http_status(port, f"localhost:{port}") == 200
         assert _http_status(port, f"127.0.0.1:{port}") == 200
+        assert _http_status(port, f"[::1]:{port}") == 200  # configured: served (issue 21.8)
+        assert _http_status(port, f"[::2]:{port}") == 400
         assert _http_status(port, evil) == 400
         assert _http_status(port, evil, "/_stcore/health") == 400
         assert _http_status(port, f"localhost:{port}", "/_stcore/stream",

@@ -37,6 +37,15 @@ def test_a_killed_worker_is_reaped_its_job_ended_with_the_cause_and_the_next_sta
     worker = queue.get(first).worker_pid
     killed_at = datetime.now(timezone.utc)
     os.kill(worker, signal.SIGKILL)
+    # The sidebar's card follows the process (issue 21.8): never the dead one's, and its row
+    # goes when it is reaped or replaced by the next worker's.
+    wait_until(lambda: (card := queue.worker_card("cpu")) is None
+               or card["worker_pid"] != worker, 1, "the dead worker's card gone", every=0.01)
+
+    def row_pids():
+        with queue.store.connect() as db:
+            return [r["pid"] for r in db.execute("SELECT pid FROM workers")]
+    wait_until(lambda: worker not in row_pids(), 2, "the dead worker's row gone")
     # No page, no submit, no ensure_worker: the supervisor alone.
     job = wait_until(lambda: (j := queue.get(second)).status != "queued" and j, 5,
                      "the next job starting")

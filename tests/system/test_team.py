@@ -94,6 +94,7 @@ def test_a_queued_job_keeps_its_uploaded_checkpoint_after_the_session_is_gone(ap
     assert checkpoint.parent == Path(job.folder) and checkpoint.is_file()
     assert Path(job.folder).parent == queue.jobs_dir
     assert (Path(job.folder).stat().st_mode & 0o077) == 0
+    assert checkpoint.stat().st_mode & 0o777 == 0o600  # the upload itself too (issue 21.8)
     # The browser refreshes, then the old session is dropped with its upload folder.
     at.session_state["cb_upload_dir"].clear()
     refreshed = clean(app({"session": at.session_state["cb_session"]}))
@@ -246,3 +247,32 @@ def test_five_quick_clicks_make_at_most_the_cap_and_my_jobs_lists_and_cancels_th
     with pytest.raises(PermissionError):
         queue.cancel(long_job, by=owner_of(at))
     queue.cancel(long_job)
+
+
+# -- issue 21.5: a new session does not reset the cap -------------------------------------------
+
+def test_a_second_session_from_the_same_address_is_told_which_cap_it_met(app_store,
+                                                                        monkeypatch):
+    """Without sign-in the owner is the session, one page load from a new one: the cap per
+    address (every AppTest session is a loopback client) holds across sessions, and the page
+    says which cap was hit."""
+    monkeypatch.setenv("COMPRESSION_BENCH_MAX_JOBS", "1")
+    monkeypatch.setenv("COMPRESSION_BENCH_MAX_JOBS_PER_ADDRESS", "2")
+    queue, long_job = busy_worker(app_store)
+    first = baseline_only(app(), epochs=50)
+    for _ in range(2):
+        first.button(key="exp_run").click().run()
+    assert [e.value for e in clean(first).error] == [first.error[0].value]
+    assert "the most one person may have here (1, COMPRESSION_BENCH_MAX_JOBS)" in \
+        first.error[0].value
+    second = baseline_only(app(), epochs=50)  # the bare URL again: a new session
+    second.button(key="exp_run").click().run()
+    assert not clean(second).error  # its own first job: the address has one place left
+    third = baseline_only(app(), epochs=50)
+    third.button(key="exp_run").click().run()
+    (error,) = [e.value for e in clean(third).error]
+    assert "your address already has 2 jobs" in error
+    assert "COMPRESSION_BENCH_MAX_JOBS_PER_ADDRESS" in error and "\n" not in error
+    assert len([j for j in queue.jobs() if j.owner.startswith("session:")]) == 2
+    for job in queue.jobs():
+        queue.cancel(job.job_id)

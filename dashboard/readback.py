@@ -1,0 +1,54 @@
+"""What a job will run with, in one line: read back from the payload the page is about to
+submit (and from the queued job), never from the widgets.
+
+Streamlit resets a widget value that arrives out of the widget's range (tampered over the
+WebSocket: epochs 10⁶, batch size 0, ratio 1.5, device ``cuda:7``) to the widget's default
+without a word; a job then ran with settings the person did not choose. The page shows this
+line next to Run benchmark, and the job's progress shows it again, so a value that was
+replaced is in plain sight. The engine's own bounds (``benchmarks/spec``) are the ones that
+bind: the page's widgets take theirs from there. Streamlit-free and torch-free.
+"""
+
+from __future__ import annotations
+
+
+def _value(value) -> str:
+    if value is None:
+        return "default"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def _variant(variant: dict) -> str:
+    settings = [f"{field} {_value(v)}" for technique in variant.get("settings", {}).values()
+                for field, v in (technique or {}).items()]
+    return variant["name"] + (f" ({', '.join(settings)})" if settings else "")
+
+
+def settings_line(kind: str, payload: dict) -> str:
+    """"Runs: seed_cnn on digits · device auto · 8 epochs · ..." for a job's payload."""
+    p = payload or {}
+    if kind == "export":
+        return f"Exports variant {p.get('variant')} of run {p.get('run_id')}"
+    head = f"{p.get('model', '?')} on {p.get('dataset', '?')}"
+    if kind == "distributed":
+        parts = [head, f"device {p.get('device')}", f"workers {_value(p.get('workers'))}",
+                 f"compressions {_value(p.get('compressions'))}", f"{p.get('steps')} steps",
+                 f"batch {p.get('batch_size')}", f"AMP {'on' if p.get('amp') else 'off'}",
+                 f"seed {p.get('seed')}"]
+        return "Runs: " + " · ".join(parts)
+    if kind != "sweep":
+        shown = [f"{k} {_value(v)}" for k, v in p.items() if not isinstance(v, dict)]
+        return f"Runs {kind}: " + " · ".join(shown)
+    parts = [head, f"device {p.get('device')}", f"{p.get('epochs')} epochs",
+             f"batch {p.get('batch_size')}", f"seed {p.get('seed')}"]
+    if (p.get("seeds") or 1) > 1:
+        parts.append(f"{p['seeds']} seeds")
+    if p.get("checkpoint"):
+        parts.append("from the uploaded checkpoint")
+    if p.get("input_shape"):
+        parts.append(f"input {_value(p['input_shape'])}")
+    parts.append(f"normalize {_value(p.get('normalize'))}")
+    variants = "; ".join(_variant(v) for v in p.get("variants") or [])
+    return "Runs: " + " · ".join(parts) + f" · variants: {variants}"
