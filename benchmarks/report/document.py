@@ -149,7 +149,10 @@ class RunReport:
         if self.kind != "sweep":
             return format_table(rows, RUN_COLUMNS)
         text = format_table(rows, SWEEP_COLUMNS, marks=sweep_marks)
-        return "\n".join([text, *table_notes(rows), *(f"warning: {w}" for w in self.warnings)])
+        from benchmarks.report.runtimes import grid_text, has_cells
+        grid = [f"\n{grid_text(rows)}"] if has_cells(rows) else []
+        return "\n".join([text, *table_notes(rows), *grid,
+                          *(f"warning: {w}" for w in self.warnings)])
 
     def csv_text(self) -> str:
         rows = self.rows()
