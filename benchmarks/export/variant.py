@@ -12,6 +12,9 @@
   setting ONNX does not carry), checked under onnxruntime.
 - ``model_card.json``: techniques, settings, metrics with their intervals, the environment,
   each format's status (written, or why not) and verification, and every file's SHA-256.
+- for a runtime cell (``int8-static@ort``): its variant's files and the runtime's own
+  artefact (ONNX Runtime's INT8 ``.onnx``, OpenVINO's ``.xml/.bin``, ``runtime.py``), the
+  cell's parity figures in the card.
 
 The pieces: ``rebuild`` (the variant as it ran, and its architecture), ``codec`` (any state
 dict, INT8 included, as safetensors tensors), ``writers`` (each format, reloaded and checked),
@@ -32,6 +35,7 @@ from pathlib import Path
 
 from benchmarks.export.files import CARD_NAME, prepare_folder, sha256
 from benchmarks.export.rebuild import locate, rebuild
+from benchmarks.export.runtime import cell_of, write_runtime
 from benchmarks.export.writers import Scores, write_onnx, write_pt2, write_weights
 
 CARD_SCHEMA = 1
@@ -48,6 +52,9 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
     run, result = locate(store, run_id, variant)
     if Path(out_dir).expanduser().exists() and not Path(out_dir).expanduser().is_dir():
         raise ValueError(f"--out {out_dir} is a file; give a folder")
+    cell = cell_of(result)
+    if cell is not None:  # a runtime cell: its variant is what rebuilds
+        _, result = locate(store, run_id, cell["variant"])
     rebuilt = rebuild(run, result, cache=cache, allowed_models_dir=allowed_models_dir)
     folder = prepare_folder(out_dir)
     with pinned_threads(rebuilt.sweep.threads):
@@ -55,6 +62,8 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
         formats = {"safetensors": write_weights(rebuilt, folder, scores),
                    "pt2": write_pt2(rebuilt, folder, scores),
                    "onnx": write_onnx(rebuilt, folder, scores)}
+        if cell is not None and cell.get("name") != "eager":
+            formats["runtime"] = write_runtime(rebuilt, folder, scores, cell)
     report = RunReport.from_stored(run)
     document = next(v for v in report.document()["variants"] if v["name"] == variant)
     document.pop("raw", None)
@@ -62,6 +71,7 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
              for p in sorted(folder.iterdir()) if p.name != CARD_NAME and p.is_file()}
     card = {
         "schema": CARD_SCHEMA, "run_id": run_id, "variant": variant,
+        **({"runtime": cell} if cell is not None else {}),
         "model": run.get("model"), "dataset": run.get("dataset"),
         "techniques": list(result.techniques), "settings": rebuilt.config,
         "axes": dict(result.axes), "metrics": document,

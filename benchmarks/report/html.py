@@ -101,7 +101,7 @@ def _runtimes(rows: list[dict]) -> dict | None:
                  f"{c['crossing']['batch']:g}); speed-ups "
                  + ", ".join(f"b{b} {s:.2f}x" for b, s in c["speedups"].items())
                  for c in runtimes.crossings(rows) if c["crossing"]]
-    return {"tables": tables, "crossings": crossings}
+    return {"tables": tables, "crossings": crossings, "legend": runtimes.LEGEND}
 
 
 def render(report: RunReport, compare: RunReport | None = None) -> str:

@@ -20,6 +20,10 @@ import plotly.graph_objects as go
 from benchmarks.report.style import CHART_HEIGHT, PALETTE, num, short
 
 EAGER = "eager"
+LEGEND = ("close/off: parity with eager below 99%/95% top-1 agreement (or a significant "
+          "accuracy change); n/a: parity not judged (eager predicts one class for nearly every "
+          "input: random weights); name-only: INT8 in name only (most convs and matmuls on "
+          "float kernels); ≠: accuracy verdict differs from eager's")
 
 
 def has_cells(rows: list[dict]) -> bool:
@@ -162,9 +166,7 @@ def grid_text(rows: list[dict]) -> str:
              f"{c['crossing']['batch']:g})" for c in crossings(rows) if c["crossing"]]
     if lines:
         blocks.append("\n".join(lines))
-    blocks.append("close/off: parity with eager below 99%/95% top-1 agreement (or a "
-                  "significant accuracy change); name-only: INT8 in name only (most convs "
-                  "and matmuls on float kernels); ≠: accuracy verdict differs from eager's")
+    blocks.append(LEGEND)
     return "\n\n".join(blocks)
 
 

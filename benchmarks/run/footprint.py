@@ -150,7 +150,7 @@ def sweep_footprint(spec, size: DataSize, build) -> Footprint:
     sample = 4 * size.shape[0] * size.shape[1] * size.shape[2]  # one float32 input
     infer, train, params = activation_bytes(build, size.shape)
     batch = spec.batch_size
-    timed = max(batch, *spec.eval_batch_sizes)  # the largest batch any row is timed at
+    timed = max((batch, *spec.eval_batch_sizes))  # the largest batch any row is timed at
     accuracy = min(ACCURACY_BATCH, size.samples)
     activations = max(2 * train * batch,                    # a training step, with gradients
                       infer * max(timed, accuracy))         # measuring, or scoring accuracy

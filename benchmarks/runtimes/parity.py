@@ -57,10 +57,12 @@ def parity(eager_logits, logits, labels=None) -> dict:
 
 
 def badge(figures: dict | None) -> str:
-    """"ok", "close" or "off" (or "?" without figures): the grid's parity badge, stored
-    with the figures so that the torch-free report reads it."""
+    """"ok", "close" or "off" ("n/a" where eager is degenerate, "?" without figures): the
+    grid's parity badge, stored with the figures so that the torch-free report reads it."""
     if not figures or figures.get("top1_agree") is None:
         return "?"
+    if figures.get("degenerate"):
+        return "n/a"
     p = figures.get("p_value_vs_eager")
     if figures["top1_agree"] >= AGREE_OK and (p is None or p >= stats.ALPHA):
         return "ok"
