@@ -325,6 +325,7 @@ def runtime_columns(result: VariantResult) -> dict:
             "int_kernels": ops.get("int_kernels"), "float_kernels": ops.get("float_kernels"),
             "quant_dequant": ops.get("quant_dequant"), "int8_real": ops.get("int8_real"),
             "ops_verdict": ops.get("verdict"),
+            "runtime_notes": "; ".join(rt.get("notes") or []) or None,
             "joules_per_inference": (result.energy or {}).get("joules_per_inference")}
 
 

@@ -109,6 +109,8 @@ class Cells:
         self.count = len(spec.variants)
         self.folder = Path(tempfile.mkdtemp(prefix="compression-bench-runtimes-"))
         self.examples = {b: sweep.data.example_batch(b) for b in self.batches}
+        # One ONNX file per float model: a static INT8 variant deploys the baseline's own.
+        self.onnx_files: dict[int, tuple] = {}
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -211,11 +213,11 @@ class Cells:
         if ready is None:
             try:
                 ready = self._prepare(b, variant, key)
-            except Exception as exc:
-                ready = f"{key.runtime} failed: {described(exc)}"
+            except Exception as exc:  # its other batch sizes fail alike, prepared once
+                ready = exc
             prepared[(key.runtime, key.threads)] = ready
-        if isinstance(ready, str):
-            raise RuntimeError(ready.split(" failed: ", 1)[-1])
+        if isinstance(ready, Exception):
+            raise ready
         graph = key.runtime in GRAPH_RUNTIMES
         device = b.device
         example = self._example(b, key.batch).to(device)
@@ -264,7 +266,9 @@ class Cells:
         example = self.examples[key.batch]
         onnx_path = None
         if graph:
-            onnx_path = export_onnx(model, example, folder / "model.onnx")
+            known = self.onnx_files.get(id(model))
+            onnx_path = known[1] if known else export_onnx(model, example, folder / "model.onnx")
+            self.onnx_files[id(model)] = (model, onnx_path)  # the model held: its id stays
         with _threads(key.threads):
             ready = prepare(config, model, example.to(b.device), calibration=calibration,
                             workdir=folder, onnx_path=onnx_path,

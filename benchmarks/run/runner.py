@@ -202,7 +202,8 @@ class PreparedSweep:
                                self.allowed_models_dir, keep_head=self.keep_head)
         footprint = sweep_footprint(spec, size, build)
         gpu_free = available_memory_bytes(self.device) if self.device.type == "cuda" else None
-        admit(describe_data(spec.dataset, size, spec.batch_size), footprint, share, gpu_free)
+        batch = max((spec.batch_size, *spec.eval_batch_sizes))  # the largest one timed
+        admit(describe_data(spec.dataset, size, batch), footprint, share, gpu_free)
         return footprint
 
     def _resizes_images(self) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -116,7 +117,13 @@ def export_onnx(model, example, path: Path) -> Path:
                               external_data=False, verbose=False)
     except Exception as exc:
         path.unlink(missing_ok=True)
-        raise RuntimeError(f"ONNX export failed: {described(exc)}") from None
+        # torch.onnx wraps the exporter's reason in advice, coloured for a terminal: the
+        # innermost cause, one plain line.
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        reason = re.sub(r"\x1b\[[0-9;]*m", "", described(root))
+        raise RuntimeError(f"ONNX export failed: {reason}") from None
     return path
 
 
