@@ -9,7 +9,16 @@ import re
 import streamlit as st
 
 from benchmarks.spec.sweep import MAX_BATCH, MAX_EPOCHS
-from dashboard import catalog, readback, shell, state, technique_form, widgets
+from dashboard import (
+    catalog,
+    readback,
+    runtimes_view,
+    settings_form,
+    shell,
+    state,
+    technique_form,
+    widgets,
+)
 
 shell.standalone()
 
@@ -141,6 +150,11 @@ with left:
                             help="Rebuild every trained variant with this many seeds: "
                                  "accuracy as mean ± std, distillation's gain over its "
                                  "scratch twin with its interval. Timings are not repeated.")
+    # Deployment axes, from DeploymentConfig's setting metadata (runtimes, batch sizes,
+    # threads): measured, never retrained.
+    with st.expander("Where it will run: runtimes, batch sizes, threads"):
+        from benchmarks.spec.runtimes import DeploymentConfig
+        deployment_values = settings_form.config_form(DeploymentConfig, "exp_deploy")
 
 with right:
     st.subheader("Techniques")
@@ -172,7 +186,16 @@ def _sweep_fields(checkpoint: str | None = None) -> dict:
                     "imagefolder") else dataset, checkpoint=checkpoint,
                 input_shape=_shape(shape_text), device=device, batch_size=int(batch_size),
                 epochs=int(epochs), seeds=int(seeds), normalize=normalize, weights=weights,
-                labels=labels)
+                labels=labels, **_deployment().sweep_fields())
+
+
+def _deployment():
+    from benchmarks.spec.runtimes import DeploymentConfig, check_available, check_threads
+    deployment = DeploymentConfig(**deployment_values)
+    # Refused here, as the worker on this server would: not installed, more threads than cores.
+    check_available(deployment.runtimes)
+    check_threads(deployment.threads or ())
+    return deployment
 
 
 def _plan():
@@ -227,3 +250,4 @@ if job_id:
         run = state.store().run(job.run_id)
         if run:
             widgets.run_report(run, key=f"exp-{job.run_id}")
+            runtimes_view.draw(run, key=f"exp-{job.run_id}")

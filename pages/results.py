@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import shell, state, widgets
+from dashboard import runtimes_view, shell, state, widgets
 
 shell.standalone()
 
@@ -42,4 +42,5 @@ if run.get("status") == "running":
 elif run.get("error"):
     st.warning(f"Run {run['status']}: {run['error']}")
 widgets.run_report(run, key=f"results-{run_id}")
+runtimes_view.draw(run, key=f"results-{run_id}")  # the runtime grid, where it was swept
 widgets.export_panel(run, key=f"results-{run_id}")

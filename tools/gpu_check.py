@@ -15,8 +15,11 @@ moment it ends, so a cut-off run keeps what it measured:
    (target >= 2x);
 5. ``sweep``: a real ``--device cuda`` sweep whose distillation, QAT and channel pruning train
    on the GPU, with INT8 labelled CPU;
-6. ``ddp``: DDP over NCCL with none and fp16 compression, fp16's bytes per step half of none's;
-7. ``peaks``: the roofline's measured peaks on the device (GEMM per precision, copy
+6. ``runtimes``: the seed CNN under eager, ``torch.compile`` and (where installed) ONNX
+   Runtime's CUDA provider at batch 1 and 32, timed with CUDA events in the same rounds, and
+   energy per inference from NVML where ``nvidia-ml-py`` is there;
+7. ``ddp``: DDP over NCCL with none and fp16 compression, fp16's bytes per step half of none's;
+8. ``peaks``: the roofline's measured peaks on the device (GEMM per precision, copy
    bandwidth), the fp32 one against ``torch.utils.benchmark`` timing the same matmul.
 
 Built for a bare machine with only torch, torchvision and scikit-learn: nothing here or in
@@ -243,6 +246,52 @@ def sweep(device, quick: bool) -> dict:
                       not no_peak, ", ".join(no_peak))]}
 
 
+def runtimes(device, quick: bool) -> dict:
+    """The seed CNN's baseline under eager, compile and (where onnxruntime is installed)
+    ort, at batch 1 and 32 on the device: each cell timed with CUDA events on a GPU, its
+    energy per inference where NVML is readable (an empty column elsewhere)."""
+    from importlib.util import find_spec
+    names = ["eager", "compile"] + (["ort"] if find_spec("onnxruntime") else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        out = f"{tmp}/runtimes.json"
+        args = ["run", "--device", device.type, "--runtime", ",".join(names),
+                "--eval-batch-size", "1,32", "--epochs", "1", "--json", out, "--quiet",
+                "--no-cache", "--min-time", "0.1" if quick else "0.3"]
+        proc = _cli(args, tmp, STEP_TIMEOUT_S)
+        if proc.returncode not in (0, 1):
+            raise RuntimeError(f"the runtime sweep failed ({proc.returncode}): "
+                               f"{_failure(proc)}")
+        variants = json.loads(Path(out).read_text())["variants"]
+    cells = {v["name"]: v for v in variants}
+    failed = {n: v["error"] for n, v in cells.items() if v.get("error")}
+    torch_cells = [v for v in variants if (v.get("runtime") or {}).get("name") in
+                   ("eager", "compile") and not v.get("error")]
+    on_device = [v["name"] for v in torch_cells if v["device"].split(":")[0] == device.type]
+    events = [v["name"] for v in torch_cells if device.type != "cuda"
+              or v.get("launch_bound") is not None]  # host and event times: CUDA events
+    energy = {n: (v.get("energy") or {}).get("joules_per_inference") for n, v in cells.items()}
+    measured = {n: e for n, e in energy.items() if e is not None}
+    ort = [v for v in variants if (v.get("runtime") or {}).get("name") == "ort"]
+    ort_note = "; ".join(f"{v['name']}: " + (v.get("error") or (v["runtime"].get("details")
+                                                                or {}).get("provider", "?"))
+                         for v in ort) or "onnxruntime not installed here"
+    return {"cells": [{k: v.get(k) for k in ("name", "device", "runtime", "energy",
+                                             "launch_bound")} for v in variants],
+            "checks": [
+                check(f"runtime cells on {device.type}: eager and compile at b1 and b32 run",
+                      f"{len(torch_cells)} of 4", "4", len(torch_cells) == 4,
+                      "; ".join(f"{n}: {e}" for n, e in failed.items())),
+                check("eager and compile cells on the device, timed with its clock",
+                      f"{len(set(on_device) & set(events))} of {len(torch_cells)}", "all",
+                      set(on_device) == set(events) == {v["name"] for v in torch_cells},
+                      f"ort: {ort_note}"),
+                check("energy per inference (NVML) where readable",
+                      ", ".join(f"{n}: {e:.3g} J" for n, e in measured.items()) or
+                      "no counter readable: empty column",
+                      "measured on a GPU with NVML; empty elsewhere",
+                      bool(measured) or device.type != "cuda" or find_spec("pynvml") is None)]}
+
+
 def ddp(device, quick: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = f"{tmp}/ddp.json"
@@ -316,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         "fp32": lambda: fp32(device, args.rounds, args.quick),
         "amp": lambda: amp(device, args.rounds, args.quick),
         "sweep": lambda: sweep(device, args.quick),
+        "runtimes": lambda: runtimes(device, args.quick),
         "ddp": lambda: ddp(device, args.quick),
         "peaks": lambda: _peaks(device, args.rounds),
     }

@@ -21,16 +21,18 @@ import time
 from pathlib import Path
 
 from tools.checks import ROOT, check, check_rows, unmet  # noqa: F401 (gpu_check's too)
+from tools.perf_runtimes import runtimes  # noqa: F401 (a section, called by its name)
 
 DEFAULT_OUTPUT = ROOT / "docs" / "generated" / "PERFORMANCE.md"
-SECTIONS = ("fidelity", "peaks", "bench", "tradeoff", "resnet", "catalogue", "distributed",
-            "cluster", "server", "dashboard")
+SECTIONS = ("fidelity", "peaks", "bench", "tradeoff", "resnet", "runtimes", "catalogue",
+            "distributed", "cluster", "server", "dashboard")
 # What each section measures (its heading in docs/generated/PERFORMANCE.md).
 TITLES = {"fidelity": "Latency fidelity and repeatability",
           "peaks": "The roofline's measured peaks",
           "bench": "The default sweep: seed_cnn on digits",
           "tradeoff": "A trade-off sweep: prune ratio x method, distillation temperature",
           "resnet": "ResNet-18 speed-ups, repeated: channel pruning and INT8",
+          "runtimes": "Where it will run: runtimes, batch sizes and threads as axes",
           "catalogue": "torchvision and timm models at ImageNet's resolution",
           "distributed": "Data-parallel training",
           "cluster": "A two-node Ray cluster on this machine against the local executor",
@@ -540,6 +542,8 @@ def render(results: dict, env: dict) -> str:
         lines += [f"## {TITLES.get(name, name)}", "", "| target | measured | threshold | met |",
                   "|---|---|---|---|"]
         lines += check_rows(name, section)
+        if section.get("markdown"):  # a section's own tables (the runtime cells)
+            lines += ["", section["markdown"]]
         if name == "bench" and "stdout" in section:
             lines += ["", "The warm run's table:", "", "```", section["stdout"].rstrip(), "```"]
         if name == "distributed" and "runs" in section:

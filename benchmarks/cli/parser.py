@@ -210,6 +210,11 @@ def _add_run(run) -> None:
     _add_data(run, list_datasets())
     _add_technique_flags(run)
     _add_budgets(run)
+    from benchmarks.spec.runtimes import DeploymentConfig
+    config_flags(run.add_argument_group(
+        "deployment", "measurement axes, nothing is retrained: every variant is timed under "
+                      "each runtime, at each batch size, on each thread count (one row each)"),
+        DeploymentConfig)
     run.add_argument("--json", dest="json_file", metavar="FILE")
     run.add_argument("--csv", dest="csv_file", metavar="FILE")
     run.add_argument("--store", metavar="FILE", help="the SQLite results store")
@@ -283,7 +288,6 @@ def _add_budgets(run) -> None:
     run.add_argument("--seeds", type=int, default=1,
                      help=f"rebuild every trained variant with this many seeds (1-{MAX_SEEDS}): "
                           f"accuracy as mean ± std, distillation's gain with its interval")
-    run.add_argument("--threads", type=positive_int("--threads"))
     run.add_argument("--min-time", type=finite_float("--min-time"), default=1.0,
                      help="seconds of latency samples per variant (at least 10 runs)")
     run.add_argument("--timing", default="interleaved", choices=TIMING_MODES,

@@ -30,16 +30,20 @@ def technique_choices(args) -> tuple[dict, set[str]]:
 
 
 def spec_from_args(args):
+    from benchmarks.cli.parser import config_from_args
+    from benchmarks.spec.runtimes import DeploymentConfig
     from benchmarks.spec.sweep import SweepSpec
     choices, enabled = technique_choices(args)
+    deployment = config_from_args(DeploymentConfig, args)
     return SweepSpec.from_choices(
         choices, enabled, combine=args.combine, max_variants=args.max_variants,
         model=args.model, dataset=args.dataset, checkpoint=args.checkpoint,
         input_shape=args.input_shape, device=args.device, batch_size=args.batch_size,
         epochs=args.epochs, seed=args.seed, data_root=args.data_root, download=args.download,
-        threads=args.threads, min_time_s=args.min_time, normalize=args.normalize,
+        min_time_s=args.min_time, normalize=args.normalize,
         seeds=args.seeds, timing=args.timing, timing_rounds=args.timing_rounds, fp32=args.fp32,
-        weights=args.weights, labels=args.labels, resize=args.resize)
+        weights=args.weights, labels=args.labels, resize=args.resize,
+        **deployment.sweep_fields())
 
 
 def cmd_run(args) -> int:
@@ -47,9 +51,13 @@ def cmd_run(args) -> int:
         from benchmarks.executors.ray_executor import address_or_default, require_ray
         require_ray()
         address_or_default(args.ray_address)
+    from benchmarks.spec import runtimes
     from benchmarks.zoo.models import preflight
     spec = spec_from_args(args)
     preflight(spec.model, spec.weights, spec.download)  # before torch loads: refused at once
+    runtimes.check_available(spec.runtimes)
+    if args.executor != "ray":  # a Ray node times the sweep on its own cores
+        runtimes.check_threads([spec.threads, *spec.thread_counts])
 
     from benchmarks.report.document import RunReport
     from benchmarks.run.cache import WeightsCache

@@ -12,6 +12,9 @@
   setting ONNX does not carry), checked under onnxruntime.
 - ``model_card.json``: techniques, settings, metrics with their intervals, the environment,
   each format's status (written, or why not) and verification, and every file's SHA-256.
+- for a runtime cell (``int8-static@ort``): its variant's files and the runtime's own
+  artefact (ONNX Runtime's INT8 ``.onnx``, OpenVINO's ``.xml/.bin``, ``runtime.py``), the
+  cell's parity figures in the card.
 
 The pieces: ``rebuild`` (the variant as it ran, and its architecture), ``codec`` (any state
 dict, INT8 included, as safetensors tensors), ``writers`` (each format, reloaded and checked),
@@ -43,6 +46,8 @@ from benchmarks.export.files import (
     staging_folder,
 )
 from benchmarks.export.rebuild import locate, rebuild
+from benchmarks.export.runtime import cell_of, write_runtime
+from benchmarks.export.runtime import cell_of, write_runtime
 from benchmarks.export.writers import Scores, write_onnx, write_pt2, write_weights
 from benchmarks.spec.atomic import disk_full_as_one_line, write_text
 from benchmarks.spec.cancel import check_stop
@@ -60,6 +65,9 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
     while the run is rebuilt and between artefacts: Cancelled then, and nothing written stays."""
     run, result = locate(store, run_id, variant)
     target = check_folder(out_dir)
+    cell = cell_of(result)
+    if cell is not None:  # a runtime cell: its variant is what rebuilds
+        _, result = locate(store, run_id, cell["variant"])
     rebuilt = rebuild(run, result, cache=cache, allowed_models_dir=allowed_models_dir,
                       should_stop=should_stop)
     check_stop(should_stop)
@@ -68,14 +76,14 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
     with disk_full_as_one_line(target.parent, f"the export {target.name}"):
         folder = staging_folder(target)
         try:
-            card = _write(run, run_id, variant, result, rebuilt, folder, should_stop)
+            card = _write(run, run_id, variant, result, rebuilt, folder, cell, should_stop)
             publish(folder, target)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     return card
 
 
-def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path,
+def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path, cell=None,
            should_stop=None) -> dict:
     """Every format and the model card, written into ``folder``."""
     from benchmarks.measure.environment import environment_card
@@ -87,6 +95,9 @@ def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path,
         for name, write in WRITERS:
             check_stop(should_stop)
             formats[name] = write(rebuilt, folder, scores)
+        if cell is not None and cell.get("name") != "eager":
+            check_stop(should_stop)
+            formats["runtime"] = write_runtime(rebuilt, folder, scores, cell)
     check_stop(should_stop)
     report = RunReport.from_stored(run)
     document = next(v for v in report.document()["variants"] if v["name"] == variant)
@@ -95,6 +106,7 @@ def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path,
              for p in sorted(folder.iterdir()) if p.name != CARD_NAME and p.is_file()}
     card = {
         "schema": CARD_SCHEMA, "run_id": run_id, "variant": variant,
+        **({"runtime": cell} if cell is not None else {}),
         "model": run.get("model"), "dataset": run.get("dataset"),
         "techniques": list(result.techniques), "settings": rebuilt.config,
         "axes": dict(result.axes), "metrics": document,

@@ -132,11 +132,14 @@ class LatencyTracker:
         return self.samples_ms
 
 
-def measure_latency(model: nn.Module, example: torch.Tensor, device: torch.device, *,
-                    autocast: AbstractContextManager | None = None, min_runs: int = 10,
-                    min_time_s: float = 1.0, warmup: int = 3) -> LatencyTracker:
+def measure_latency(model: nn.Module | Callable, example: torch.Tensor,
+                    device: torch.device, *, autocast: AbstractContextManager | None = None,
+                    min_runs: int = 10, min_time_s: float = 1.0, warmup: int = 3
+                    ) -> LatencyTracker:
+    """``model``: a module, or any callable of the batch (a runtime cell's session)."""
     x = example.to(device)
-    model.eval()
+    if isinstance(model, nn.Module):
+        model.eval()
     tracker = LatencyTracker(min_runs=min_runs, min_time_s=min_time_s, warmup=warmup,
                              clock=CudaClock() if device.type == "cuda" else Clock())
     ctx = autocast or nullcontext()

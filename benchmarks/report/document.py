@@ -170,7 +170,9 @@ class RunReport:
         if self.kind != "sweep":
             return format_table(rows, RUN_COLUMNS)
         text = format_table(rows, sweep_columns(rows), marks=sweep_marks)
-        return "\n".join([text, *table_notes(rows), *peak_notes(self.environment),
+        from benchmarks.report.runtimes import grid_text, has_cells
+        grid = [f"\n{grid_text(rows)}"] if has_cells(rows) else []
+        return "\n".join([text, *table_notes(rows), *grid, *peak_notes(self.environment),
                           *(f"warning: {w}" for w in self.warnings)])
 
     def csv_text(self) -> str:

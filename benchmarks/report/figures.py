@@ -196,6 +196,10 @@ def run_figures(report, rows: list[dict] | None = None) -> dict[str, go.Figure]:
     figs: dict[str, go.Figure] = {}
     if not ok_rows(rows):
         return figs
+    # With deployment axes, these charts show each variant's own row (eager, the first batch
+    # size and thread count); its runtime cells are drawn by report/runtimes.py.
+    primary = [r for r in rows if r.get("runtime_variant", r["variant"]) == r["variant"]]
+    rows = primary if ok_rows(primary) else rows
     figs.update(accuracy=accuracy_chart(rows), latency=latency_chart(rows),
                 memory=memory_chart(rows), size=size_chart(rows))
     for axis in swept_axes(rows):
@@ -206,7 +210,8 @@ def run_figures(report, rows: list[dict] | None = None) -> dict[str, go.Figure]:
     if report.peaks and roofline_points(rows):
         figs["roofline"] = roofline_chart(rows, report.peaks)
     # Any variant that recorded per-layer sparsity, whichever technique made it.
-    sparse = {v.name: v.layer_sparsity for v in report.variants if v.layer_sparsity}
+    sparse = {v.name: v.layer_sparsity for v in report.variants if v.layer_sparsity
+              and (v.runtime or {}).get("variant", v.name) == v.name}
     if sparse:
         figs["sparsity"] = sparsity_chart(sparse)
     return figs

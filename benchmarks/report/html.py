@@ -91,6 +91,24 @@ def _settings(report: RunReport) -> dict:
                          for v in report.variants]}
 
 
+def _runtimes(rows: list[dict]) -> dict | None:
+    """The variant x runtime grids as tables, the 1x crossings, the best runtime per variant."""
+    from benchmarks.report import runtimes
+    if not runtimes.has_cells(rows):
+        return None
+    tables = [{"title": f"batch {g['batch_size']}, {g['threads']} thread(s)",
+               "heads": ["variant", *g["runtimes"], "best runtime"],
+               "rows": [[v, *(runtimes.cell_text(g["cells"][v].get(rt)) for rt in g["runtimes"]),
+                         g["best"].get(v, "-")] for v in g["variants"]]}
+              for g in runtimes.grids(rows)]
+    crossings = [f"{c['variant']} under {c['runtime']}: crosses 1x between batch "
+                 f"{c['crossing']['between'][0]} and {c['crossing']['between'][1]} (about "
+                 f"{c['crossing']['batch']:g}); speed-ups "
+                 + ", ".join(f"b{b} {s:.2f}x" for b, s in c["speedups"].items())
+                 for c in runtimes.crossings(rows) if c["crossing"]]
+    return {"tables": tables, "crossings": crossings, "legend": runtimes.LEGEND}
+
+
 def render(report: RunReport, compare: RunReport | None = None) -> str:
     """The run's report as one HTML document (str). ``compare``: a second sweep whose shared
     variants are set side by side with the paired test, as the History page does."""
@@ -98,6 +116,7 @@ def render(report: RunReport, compare: RunReport | None = None) -> str:
     import plotly.offline
 
     from benchmarks.report.figures import PLOTLY_CONFIG, run_figures
+    from benchmarks.report.runtimes import runtime_figures
 
     if report.kind != "sweep":
         raise ValueError(f"run {report.run_id} is a {report.kind} run; the HTML report covers "
@@ -107,7 +126,7 @@ def render(report: RunReport, compare: RunReport | None = None) -> str:
                          f"sweep")
     rows = report.shown_rows()
     figures, template = [], {}
-    for name, fig in run_figures(report, rows).items():
+    for name, fig in {**run_figures(report, rows), **runtime_figures(rows)}.items():
         data, template = _figure_json(fig)
         figures.append({"id": f"chart-{len(figures)}", "name": name,
                         "json": _script_json(data)})
@@ -122,6 +141,7 @@ def render(report: RunReport, compare: RunReport | None = None) -> str:
         table=_table(rows, REPORT_COLUMNS, sweep_marks),
         notes=table_notes(rows) + peak_notes(report.environment),
         measurement=report.measurement_line(), settings=_settings(report),
+        runtimes=_runtimes(rows),
         environment=_environment_rows(report.environment), peaks=_peak_rows(report.peaks),
         compare=None if compare is None else {
             "run": compare, "table": _table(compare_runs(report, compare), COMPARE_COLUMNS),

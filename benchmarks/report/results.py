@@ -139,6 +139,13 @@ class VariantResult:
     # For a sample list thinned to KEPT_SAMPLES: the statistics of all its samples (the
     # fields of LatencyStats), by list name.
     sample_stats: dict = field(default_factory=dict)
+    # A runtime cell (DESIGN.md's "Runtime cells"): {"name", "version", "precision",
+    # "prepare_s", "first_call_ms", "parity", "ops", "variant", "batch_size", "threads"...};
+    # None for a sweep without deployment axes (an eager row as before).
+    runtime: dict | None = None
+    # Energy per inference where a counter was read (NVML, RAPL): {"joules_per_inference",
+    # "idle_w", "seconds", "method", "measured": True}; None elsewhere.
+    energy: dict | None = None
     _latency_cache: tuple = field(default=(), repr=False, compare=False)
 
     @property
@@ -268,6 +275,10 @@ class VariantResult:
             "built_on": list(self.built_on),
             "timed_on": self.timed_on,
         }
+        if self.runtime is not None:
+            out["runtime"] = dict(self.runtime)
+        if self.energy is not None:
+            out["energy"] = dict(self.energy)
         # Raw figures, so nothing is stored twice or lost.
         out["raw"] = {k: v for k, v in asdict(self).items() if k in (
             "latency_samples_ms", "batch_size", "peak_memory_bytes", "traffic_bytes",
@@ -323,7 +334,31 @@ class VariantResult:
             "flops": self.flops,
             "flops_effective": self.flops_effective,
             "error": self.error,
+            # Only in sweeps with deployment axes: other runs' tables keep their columns.
+            **(runtime_columns(self) if self.runtime is not None or self.energy is not None
+               else {}),
         }
+
+
+def runtime_columns(result: VariantResult) -> dict:
+    """A row's deployment columns: its runtime, batch size and threads (eager, the sweep's,
+    for a row without a runtime entry), parity and census, energy."""
+    rt = result.runtime or {}
+    parity = rt.get("parity") or {}
+    ops = rt.get("ops") or {}
+    return {"runtime": rt.get("name", "eager"), "runtime_variant": rt.get("variant",
+                                                                          result.name),
+            "batch_size": result.batch_size, "threads": rt.get("threads"),
+            "runtime_precision": rt.get("precision"), "prepare_s": rt.get("prepare_s"),
+            "first_call_ms": rt.get("first_call_ms"),
+            "parity_top1_agree": parity.get("top1_agree"),
+            "parity_max_abs": parity.get("max_abs"), "parity_badge": parity.get("badge"),
+            "p_value_vs_eager": parity.get("p_value_vs_eager"),
+            "int_kernels": ops.get("int_kernels"), "float_kernels": ops.get("float_kernels"),
+            "quant_dequant": ops.get("quant_dequant"), "int8_real": ops.get("int8_real"),
+            "ops_verdict": ops.get("verdict"),
+            "runtime_notes": "; ".join(rt.get("notes") or []) or None,
+            "joules_per_inference": (result.energy or {}).get("joules_per_inference")}
 
 
 # The figures of the comparison table, with the direction that is better.
@@ -358,6 +393,7 @@ def comparison_rows(results: list[VariantResult], baseline: str | None = None) -
     baseline's CPU samples, taken in the same rounds); otherwise none is given."""
     base = find_baseline(results, baseline)
     base_row = base.flat_row() if base is not None and base.ok else {}
+    references = _time_references(results, base)
     base_cpu = None
     if base is not None and base.cpu_latency_samples_ms:
         base_cpu = base.stats_of("cpu_latency_samples_ms").p50
@@ -367,8 +403,13 @@ def comparison_rows(results: list[VariantResult], baseline: str | None = None) -
         row["is_baseline"] = base is not None and result is base
         row["baseline_ref"] = None
         same_device = _device_type(result.device) == _device_type(base_row.get("device"))
+        # Time against the eager baseline at the row's own batch size and threads.
+        timed_ref = references.get(_deployment(result))
+        time_row = timed_ref.flat_row() if timed_ref is not None else base_row
+        if timed_ref is not None and timed_ref is not base:
+            same_device = _device_type(result.device) == _device_type(timed_ref.device)
         for key in COMPARED:
-            value, ref = row.get(key), base_row.get(key)
+            value, ref = row.get(key), (time_row if key in TIME_FIGURES else base_row).get(key)
             if key in TIME_FIGURES and not same_device:
                 # Never a CPU time against a GPU time: the CPU baseline if it was timed.
                 ref = None
@@ -383,11 +424,33 @@ def comparison_rows(results: list[VariantResult], baseline: str | None = None) -
         if row.get("p50_ms_vs_base") is not None:
             row["baseline_ref"] = ("baseline" if same_device
                                    else f"baseline on {_device_type(result.device)}")
+            if timed_ref is not None and timed_ref is not base and same_device:
+                row["baseline_ref"] = timed_ref.name
         row.update(_paired(result, base))
         row.update(seed_comparison(result, base))
         rows.append(row)
     _add_control_gains(results, rows)
     return rows
+
+
+def _deployment(result: VariantResult) -> tuple:
+    rt = result.runtime or {}
+    return (result.batch_size, rt.get("threads", result.axes.get("threads")))
+
+
+def _time_references(results: list[VariantResult], base: VariantResult | None) -> dict:
+    """{(batch size, threads): the eager baseline row timed there}, for the rows of a sweep
+    with deployment axes (runtime cells); empty otherwise, so every ratio is the baseline's."""
+    if base is None or not any(r.runtime for r in results):
+        return {}
+    out = {}
+    for r in results:
+        rt = r.runtime or {}
+        eager = rt.get("name", "eager") == "eager"
+        if eager and r.ok and r.techniques == base.techniques and \
+                rt.get("variant", r.name) == base.name:
+            out.setdefault(_deployment(r), r)
+    return out
 
 
 def _device_type(device: str | None) -> str | None:

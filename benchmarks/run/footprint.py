@@ -150,9 +150,10 @@ def sweep_footprint(spec, size: DataSize, build) -> Footprint:
     sample = 4 * size.shape[0] * size.shape[1] * size.shape[2]  # one float32 input
     infer, train, params = activation_bytes(build, size.shape)
     batch = spec.batch_size
+    timed = max((batch, *spec.eval_batch_sizes))  # the largest batch any row is timed at
     accuracy = min(ACCURACY_BATCH, size.samples)
     activations = max(2 * train * batch,                    # a training step, with gradients
-                      infer * max(batch, accuracy))         # measuring, or scoring accuracy
+                      infer * max(timed, accuracy))         # measuring, or scoring accuracy
     copies = 0
     if spec.checkpoint:
         try:
@@ -160,7 +161,10 @@ def sweep_footprint(spec, size: DataSize, build) -> Footprint:
         except OSError:
             pass
         copies += sample * size.samples // 5   # the test split, renormalised
-    return Footprint(data=size.nbytes, batches=sample * (batch + accuracy),
+    # Each runtime other than eager holds its own copy of a variant's weights.
+    copies += params * len(spec.variants) * (len(spec.runtimes) - 1) * \
+        max(1, len(spec.thread_counts))
+    return Footprint(data=size.nbytes, batches=sample * (timed + accuracy),
                      activations=activations, weights=params * (RESIDENT_MODELS + TRAIN_STATE),
                      copies=copies)
 
@@ -198,15 +202,15 @@ def admit(what: str, footprint: Footprint, share: float,
     host = footprint.total if device_free is None else footprint.host
     if host > allowed:
         raise ValueError(f"{what} needs {footprint.describe()} in memory; a job may use at "
-                         f"most {gib(allowed)} here, {how}; give a smaller --input-shape or "
-                         f"--batch-size")
+                         f"most {gib(allowed)} here, {how}; give a smaller --input-shape, "
+                         f"--batch-size or --eval-batch-size")
     if device_free is not None and footprint.device > share * device_free:
         raise ValueError(f"{what} needs about {gib(footprint.device)} of GPU memory "
                          f"(activations {gib(footprint.activations)}, weights "
                          f"{gib(footprint.weights)}); a job may use at most "
                          f"{gib(share * device_free)}, {share:.0%} of the GPU's "
                          f"{gib(device_free)} free (COMPRESSION_BENCH_MEMORY_SHARE); give a "
-                         f"smaller --input-shape or --batch-size")
+                         f"smaller --input-shape, --batch-size or --eval-batch-size")
 
 
 def describe_data(name: str, size: DataSize, batch: int) -> str:

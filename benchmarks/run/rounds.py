@@ -48,6 +48,10 @@ class Built:
     calls: int = 0          # timed calls, every visit's
     window_s: float = 0.0   # the wall time of the visits' timed loops
     flops_hint: object = None  # the technique's own FLOP count, where it knows better
+    # The intra-op threads it is timed on (None: the sweep's pinned count). A runtime cell's
+    # own pool (ONNX Runtime's, OpenVINO's) was sized when it was prepared.
+    threads: int | None = None
+    position: int | None = None  # a runtime cell's row in the run (after the variants')
 
     def autocast(self):
         from optimizers.precision import autocast
@@ -63,8 +67,14 @@ def release_memory() -> None:
 
 def visit(b: Built, runs: int, seconds: float, warmup: int) -> None:
     """One visit of a variant: at least ``runs`` calls and about ``seconds`` of samples."""
-    tracker = measure_latency(b.model, b.example, b.device, autocast=b.autocast(),
-                              min_runs=runs, min_time_s=seconds, warmup=warmup)
+    before = torch.get_num_threads()
+    if b.threads is not None:
+        torch.set_num_threads(b.threads)
+    try:
+        tracker = measure_latency(b.model, b.example, b.device, autocast=b.autocast(),
+                                  min_runs=runs, min_time_s=seconds, warmup=warmup)
+    finally:
+        torch.set_num_threads(before)
     b.samples.extend(tracker.samples_ms)
     b.host.extend(tracker.host_samples_ms)
     if tracker.samples_ms:
@@ -102,8 +112,11 @@ def time_alone(b: Built, spec: SweepSpec, report: Report, for_memory: bool) -> N
 
 
 def time_interleaved(built: list[Built], spec: SweepSpec, device: torch.device,
-                     example: torch.Tensor, report: Report, stop: Callable[[], bool]) -> None:
-    """Time the resident variants of ``built`` together, in ``spec.timing_rounds`` rounds."""
+                     example: torch.Tensor, report: Report, stop: Callable[[], bool],
+                     after_rounds: Callable[[list[Built]], None] | None = None) -> None:
+    """Time the resident variants of ``built`` together, in ``spec.timing_rounds`` rounds
+    (runtime cells among them: ``benchmarks/run/cells.py``). ``after_rounds(entries)`` runs
+    while they are still resident (the energy pass)."""
     entries = [b for b in built if b.model is not None]
     if not entries:
         return
@@ -139,6 +152,8 @@ def time_interleaved(built: list[Built], spec: SweepSpec, device: torch.device,
         base.result.cpu_round_p50_ms = [round(x, 6) for x in cpu_ref.rounds]
         timing["cpu_baseline"] = "timed in the same rounds, for the CPU variants' ratios"
         entries.remove(cpu_ref)
+    if after_rounds is not None:
+        after_rounds(entries)
     for b in entries:
         _finish(b, dict(timing))
     release_memory()

@@ -14,6 +14,10 @@ then trains or loads the baseline and works in three passes:
    timed one by one right after their build instead, and say so. A peak some variant then
    ran above is measured again (``roofs.py``).
 
+With deployment axes (``--runtime``, ``--eval-batch-size``, ``--threads``) each variant also
+has runtime cells (``cells.py``), built right after it and timed in the same rounds; they are
+yielded after the variants, in a fixed order.
+
 What is checked before anything runs is in ``checks.py``.
 
 A variant that raises becomes a result with ``error`` set and the sweep goes on; no variant
@@ -55,6 +59,7 @@ from benchmarks.run.checks import (
 from benchmarks.run.phases import ProgressEvent, ProgressFn, reporter
 from benchmarks.run.roofs import check_roofs
 from benchmarks.run.rounds import Built, time_alone, time_interleaved
+from benchmarks.spec import runtimes as runtime_registry
 from benchmarks.run.variants import build_and_measure, other_seeds
 from benchmarks.spec.cancel import Cancelled
 from benchmarks.spec.sweep import SweepSpec
@@ -113,6 +118,13 @@ class PreparedSweep:
         self.built_on: dict[int, list[str]] = {}   # variant index -> where it was trained
         self.device = resolve_device(spec.device)
         self.threads = spec.threads or default_threads()
+        runtime_registry.check_available(spec.runtimes)
+        if executor is None:  # a Ray node times the sweep on its own cores
+            runtime_registry.check_threads([spec.threads, *spec.thread_counts])
+        # The deployment axes: the first batch size and thread count are the variants' own
+        # rows; the others (and the other runtimes) are runtime cells.
+        self.eval_batches = spec.eval_batch_sizes or (spec.batch_size,)
+        self.thread_counts = spec.thread_counts or (self.threads,)
         self.source = model_source(spec.model)
         self.source.check(spec.model)
         preflight(spec)
@@ -140,6 +152,8 @@ class PreparedSweep:
         model = self._build(spec.model, weights=spec.weights, keep_head=self.keep_head,
                             download=spec.download)
         self.example = self.data.example_batch(spec.batch_size)
+        self.timed_example = self.example if self.eval_batches[0] == spec.batch_size else \
+            self.data.example_batch(self.eval_batches[0])
         check_input_fits(model, self.example[:2], self.data.num_classes, spec.model)
         self.checkpoint_state = None
         if spec.checkpoint:
@@ -156,6 +170,11 @@ class PreparedSweep:
                                      self.warnings)
         self.environment = environment_card(self.device, self.threads)
         self.environment["precision"] = apply_precision(self.device, spec.fp32)
+        if spec.has_cells:
+            self.environment["runtimes"] = {name: runtime_registry.get(name).version()
+                                            for name in spec.runtimes}
+            self.environment["eval_batch_sizes"] = list(self.eval_batches)
+            self.environment["thread_counts"] = list(self.thread_counts)
         self.environment["model"] = self.model_card
         self.environment["memory"] = {"estimated_peak_bytes": self.footprint.total,
                                       "estimate": dataclasses.asdict(self.footprint),
@@ -187,7 +206,8 @@ class PreparedSweep:
                                self.allowed_models_dir, keep_head=self.keep_head)
         footprint = sweep_footprint(spec, size, build)
         gpu_free = available_memory_bytes(self.device) if self.device.type == "cuda" else None
-        admit(describe_data(spec.dataset, size, spec.batch_size), footprint, share, gpu_free)
+        batch = max((spec.batch_size, *spec.eval_batch_sizes))  # the largest one timed
+        admit(describe_data(spec.dataset, size, batch), footprint, share, gpu_free)
         return footprint
 
     def _resizes_images(self) -> bool:
@@ -328,6 +348,11 @@ class PreparedSweep:
         stop = should_stop or (lambda: False)
         report = reporter(on_progress, len(self.spec.variants))
         built: list[Built] = []
+        cells: list[Built] = []
+        deployment = None
+        if self.spec.has_cells:
+            from benchmarks.run.cells import Cells, energy_pass, sync_seeds
+            deployment = Cells(self)
         # Training too runs on the pinned threads: on two cores, two threads contending with
         # the OS trained 5x slower than one.
         with pinned_threads(self.threads):
@@ -335,28 +360,36 @@ class PreparedSweep:
                 self.load_baseline(on_progress, stop)
                 if self.executor is not None:
                     self.executor.prefetch(self, on_progress, stop)
-                self._build_all(built, report, stop, on_partial)
+                self._build_all(built, report, stop, on_partial, deployment, cells)
                 if self.spec.seeds > 1 and self.data.labelled:
                     other_seeds(self, built, on_progress, report, stop)
-                time_interleaved(built, self.spec, self.device, self.example, report, stop)
+                if deployment is not None:
+                    sync_seeds(cells, built)
+                time_interleaved(built + cells, self.spec, self.device, self.timed_example,
+                                 report, stop,
+                                 after_rounds=energy_pass if deployment is not None else None)
                 if check_roofs([b.result for b in built], self.environment,
                                self.peaks_store, self.threads) \
                         and on_environment is not None:
                     on_environment(self.environment)
             except Cancelled:
                 self.cancelled = True
-                for b in built:
+                for b in built + cells:
                     if b.result.timing.get("method") in (None, "pending"):
                         b.result.timing = {"method": "not timed",
                                            "reason": "the sweep was cancelled"}
                     b.model = None
-        for b in built:
+            finally:
+                if deployment is not None:
+                    deployment.close()
+        for b in built + cells:
             yield b.result
 
     def _build_all(self, built: list[Built], report, stop: Callable[[], bool],
-                   on_partial: PartialFn | None) -> None:
-        """Build and measure every variant, keeping those that fit resident for the
-        interleaved rounds; the others are timed alone at once."""
+                   on_partial: PartialFn | None, deployment=None,
+                   cells: list[Built] | None = None) -> None:
+        """Build and measure every variant (and its runtime cells), keeping those that fit
+        resident for the interleaved rounds; the others are timed alone at once."""
         shared: dict = {}
         budget = RESIDENT_SHARE * available_memory_bytes(self.device)
         resident = 0
@@ -364,19 +397,30 @@ class PreparedSweep:
             if stop():
                 raise Cancelled()
             b = build_and_measure(self, index, variant, report, shared=shared, stop=stop)
+            mine = deployment.build(b, variant, report, stop) if deployment is not None else []
             if b.model is not None:
-                need = state_bytes(b.model) + (b.result.peak_memory_bytes or 0)
+                held = state_bytes(b.model) + sum(c.result.size_bytes or 0 for c in mine
+                                                  if c.model is not None and c.model is not b.model)
+                need = held + (b.result.peak_memory_bytes or 0)
                 too_big = resident + need > budget
                 if self.spec.timing == "sequential" or too_big:
-                    time_alone(b, self.spec, report, too_big and self.spec.timing != "sequential")
+                    for one in [b, *mine]:
+                        if one.model is not None:
+                            time_alone(one, self.spec, report,
+                                       too_big and self.spec.timing != "sequential")
                 else:
-                    resident += state_bytes(b.model)
+                    resident += held
             built.append(b)
-            if b.model is not None and not b.result.timing:
-                b.result.timing = {"method": "pending",
-                                   "reason": "timed once every variant is built"}
+            for one in [b, *mine]:
+                if one.model is not None and not one.result.timing:
+                    one.result.timing = {"method": "pending",
+                                         "reason": "timed once every variant is built"}
             if on_partial is not None:
                 on_partial(index, b.result)
+                for cell in mine:
+                    on_partial(cell.position, cell.result)
+            if cells is not None:
+                cells.extend(mine)
 
 
 def prepare_sweep(spec: SweepSpec, *, cache: WeightsCache | None = None,

@@ -36,7 +36,7 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
     spec = sweep.spec
     result = VariantResult(name=variant.name, techniques=list(variant.techniques),
                            config=variant.config(), device=str(sweep.device),
-                           batch_size=spec.batch_size, axes=variant.axes_dict(),
+                           batch_size=sweep.eval_batches[0], axes=variant.axes_dict(),
                            started_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
     if not variant.techniques:
         result.warnings.extend(sweep.warnings)
@@ -73,7 +73,7 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
             if flops is not None:
                 result.flops, result.flops_effective = flops.dense, flops.effective
             # The roofline's bytes moved: one forward of the timed batch, counted op by op.
-            result.traffic_bytes = measure_traffic(model, sweep.example, device,
+            result.traffic_bytes = measure_traffic(model, sweep.timed_example, device,
                                                    autocast=b.autocast())
         b.model = model
     except (Cancelled, DiskFull):  # a full disk fails every later variant too: the run ends
@@ -119,8 +119,11 @@ def _build(sweep, b: Built, variant: VariantSpec, report: Report, shared: dict) 
         model = model.to(device)
     model.eval()  # not chained: a pt2e graph's eval() returns None
     b.model, b.device, b.autocast_dtype = model, device, outcome.autocast_dtype
-    b.example = sweep.example if outcome.memory_format is None else \
-        sweep.example.contiguous(memory_format=outcome.memory_format)
+    # Timed at the first measured batch size (--eval-batch-size; the training batch size).
+    timed = sweep.timed_example
+    b.example = timed if outcome.memory_format is None else \
+        timed.contiguous(memory_format=outcome.memory_format)
+    b.threads = sweep.thread_counts[0]
     b.flops_hint = outcome.flops_hint
     result.layer_sparsity = outcome.layer_sparsity
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 
 from benchmarks.spec.datasets import check_dataset
 from benchmarks.spec.plan import DEFAULT_MAX_VARIANTS, plan_variants, toggle_choices
+from benchmarks.spec.runtimes import check_axes
 from benchmarks.spec.variant import BASELINE, VariantSpec
 from optimizers.settings import check_choice, check_number
 
@@ -43,6 +44,8 @@ WEIGHTS_SOURCES = ("torchvision", "timm")
 TIMING_MODES = ("interleaved", "sequential")
 FP32_MODES = ("ieee", "tf32")  # benchmarks.environment.apply_precision sets them
 DEFAULT_TIMING_ROUNDS = 5
+# Above this many rows (variants x runtimes x batch sizes x thread counts) a sweep is refused.
+MAX_CELLS = 256
 # Where a sweep's builds (and the distributed benchmark's ranks) run (benchmarks.executors).
 EXECUTORS = ("local", "ray")
 
@@ -100,6 +103,12 @@ class SweepSpec:
     weights: str | None = None
     labels: str | None = None   # None: the class folders; "imagenet": folders are wnids
     resize: str = "crop"        # an image folder's pictures: crop or squash (RESIZE_MODES)
+    # Deployment axes (benchmarks.spec.runtimes): every variant is also timed under these
+    # runtimes, at these batch sizes and thread counts, one row each (empty: the batch size
+    # above, the threads above). Eager PyTorch always runs: the other rows' reference.
+    runtimes: tuple[str, ...] = ("eager",)
+    eval_batch_sizes: tuple[int, ...] = ()
+    thread_counts: tuple[int, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "variants", tuple(self.variants))
@@ -154,6 +163,30 @@ class SweepSpec:
             raise ValueError(f"sweep.variants: names must be unique, got {names}")
         if self.variants[0].techniques:
             raise ValueError("sweep.variants: the first variant must be the baseline (no techniques)")
+        self._check_deployment()
+
+    def _check_deployment(self) -> None:
+        runtimes, batches, counts = check_axes(self.runtimes, self.eval_batch_sizes,
+                                               self.thread_counts)
+        object.__setattr__(self, "runtimes", runtimes)
+        object.__setattr__(self, "eval_batch_sizes", batches)
+        object.__setattr__(self, "thread_counts", counts)
+        if counts and self.threads is None:
+            object.__setattr__(self, "threads", max(counts))
+        if counts and self.threads is not None and self.threads < max(counts):
+            raise ValueError(f"sweep.threads ({self.threads}) is below the largest of "
+                             f"thread_counts {counts}")
+        cells = len(self.variants) * len(runtimes) * max(1, len(batches)) * max(1, len(counts))
+        if cells > MAX_CELLS:
+            raise ValueError(f"this sweep measures {cells} rows (variants x runtimes x batch "
+                             f"sizes x thread counts), above the cap of {MAX_CELLS}: give "
+                             f"fewer values")
+
+    @property
+    def has_cells(self) -> bool:
+        """Whether any variant is timed beyond eager at one batch size and thread count."""
+        return len(self.runtimes) > 1 or len(self.eval_batch_sizes) > 1 or \
+            len(self.thread_counts) > 1
 
     def _check_weights_and_labels(self) -> None:
         if self.weights is not None:
@@ -201,6 +234,8 @@ class SweepSpec:
         out["variants"] = [v.to_dict() for v in self.variants]
         if out["input_shape"] is not None:
             out["input_shape"] = list(out["input_shape"])
+        for name in ("runtimes", "eval_batch_sizes", "thread_counts"):
+            out[name] = list(out[name])
         return out
 
     @classmethod

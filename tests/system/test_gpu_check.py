@@ -15,7 +15,7 @@ from helpers import ROOT
 
 torch = pytest.importorskip("torch")
 
-SECTIONS = {"timing", "memory", "fp32", "amp", "sweep", "ddp", "peaks"}
+SECTIONS = {"timing", "memory", "fp32", "amp", "sweep", "runtimes", "ddp", "peaks"}
 
 
 def _gpu_check(*args: str, hide: tuple[str, ...] = (), tmp=None) -> subprocess.CompletedProcess:

@@ -1,0 +1,256 @@
+"""Where it will run: the variant x runtime grid, the throughput-latency curves and the batch
+size at which a speed-up crosses 1x, from the comparison rows of a sweep with deployment axes
+(``VariantResult.runtime``). Built once here; the Results page, the HTML report and the CLI
+only render it. Torch-free, Streamlit-free.
+
+A grid cell is a variant under a runtime at one batch size and thread count: its speed-up
+against the eager fp32 baseline at that batch and threads (timed in the same rounds), its
+parity badge against the same variant in eager PyTorch, "INT8 in name only" where its op census
+says most convs and matmuls ran float kernels, and a mark where its accuracy verdict against
+the baseline (within noise or not) differs from the eager variant's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import plotly.graph_objects as go
+
+from benchmarks.report.style import CHART_HEIGHT, PALETTE, num, short
+
+EAGER = "eager"
+LEGEND = ("close/off: parity with eager below 99%/95% top-1 agreement (or a significant "
+          "accuracy change); n/a: parity not judged (eager predicts one class for nearly every "
+          "input: random weights); name-only: INT8 in name only (most convs and matmuls on "
+          "float kernels); ≠: accuracy verdict differs from eager's")
+
+
+def has_cells(rows: list[dict]) -> bool:
+    return any(r.get("runtime") not in (None, EAGER) or r.get("axis:eval_batch_size")
+               is not None or r.get("axis:threads") is not None for r in rows)
+
+
+def speedup(row: dict) -> float | None:
+    ratio = num(row.get("p50_ms_vs_base"))
+    return 1.0 / ratio if ratio else None
+
+
+def _variant(row: dict) -> str:
+    return row.get("runtime_variant") or row["variant"]
+
+
+def _shape(row: dict) -> tuple:
+    return (row.get("batch_size"), row.get("threads"))
+
+
+def cell(row: dict, eager: dict | None) -> dict:
+    """One grid cell from its comparison row (and its variant's eager row at the same shape)."""
+    out = {"name": row["variant"], "error": row.get("error"), "speedup": speedup(row),
+           "p50_ms": num(row.get("p50_ms")), "throughput": num(row.get("throughput")),
+           "precision": row.get("runtime_precision"), "badge": row.get("parity_badge"),
+           "top1_agree": num(row.get("parity_top1_agree")),
+           "verdict": row.get("ops_verdict"), "int_kernels": row.get("int_kernels"),
+           "float_kernels": row.get("float_kernels"), "accuracy": num(row.get("accuracy"))}
+    out["name_only"] = row.get("ops_verdict") == "INT8 in name only"
+    mine = row.get("within_noise")
+    theirs = None
+    if eager is not None:
+        theirs = True if eager.get("is_baseline") else eager.get("within_noise")
+    if row.get("is_baseline"):
+        mine = True
+    out["verdict_differs"] = (row.get("runtime") not in (None, EAGER) and mine is not None
+                              and theirs is not None and mine != theirs)
+    return out
+
+
+def grids(rows: list[dict]) -> list[dict]:
+    """One grid per (batch size, threads): {"batch_size", "threads", "variants", "runtimes",
+    "cells": {variant: {runtime: cell}}, "best": {variant: runtime}}."""
+    by_shape: dict = defaultdict(list)
+    for row in rows:
+        by_shape[_shape(row)].append(row)
+    out = []
+    for (batch, threads), members in by_shape.items():
+        variants = list(dict.fromkeys(_variant(r) for r in members))
+        runtimes = list(dict.fromkeys(r.get("runtime") or EAGER for r in members))
+        eager = {_variant(r): r for r in members if (r.get("runtime") or EAGER) == EAGER}
+        cells: dict = defaultdict(dict)
+        for r in members:
+            cells[_variant(r)][r.get("runtime") or EAGER] = cell(r, eager.get(_variant(r)))
+        best = {}
+        for v in variants:
+            timed = [(c["speedup"], rt) for rt, c in cells[v].items()
+                     if c["speedup"] is not None and not c["error"]]
+            if timed:
+                best[v] = max(timed)[1]
+        out.append({"batch_size": batch, "threads": threads, "variants": variants,
+                    "runtimes": runtimes, "cells": dict(cells), "best": best})
+    return out
+
+
+def crossings(rows: list[dict]) -> list[dict]:
+    """For each variant, runtime and thread count timed at two or more batch sizes: its
+    speed-up at each, and where it crosses 1x (between two measured batch sizes, and the
+    batch size interpolated on a log scale)."""
+    series: dict = defaultdict(dict)
+    for r in rows:
+        s = speedup(r)
+        if s is not None and not r.get("error") and r.get("batch_size"):
+            series[(_variant(r), r.get("runtime") or EAGER, r.get("threads"))][
+                r["batch_size"]] = s
+    out = []
+    for (variant, runtime, threads), points in series.items():
+        if len(points) < 2 or (variant, runtime) == ("baseline", EAGER):
+            continue
+        batches = sorted(points)
+        crossing = None
+        for lo, hi in zip(batches, batches[1:]):
+            a, b = points[lo] - 1.0, points[hi] - 1.0
+            if a * b < 0:
+                t = a / (a - b)
+                at = math.exp(math.log(lo) + t * (math.log(hi) - math.log(lo)))
+                crossing = {"between": [lo, hi], "batch": round(at, 1),
+                            "direction": "up" if b > 0 else "down"}
+                break
+        out.append({"variant": variant, "runtime": runtime, "threads": threads,
+                    "speedups": {b: points[b] for b in batches}, "crossing": crossing,
+                    "below_1x": [b for b in batches if points[b] < 1.0]})
+    return out
+
+
+def best_runtimes(rows: list[dict]) -> dict[str, dict]:
+    """{variant: {"runtime", "speedup", "batch_size", "threads"}}: its fastest cell."""
+    out: dict = {}
+    for grid in grids(rows):
+        for variant, runtime in grid["best"].items():
+            s = grid["cells"][variant][runtime]["speedup"]
+            if variant not in out or s > out[variant]["speedup"]:
+                out[variant] = {"runtime": runtime, "speedup": s,
+                                "batch_size": grid["batch_size"], "threads": grid["threads"]}
+    return out
+
+
+# -- as text (the CLI) and as figures (the page, the report) ------------------------------------
+
+def cell_text(c: dict | None) -> str:
+    if c is None:
+        return "-"
+    if c["error"]:
+        return "failed"
+    text = "-" if c["speedup"] is None else f"{c['speedup']:.2f}x"
+    if c["badge"] and c["badge"] != "ok":
+        text += f" {c['badge']}"
+    if c["name_only"]:
+        text += " name-only"
+    if c["verdict_differs"]:
+        text += " ≠"
+    return text
+
+
+def grid_text(rows: list[dict]) -> str:
+    """The grids as aligned text, one per batch size and thread count."""
+    blocks = []
+    for g in grids(rows):
+        heads = ["variant", *g["runtimes"], "best"]
+        body = [[short(v, 28), *(cell_text(g["cells"][v].get(rt)) for rt in g["runtimes"]),
+                 g["best"].get(v, "-")] for v in g["variants"]]
+        widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(heads)]
+        lines = [f"speed-up vs eager fp32 baseline, batch {g['batch_size']}, "
+                 f"{g['threads']} thread(s):",
+                 "  ".join(h.ljust(w) for h, w in zip(heads, widths))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+        blocks.append("\n".join(lines))
+    lines = [f"{c['variant']} under {c['runtime']}: speed-up crosses 1x between batch "
+             f"{c['crossing']['between'][0]} and {c['crossing']['between'][1]} (about "
+             f"{c['crossing']['batch']:g})" for c in crossings(rows) if c["crossing"]]
+    if lines:
+        blocks.append("\n".join(lines))
+    blocks.append(LEGEND)
+    return "\n\n".join(blocks)
+
+
+def grid_chart(grid: dict) -> go.Figure:
+    """A grid as a heatmap: speed-up (log colour scale around 1x), each cell's text its
+    speed-up, parity badge and flags."""
+    variants, runtimes = grid["variants"], grid["runtimes"]
+    z, text, hover = [], [], []
+    for v in variants:
+        row_z, row_t, row_h = [], [], []
+        for rt in runtimes:
+            c = grid["cells"][v].get(rt)
+            s = c["speedup"] if c and not c["error"] else None
+            row_z.append(math.log2(s) if s else None)
+            row_t.append(cell_text(c))
+            row_h.append("not measured" if c is None else c["error"] or
+                         f"{c['name']}<br>{cell_text(c)}<br>ran in {c['precision']}; "
+                         f"census: {c['verdict']} ({c['int_kernels']} int / "
+                         f"{c['float_kernels']} float convs+matmuls)")
+        z.append(row_z)
+        text.append(row_t)
+        hover.append(row_h)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=runtimes, y=[short(v) for v in variants], text=text, customdata=hover,
+        texttemplate="%{text}", hovertemplate="%{customdata}<extra></extra>",
+        colorscale="RdBu", zmid=0, zmin=-2, zmax=2,
+        colorbar=dict(title="speed-up", tickvals=[-2, -1, 0, 1, 2],
+                      ticktext=["0.25x", "0.5x", "1x", "2x", "4x"])))
+    fig.update_layout(title=f"Speed-up vs eager fp32 baseline, batch {grid['batch_size']}, "
+                            f"{grid['threads']} thread(s)",
+                      height=max(CHART_HEIGHT, 90 + 36 * len(variants)),
+                      margin=dict(l=10, r=10, t=40, b=10))
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def curves_chart(rows: list[dict]) -> go.Figure:
+    """Throughput against latency per variant and runtime, one point per batch size (its
+    label), a marker where its speed-up crosses 1x."""
+    fig = go.Figure()
+    series: dict = defaultdict(list)
+    for r in rows:
+        if not r.get("error") and num(r.get("p50_ms")) and num(r.get("throughput")):
+            series[(_variant(r), r.get("runtime") or EAGER, r.get("threads"))].append(r)
+    for i, ((variant, runtime, threads), members) in enumerate(series.items()):
+        members.sort(key=lambda r: r["batch_size"])
+        fig.add_scatter(x=[r["p50_ms"] for r in members], y=[r["throughput"] for r in members],
+                        mode="lines+markers+text", text=[f"b{r['batch_size']}" for r in members],
+                        textposition="top center", name=f"{short(variant)} · {runtime}"
+                        + (f" · t{threads}" if threads else ""),
+                        line=dict(color=PALETTE[i % len(PALETTE)]),
+                        hovertemplate="%{text}: %{x:.3f} ms, %{y:,.0f} samples/s"
+                                      "<extra>" + f"{variant} · {runtime}" + "</extra>")
+    marks = [c for c in crossings(rows) if c["crossing"]]
+    for c in marks:
+        members = series.get((c["variant"], c["runtime"], c["threads"]), [])
+        lo, hi = c["crossing"]["between"]
+        ends = [r for r in members if r["batch_size"] in (lo, hi)]
+        if len(ends) == 2:
+            fig.add_scatter(x=[(ends[0]["p50_ms"] * ends[1]["p50_ms"]) ** 0.5],
+                            y=[(ends[0]["throughput"] * ends[1]["throughput"]) ** 0.5],
+                            mode="markers+text", marker=dict(symbol="x", size=12,
+                                                             color="#111827"),
+                            text=[f"1x near b{c['crossing']['batch']:g}"],
+                            textposition="bottom right", showlegend=False,
+                            hovertemplate=f"{c['variant']} · {c['runtime']}: speed-up "
+                                          f"crosses 1x between b{lo} and b{hi}<extra></extra>")
+    fig.update_layout(title="Throughput vs latency, one point per batch size (x: speed-up "
+                            "crosses 1x)", height=CHART_HEIGHT + 120,
+                      margin=dict(l=10, r=10, t=40, b=10), showlegend=True,
+                      xaxis_title="p50 latency (ms per batch)", yaxis_title="samples/s")
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return fig
+
+
+def runtime_figures(rows: list[dict]) -> dict[str, go.Figure]:
+    """Every runtime figure of a run, by name: a grid per batch size and thread count, and
+    the curves where some variant was timed at two or more batch sizes."""
+    if not has_cells(rows):
+        return {}
+    figs = {f"runtime-grid:b{g['batch_size']}-t{g['threads']}": grid_chart(g)
+            for g in grids(rows)}
+    if any(len(c["speedups"]) > 1 for c in crossings(rows)) or \
+            len({r.get("batch_size") for r in rows}) > 1:
+        figs["runtime-curves"] = curves_chart(rows)
+    return figs

@@ -1,0 +1,109 @@
+"""OpenVINO's CPU plugin, from the same ONNX file as ONNX Runtime (``Core.read_model``).
+
+Precision is asked for, never left to the default: on CPUs with bf16 the plugin's default
+``INFERENCE_PRECISION_HINT`` is bf16, so a default "fp32" run is really bf16 (about 1.8x
+faster than true fp32 on a Zen 4). An fp32 cell sets ``f32`` and records the hint the
+compiled model reports; an AMP variant asks for its bf16/fp16, and where the CPU has none the
+plugin runs f32 and the cell says so. What the kernels truly ran in comes from the runtime
+graph (each layer's ``runtimePrecision``), which the census reads too.
+
+An INT8 variant is quantized as a user deploying on OpenVINO would: ``nncf.quantize`` on the
+float model with an ``nncf.Dataset`` over the engine's own calibration batches.
+
+Telemetry is off before either library loads (no network at run time): NNCF's own switch
+(``NNCF_CI``) and the openvino_telemetry package kept unimportable in this process, so
+OpenVINO's tools and NNCF take the no-telemetry stubs they fall back to without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.runtimes.base import Prepared, RuntimeConfig, export_onnx
+from benchmarks.runtimes.census import count_openvino, openvino_float_precision, openvino_layers
+from optimizers.errors import described
+
+HINTS = {"fp32": "f32", "int8": "f32", "bf16": "bf16", "fp16": "f16"}
+PRECISION_NAMES = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
+
+
+def telemetry_off() -> None:
+    """No telemetry from OpenVINO or NNCF in this process (they send usage data by default)."""
+    os.environ.setdefault("NNCF_CI", "1")
+    if "openvino_telemetry" not in sys.modules:
+        sys.modules["openvino_telemetry"] = None  # import fails: the libraries' stubs
+
+
+telemetry_off()
+
+
+def quantize(ov_model, calibration):
+    """NNCF's post-training INT8 of an OpenVINO model, on the engine's calibration batches."""
+    import logging
+
+    import nncf
+    nncf.set_log_level(logging.ERROR)
+    dataset = nncf.Dataset(calibration.batches, lambda batch: batch.detach().cpu().numpy())
+    # Its progress bars would write over the CLI's output.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return nncf.quantize(ov_model, dataset, subset_size=calibration.samples)
+
+
+def _hint_name(value) -> str:
+    text = str(value).lower()
+    for short in ("bf16", "f16", "f32"):
+        if short in text or {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[short] \
+                in text:
+            return short
+    return text
+
+
+def prepare(config: RuntimeConfig, model, example, *, calibration=None, workdir=None,
+            onnx_path=None, **_) -> Prepared:
+    import openvino as ov
+    import torch
+    t0 = time.perf_counter()
+    workdir = Path(workdir)
+    onnx_path = onnx_path or export_onnx(model, example, workdir / "model.onnx")
+    core = ov.Core()
+    ov_model = core.read_model(str(onnx_path))
+    stem = "model.openvino"
+    if config.precision == "int8":
+        stem = "model.openvino-int8"
+        try:
+            ov_model = quantize(ov_model, calibration)
+        except Exception as exc:
+            raise RuntimeError(f"NNCF's quantize failed: {described(exc)}") from None
+    asked = HINTS[config.precision]
+    compiled = core.compile_model(ov_model, "CPU", {
+        "INFERENCE_PRECISION_HINT": asked, "INFERENCE_NUM_THREADS": config.threads,
+        "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"})
+    recorded = _hint_name(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    layers = openvino_layers(compiled)
+    ops = count_openvino(layers, "OpenVINO's runtime graph (runtimePrecision)").to_dict()
+    ran = PRECISION_NAMES.get(openvino_float_precision(layers) or recorded, recorded)
+    precision = "int8" if ops["int8_real"] else "int8+" + ran if ops["int_kernels"] else ran
+    notes = []
+    if config.precision in ("bf16", "fp16") and ran == "fp32":
+        notes.append(f"asked {config.precision} (INFERENCE_PRECISION_HINT {asked}); this CPU "
+                     f"has no {config.precision} kernels, so OpenVINO ran fp32")
+    xml = workdir / f"{stem}.xml"
+    if not xml.exists():
+        ov.save_model(ov_model, str(xml), compress_to_fp16=False)
+    request = compiled.create_infer_request()
+    output = compiled.output(0)
+
+    def call(x):
+        # The request's output tensor is reused by its next call: a copy for the caller.
+        return torch.from_numpy(request.infer({0: x.numpy()})[output].copy())
+    return Prepared(fn=call, precision=precision, version=ov.get_version().split("-")[0],
+                    prepare_s=time.perf_counter() - t0, ops=ops,
+                    artefacts=[xml, xml.with_suffix(".bin")], notes=notes,
+                    details={"device": "CPU", "precision_hint": {"asked": asked,
+                                                                 "recorded": recorded},
+                             "threads": config.threads})

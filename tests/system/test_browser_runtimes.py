@@ -1,0 +1,75 @@
+"""Runtimes swept from the Experiment page in a real browser: ONNX Runtime picked beside eager
+and batch sizes 1 and 8 under "Where it will run", the sweep runs through the job queue, and
+the page draws the variant x runtime grid; the stored run holds the cells."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+SWEEP_TIMEOUT_MS = 300_000
+
+
+def _require_chromium():
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{CHROMIUM} is missing and REQUIRE_BROWSER=1")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+
+
+def _pick(page, label: str, options: list[str]) -> None:
+    """Pick ``options`` in the multiselect named ``label``."""
+    box = page.get_by_role("combobox", name=label)
+    for option in options:
+        box.click()
+        page.get_by_role("option", name=option, exact=True).click()
+    page.keyboard.press("Escape")
+
+
+def test_runtimes_swept_from_the_page_draw_the_grid(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from playwright.sync_api import expect, sync_playwright
+    _require_chromium()
+    store = tmp_path / "results.db"
+    with running_server(store) as (_, url), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
+            page.goto(url)
+            expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
+                timeout=60_000)
+            # INT8 alone, one epoch: the smallest sweep with a quantized variant.
+            for label in ("Pruning: l1", "Knowledge distillation", "Automatic mixed precision",
+                          "Combine (chain"):
+                page.get_by_text(label).first.click()
+            epochs = page.get_by_role("spinbutton", name="Training epochs")
+            epochs.fill("1")
+            epochs.press("Enter")
+            page.get_by_text("Where it will run: runtimes, batch sizes, threads").click()
+            _pick(page, "Runtimes", ["ort"])
+            _pick(page, "Eval batch sizes", ["1", "8"])
+            page.wait_for_timeout(1500)  # the rerun that takes the new values
+            page.get_by_role("button", name="Run benchmark").click()
+            expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
+                timeout=SWEEP_TIMEOUT_MS)
+            expect(page.get_by_role("heading", name="Where it will run")).to_be_visible(
+                timeout=60_000)
+            expect(page.get_by_text("int8-static@ort b8").first).to_be_visible(timeout=30_000)
+            # The grid drawn: a heatmap per batch size, beside the run's other charts.
+            page.wait_for_function(
+                "[...document.querySelectorAll('.js-plotly-plot .heatmaplayer')].length >= 2",
+                timeout=60_000)
+            assert not page.get_by_text("Traceback").count()
+        finally:
+            browser.close()
+    from benchmarks.store.database import ResultsStore
+    run = ResultsStore(store).runs()[0]
+    names = [v["name"] for v in run["variants"]]
+    assert names[:2] == ["baseline", "int8-static"]
+    assert {"baseline@ort", "int8-static@ort b8", "baseline b8"} <= set(names)
+    cell = next(v for v in run["variants"] if v["name"] == "int8-static@ort")
+    assert cell["runtime"]["name"] == "ort" and cell["runtime"]["ops"]["int8_real"]
