@@ -83,7 +83,7 @@ class Worker:
         a queued job starts without waiting for it)."""
         if self._registered:
             return
-        import torch
+        import torch  # noqa: F401  (the import itself: the card and the first job wait on it)
 
         from benchmarks.measure.environment import (
             default_threads,
