@@ -8,7 +8,7 @@ import re
 
 import streamlit as st
 
-from dashboard import catalog, shell, state, technique_form, widgets
+from dashboard import catalog, recommend_panel, shell, state, technique_form, widgets
 
 shell.standalone()
 
@@ -224,3 +224,7 @@ if job_id:
         run = state.store().run(job.run_id)
         if run:
             widgets.run_report(run, key=f"exp-{job.run_id}")
+
+
+st.divider()
+recommend_panel.draw(_sweep_fields, technique_choices, enabled, device)

@@ -37,6 +37,19 @@ from benchmarks.export.writers import Scores, write_onnx, write_pt2, write_weigh
 CARD_SCHEMA = 1
 
 
+def _certificate(run: dict, variant: str) -> dict:
+    """A recommend run's certificate, and what it says of this variant (certified within the
+    margin or not, the winner or not): what a reader of the model card must know."""
+    block = run.get("recommendation")
+    if not block:
+        return {}
+    cert = block["certificate"]
+    return {"certificate": {**cert, "this_variant": {
+        "certified": variant in (cert.get("certified") or []),
+        "winner": variant == cert.get("winner"),
+        "split": {k: v for k, v in block["split"].items() if k not in ("search", "certify")}}}}
+
+
 def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cache=None,
                    allowed_models_dir=None) -> dict:
     """Write ``variant`` of run ``run_id`` into ``out_dir`` (see the module's docstring);
@@ -72,6 +85,7 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
         "architecture": rebuilt.architecture, "device": str(rebuilt.device),
         "formats": formats, "files": files,
         "environment": run.get("environment") or {},
+        **_certificate(run, variant),
         "exported": {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                      "environment": environment_card(rebuilt.sweep.device,
                                                      rebuilt.sweep.threads)},
