@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import shell, state, widgets
+from dashboard import recommend_panel, shell, state, widgets
 
 shell.standalone()
 
@@ -41,5 +41,7 @@ if run.get("status") == "running":
     st.info("This run is still going: variants appear as they finish (reload to update).")
 elif run.get("error"):
     st.warning(f"Run {run['status']}: {run['error']}")
+if run.get("recommendation"):  # a recommend run leads with its certified answer
+    recommend_panel.show(run, key=f"results-rec-{run_id}")
 widgets.run_report(run, key=f"results-{run_id}")
 widgets.export_panel(run, key=f"results-{run_id}")

@@ -10,6 +10,7 @@ margin it can. Ctrl-C stops the search and certifies what it found (a second one
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -57,14 +58,16 @@ def cmd_recommend(args) -> int:
     from benchmarks.report.certified import summary_lines, table_text
     from benchmarks.run.cache import WeightsCache
     from benchmarks.store.database import ResultsStore
-    store = ResultsStore(args.store)
+    count = itertools.count(1)
     say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr,
                                                                        flush=True))
-    recommender = Recommender(request, spec, space, store=store,
+    recommender = Recommender(request, spec, space,
                               cache=WeightsCache(enabled=not args.no_cache),
                               ray_address=args.ray_address if args.executor == "ray" else None,
-                              on_trial=lambda record: say(_trial_line(record)),
+                              on_trial=lambda record: say(_trial_line(record, next(count))),
                               memo=not args.fresh)
+    store = ResultsStore(args.store)  # opened once the power check has passed
+    recommender.attach(store)
     say(f"search space: {space.describe()}")
     say(f"split: {recommender.split.card()}; training or loading the baseline")
     recommender.prepare_baseline()
@@ -80,7 +83,7 @@ def cmd_recommend(args) -> int:
     return EXIT_INTERRUPTED if recommender.stop.reason == "interrupted" else EXIT_OK
 
 
-def _trial_line(record) -> str:
+def _trial_line(record, count: int) -> str:
     what = {"complete": lambda: (f"search {100 * record.search_accuracy:.2f}% "
                                  f"({record.search_change_pts:+.2f} pts), "
                                  f"{record.ratio:.2f}x" + (" front" if record.front else "")
@@ -89,4 +92,4 @@ def _trial_line(record) -> str:
                 f"{r['epochs']} epoch(s): {r['search_change_pts']:+.2f} pts"
                 for r in record.rungs),
             }.get(record.state, lambda: f"{record.state}: {record.error or ''}")()
-    return f"trial {record.number + 1} {record.name}: {what}"
+    return f"trial {count} {record.name}: {what}"

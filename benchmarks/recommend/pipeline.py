@@ -76,11 +76,21 @@ class Recommender:
             self.sweep = RaySweep(self.prepared, ray_address)
         self.waves = Waves(self.sweep, self.spec, self.stop, on_progress)
         self.context = context_key(self.sweep, self.spec, 3)
-        self.memo = Memo(store, self.context, spec.model, spec.dataset) if memo else Memo()
+        self.use_memo = memo
+        self.memo = Memo()
+        if store is not None:
+            self.attach(store)
         self.base: VariantResult | None = None
         self.margin_pts: float | None = None
         self.positions: dict[str, int] = {}
         self.recorder = None
+
+    def attach(self, store) -> None:
+        """The results store the run goes to (and earlier trials come from): given once the
+        input is known good, so a refusal leaves no store file behind."""
+        self.store = store
+        if self.use_memo:
+            self.memo = Memo(store, self.context, self.spec.model, self.spec.dataset)
 
     @property
     def environment(self) -> dict:
@@ -102,6 +112,8 @@ class Recommender:
     def prepare_baseline(self) -> VariantResult:
         """The baseline trained (or found in the cache) and measured alone: its search-split
         accuracy turns a relative margin into points, checked against the power again."""
+        if self.store is not None:
+            self.sweep.attach_peaks(self.store)  # the roofline's roofs, as a sweep has them
         base, _, cut = self.waves.measure([], 2)
         if base is None or cut:
             if self.stop.reason == "budget":

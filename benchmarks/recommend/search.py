@@ -30,6 +30,7 @@ from benchmarks.recommend.split import Split, accuracy_at
 from benchmarks.recommend.waves import Waves, reference_of
 from benchmarks.report.answer import objective_ratio
 from benchmarks.report.results import VariantResult
+from benchmarks.spec.variant import VariantSpec
 from optimizers import registry
 
 SEARCH_ROUNDS = 3          # interleaved rounds per search wave (the final timing takes more)
@@ -243,8 +244,13 @@ class Search:
 
     def _judge(self, record: TrialRecord, result: VariantResult) -> None:
         acc = accuracy_at(result.correct_bits, result.n_test, self.split.search)
-        if acc is None or record.ratio is None or self.base_search is None:
-            record.state, record.error = "failed", "no accuracy or ratio to search on"
+        if acc is None or self.base_search is None:
+            record.state, record.error = "failed", "no per-example accuracy to search on"
+            return
+        if record.ratio is None:  # e.g. INT8 on the CPU in a CUDA sweep: no ratio across
+            record.state = "failed"  # devices (answer.objective_ratio), so no candidate
+            record.error = (f"no {self.request.objective} ratio to the baseline (it ran on "
+                            f"{result.device}, the baseline elsewhere, or was not timed)")
             return
         record.state = "complete"
         record.search_accuracy = acc
@@ -291,7 +297,7 @@ class Search:
     def _halve(self, trial, record: TrialRecord, variant) -> bool:
         """Build the trial at fewer epochs first (its fidelity settings at 1, 2, 4... below
         its own); False when the companion study's pruner drops it at a rung."""
-        rungs = self._rungs(variant)
+        rungs = rungs_of(variant)
         if not rungs or self.rung_bits is None:
             return True
         companion = self.rungs.ask()
@@ -311,29 +317,30 @@ class Search:
         self.rungs.tell(companion, 0.0)
         return True
 
-    def _rungs(self, variant) -> list[tuple[int, object]]:
-        """[(epochs, the variant at that many epochs)] below the trial's own budget."""
-        from benchmarks.spec.variant import VariantSpec
-        settings = dict(variant.settings)
-        budget = {}
+
+def rungs_of(variant) -> list[tuple[int, object]]:
+    """[(epochs, the variant at that many epochs)] for each rung below the trial's own
+    training budget (its ``fidelity`` settings above 1): 1, 2, 4... epochs."""
+    settings = dict(variant.settings)
+    budget = {}
+    for name, s in settings.items():
+        for field_name, meta, _ in registry.get(name).fields():
+            value = getattr(s, field_name)
+            if meta.fidelity and isinstance(value, int) and value > 1:
+                budget[(name, field_name)] = value
+    if not budget:
+        return []
+    top = max(budget.values())
+    levels, e = [], 1
+    while e < top:
+        levels.append(e)
+        e *= HALVING
+    out = []
+    for epochs in levels:
+        cheaper = {}
         for name, s in settings.items():
-            for field_name, meta, _ in registry.get(name).fields():
-                value = getattr(s, field_name)
-                if meta.fidelity and isinstance(value, int) and value > 1:
-                    budget[(name, field_name)] = value
-        if not budget:
-            return []
-        top = max(budget.values())
-        levels, e = [], 1
-        while e < top:
-            levels.append(e)
-            e *= HALVING
-        out = []
-        for epochs in levels:
-            cheaper = {}
-            for name, s in settings.items():
-                changes = {f: min(v, epochs) for (t, f), v in budget.items() if t == name}
-                cheaper[name] = registry.get(name).make({**asdict(s), **changes})
-            out.append((epochs, VariantSpec(f"{variant.name}@{epochs}", variant.techniques,
-                                            cheaper)))
-        return out
+            changes = {f: min(v, epochs) for (t, f), v in budget.items() if t == name}
+            cheaper[name] = registry.get(name).make({**asdict(s), **changes})
+        out.append((epochs, VariantSpec(f"{variant.name}@{epochs}", variant.techniques,
+                                        cheaper)))
+    return out

@@ -41,7 +41,9 @@ class Knob:
         if self.kind == "int":
             return trial.suggest_int(self.name, int(self.low), int(self.high),
                                      step=int(self.step or 1))
-        return trial.suggest_float(self.name, self.low, self.high, step=self.step)
+        value = trial.suggest_float(self.name, self.low, self.high, step=self.step)
+        # A stepped float comes back as 0.6000000000000001: named and keyed as 0.6.
+        return round(value, 10) if self.step is not None else value
 
     def holds(self, value) -> bool:
         """Whether ``value`` is a point of this knob (an enqueued default must be)."""
