@@ -81,6 +81,19 @@ class Setting:
     metavar: str | None = None   # how the CLI's help shows a value (HOST:PORT)
     form: bool = True            # False: the CLI's (or the operator's), not the dashboard's
     hidden: bool = False         # a test hook: accepted, never shown in help or on a page
+    # What ``recommend`` searches (benchmarks.recommend.space): the range it explores, inside
+    # the bounds (None: the bounds), and whether the value is a training budget, which
+    # successive halving builds at fewer epochs first to drop bad trials cheaply.
+    search: tuple | None = None
+    fidelity: bool = False
+
+    def __post_init__(self):
+        if self.search is not None and (
+                len(self.search) != 2 or self.search[0] > self.search[1]
+                or (self.low is not None and self.search[0] < self.low)
+                or (self.high is not None and self.search[1] > self.high)):
+            raise ValueError(f"a setting's search range must lie within its bounds "
+                             f"[{self.low}, {self.high}]; got {self.search!r}")
 
     @property
     def kind(self) -> str:
@@ -175,7 +188,7 @@ class PruneSettings:
     ratio: float = setting(
         0.5, "fraction of weights removed (l1/global) or of channels removed (channel)",
         low=PRUNE_RATIO_RANGE[0], high=PRUNE_RATIO_RANGE[1], sweep=True, flag="--prune",
-        step=0.05)
+        step=0.05, search=(0.1, 0.9))
     method: str = setting(
         "l1", "l1: per layer (the article's); global: ranked across layers; channel: "
         "structured, the layers shrink (Torch-Pruning)", choices=PRUNE_METHODS, sweep=True)
@@ -183,7 +196,7 @@ class PruneSettings:
     finetune_epochs: int = setting(
         2, "epochs of fine-tuning after pruning (0: none)", low=EPOCHS_RANGE[0],
         high=EPOCHS_RANGE[1], integer=True, sweep=True, flag="--finetune-epochs",
-        label="ft{}", step=1, advanced=True)
+        label="ft{}", step=1, advanced=True, search=(0, 3), fidelity=True)
 
     def __post_init__(self):
         check_settings(self, "prune")
@@ -194,7 +207,7 @@ class DistillSettings:
     temperature: float = setting(
         4.0, "softmax temperature T of the teacher's and student's logits",
         low=TEMPERATURE_RANGE[0], high=TEMPERATURE_RANGE[1], low_open=True, sweep=True,
-        flag="--temperature", label="T{}", step=0.5)
+        flag="--temperature", label="T{}", step=0.5, search=(1.0, 8.0))
     alpha: float = setting(
         0.7, "weight of the teacher's soft targets (1 - alpha: the labels)", low=0.0, high=1.0,
         sweep=True, flag="--alpha", label="a{}", step=0.05)
@@ -205,7 +218,7 @@ class DistillSettings:
     epochs: int | None = setting(
         None, "epochs of student training", low=1, high=EPOCHS_RANGE[1], integer=True,
         nullable=True, none_means="the sweep's training budget (--epochs)",
-        label="e{}", step=1, advanced=True)
+        label="e{}", step=1, advanced=True, fidelity=True)
 
     def __post_init__(self):
         check_settings(self, "distill")
@@ -233,10 +246,10 @@ class Int8Settings:
     calibration_batches: int = setting(
         8, "batches of the training split that calibrate static INT8", low=1, high=10_000,
         integer=True, sweep=True, flag="--calibration-batches", label="cal{}", step=1,
-        advanced=True)
+        advanced=True, search=(1, 16))
     qat_epochs: int = setting(
         1, "epochs of quantization-aware fine-tuning", low=1, high=EPOCHS_RANGE[1],
-        integer=True, flag="--qat-epochs", label="qe{}", step=1, advanced=True)
+        integer=True, flag="--qat-epochs", label="qe{}", step=1, advanced=True, fidelity=True)
 
     def __post_init__(self):
         check_settings(self, "int8")

@@ -12,6 +12,7 @@ from benchmarks.spec.sweep import MAX_BATCH, MAX_EPOCHS
 from dashboard import (
     catalog,
     readback,
+    recommend_panel,
     runtimes_view,
     settings_form,
     shell,
@@ -251,3 +252,7 @@ if job_id:
         if run:
             widgets.run_report(run, key=f"exp-{job.run_id}")
             runtimes_view.draw(run, key=f"exp-{job.run_id}")
+
+
+st.divider()
+recommend_panel.draw(_sweep_fields, technique_choices, enabled, device)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import runtimes_view, shell, state, widgets
+from dashboard import recommend_panel, runtimes_view, shell, state, widgets
 
 shell.standalone()
 
@@ -41,6 +41,8 @@ if run.get("status") == "running":
     st.info("This run is still going: variants appear as they finish (reload to update).")
 elif run.get("error"):
     st.warning(f"Run {run['status']}: {run['error']}")
+if run.get("recommendation"):  # a recommend run leads with its certified answer
+    recommend_panel.show(run, key=f"results-rec-{run_id}")
 widgets.run_report(run, key=f"results-{run_id}")
 runtimes_view.draw(run, key=f"results-{run_id}")  # the runtime grid, where it was swept
 widgets.export_panel(run, key=f"results-{run_id}")

@@ -25,7 +25,7 @@ from tools.perf_runtimes import runtimes  # noqa: F401 (a section, called by its
 
 DEFAULT_OUTPUT = ROOT / "docs" / "generated" / "PERFORMANCE.md"
 SECTIONS = ("fidelity", "peaks", "bench", "tradeoff", "resnet", "runtimes", "catalogue",
-            "distributed", "cluster", "server", "dashboard")
+            "distributed", "cluster", "server", "dashboard", "recommend")
 # What each section measures (its heading in docs/generated/PERFORMANCE.md).
 TITLES = {"fidelity": "Latency fidelity and repeatability",
           "peaks": "The roofline's measured peaks",
@@ -37,7 +37,8 @@ TITLES = {"fidelity": "Latency fidelity and repeatability",
           "distributed": "Data-parallel training",
           "cluster": "A two-node Ray cluster on this machine against the local executor",
           "server": "The team server: admission, supervision",
-          "dashboard": "The dashboard in a real browser"}
+          "dashboard": "The dashboard in a real browser",
+          "recommend": "recommend: a certified answer (digits, and a generated image folder)"}
 TRADEOFF_SWEEP = ["--prune", "0.1:0.9:5", "--prune-method", "l1,channel", "--distill",
                   "--temperature", "1,2,4,8"]
 CLUSTER_SWEEP = ["--distill", "--temperature", "1,2,4,8", "--seeds", "2", "--min-time", "0.05"]
@@ -526,6 +527,13 @@ def dashboard() -> dict:
     return measure_dashboard()
 
 
+# -- recommend: the certified answer ---------------------------------------------------------
+
+def recommend() -> dict:
+    from tools.perf_recommend import measure_recommend
+    return measure_recommend()
+
+
 def render(results: dict, env: dict) -> str:
     lines = ["# Performance", "",
              "Written by `make perf` (`python -m tools.perf`); raw figures in "
@@ -546,6 +554,11 @@ def render(results: dict, env: dict) -> str:
             lines += ["", section["markdown"]]
         if name == "bench" and "stdout" in section:
             lines += ["", "The warm run's table:", "", "```", section["stdout"].rstrip(), "```"]
+        if name == "recommend" and section.get("images"):
+            from benchmarks.report.certified import summary_lines, table_text
+            block = section["images"]["cold"]
+            lines += ["", "The image folder's recommendation (cold run):", "", "```",
+                      *summary_lines(block), table_text(block), "```"]
         if name == "distributed" and "runs" in section:
             lines += ["", "| run | samples/s | efficiency | bytes/step | comm ms/step | "
                       "accuracy |", "|---|---|---|---|---|---|"]

@@ -1,5 +1,5 @@
 """``compression-bench`` (= ``python -m benchmarks``): the one parser (``parser``), the
-commands (``run``; ``list`` and ``history`` in ``listing``; ``report`` and ``export`` in
+commands (``run``; ``recommend``; ``list`` and ``history`` in ``listing``; ``report`` and ``export`` in
 ``handoff``; ``distributed``) and here the one error boundary.
 
 A table goes to stdout, progress to stderr. Exit status: 0 every variant succeeded, 1 some
@@ -22,6 +22,9 @@ def _command(name: str):
     if name == "run":
         from benchmarks.cli.run import cmd_run
         return cmd_run
+    if name == "recommend":
+        from benchmarks.cli.recommend import cmd_recommend
+        return cmd_recommend
     if name in ("list", "history"):
         from benchmarks.cli import listing
         return {"list": listing.cmd_list, "history": listing.cmd_history}[name]
@@ -32,8 +35,26 @@ def _command(name: str):
     return cmd_distributed
 
 
+# Flags whose value may start with '-' (a negative margin is refused by its own check, with
+# its own message, not argparse's "expected one argument").
+SIGNED_VALUES = ("--within",)
+
+
+def _signed(argv: list[str]) -> list[str]:
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in SIGNED_VALUES and i + 1 < len(argv) and argv[i + 1].startswith("-") \
+                and argv[i + 1][1:2].isdigit():
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _signed(list(sys.argv[1:] if argv is None else argv))
     from benchmarks.cli.parser import build_parser
     from benchmarks.measure.environment import quiet_library_noise
     quiet_library_noise()

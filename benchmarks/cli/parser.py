@@ -186,6 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Benchmark model compression variants side by side.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     _add_run(sub.add_parser("run", help="build and measure the variants of one sweep"))
+    _add_recommend(sub.add_parser(
+        "recommend", help="search for the fastest variant provably within a margin of the "
+                          "baseline, and certify it on test examples the search never saw",
+        description="Search the techniques' settings (Optuna) on a search split of the test "
+                    "examples, then certify the candidates on a certify split, once: "
+                    "non-inferiority by Tango's paired score interval, fixed-sequence over "
+                    "the candidates, the speed-up with a bootstrap interval."))
     _add_listing(sub)
     _add_handoff(sub)
     _add_distributed(sub.add_parser(
@@ -220,6 +227,72 @@ def _add_run(run) -> None:
     run.add_argument("--store", metavar="FILE", help="the SQLite results store")
     run.add_argument("--no-cache", action="store_true", help="train without the weights cache")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _add_recommend(rec) -> None:
+    from benchmarks.recommend.request import (
+        BUDGET_FORMS,
+        CERTIFY_FRACTION_RANGE,
+        DEFAULT_CERTIFY_FRACTION,
+        DEFAULT_MAX_CANDIDATES,
+        DEFAULT_PATIENCE,
+        DEFAULT_TRIALS,
+        MARGIN_FORMS,
+        SAMPLERS,
+    )
+    from benchmarks.report.answer import OBJECTIVES
+    from benchmarks.spec.datasets import list_datasets
+    from benchmarks.spec.sweep import DEVICES, EXECUTORS, FP32_MODES
+    rec.add_argument("--within", default="1pt", metavar="MARGIN",
+                     help=f"the margin delta: {MARGIN_FORMS}; in (0, 50] (default 1pt)")
+    rec.add_argument("--confidence", type=finite_float("--confidence"), default=0.95,
+                     help="the confidence of the certificate, in (0.5, 1) (default 0.95)")
+    rec.add_argument("--objective", default="p50", choices=OBJECTIVES,
+                     help="what 'fastest' means (default p50)")
+    rec.add_argument("--budget", metavar="TIME",
+                     help=f"the whole command's wall time: {BUDGET_FORMS}")
+    rec.add_argument("--trials", type=positive_int("--trials"),
+                     help=f"new trials at most (default {DEFAULT_TRIALS} without --budget; "
+                          f"the search also stops when it converges)")
+    rec.add_argument("--patience", type=positive_int("--patience"), default=DEFAULT_PATIENCE,
+                     help="trials in a row that find nothing better before the search stops")
+    rec.add_argument("--certify-fraction", type=finite_float("--certify-fraction"),
+                     default=DEFAULT_CERTIFY_FRACTION,
+                     help=f"the share of the test examples kept to certify, in "
+                          f"{list(CERTIFY_FRACTION_RANGE)} (default {DEFAULT_CERTIFY_FRACTION})")
+    rec.add_argument("--split-seed", type=int, default=0,
+                     help="the seed of the search/certify split (recorded with the run)")
+    rec.add_argument("--sampler", default="tpe", choices=SAMPLERS,
+                     help="Optuna's sampler, seeded by --seed (default tpe)")
+    rec.add_argument("--max-candidates", type=positive_int("--max-candidates"),
+                     default=DEFAULT_MAX_CANDIDATES,
+                     help="the search's front members certified at most")
+    rec.add_argument("--fresh", action="store_true",
+                     help="measure every trial again (by default a point an earlier "
+                          "recommendation measured in the same context is reused)")
+    rec.add_argument("--model", default="seed_cnn",
+                     help="a zoo name (see `list`), torchvision:NAME, timm:NAME or "
+                          "FILE.py:FACTORY")
+    rec.add_argument("--weights", metavar="NAME", help="as for run")
+    _add_data(rec, list_datasets())
+    _add_technique_flags(rec)
+    rec.add_argument("--device", default="auto", choices=DEVICES)
+    rec.add_argument("--fp32", default="ieee", choices=FP32_MODES)
+    rec.add_argument("--batch-size", type=int, default=32)
+    rec.add_argument("--epochs", type=int, default=8, help="the baseline's training budget")
+    rec.add_argument("--seed", type=int, default=0)
+    rec.add_argument("--threads", type=positive_int("--threads"))
+    rec.add_argument("--min-time", type=finite_float("--min-time"), default=1.0,
+                     help="seconds of latency samples per variant and wave")
+    rec.add_argument("--timing-rounds", type=positive_int("--timing-rounds"), default=10,
+                     help="interleaved rounds of the final timing (the search's waves take 3)")
+    rec.add_argument("--executor", default="local", choices=EXECUTORS,
+                     help="local, or ray: trials' builds as Ray tasks, timed on one node")
+    rec.add_argument("--ray-address", metavar="HOST:PORT")
+    rec.add_argument("--json", dest="json_file", metavar="FILE")
+    rec.add_argument("--store", metavar="FILE", help="the SQLite results store")
+    rec.add_argument("--no-cache", action="store_true", help="train without the weights cache")
+    rec.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def _add_data(run, datasets: list[str]) -> None:

@@ -56,6 +56,19 @@ WRITERS = (("safetensors", write_weights), ("pt2", write_pt2), ("onnx", write_on
 CARD_SCHEMA = 1
 
 
+def _certificate(run: dict, variant: str) -> dict:
+    """A recommend run's certificate, and what it says of this variant (certified within the
+    margin or not, the winner or not): what a reader of the model card must know."""
+    block = run.get("recommendation")
+    if not block:
+        return {}
+    cert = block["certificate"]
+    return {"certificate": {**cert, "this_variant": {
+        "certified": variant in (cert.get("certified") or []),
+        "winner": variant == cert.get("winner"),
+        "split": {k: v for k, v in block["split"].items() if k not in ("search", "certify")}}}}
+
+
 def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cache=None,
                    allowed_models_dir=None, should_stop=None) -> dict:
     """Write ``variant`` of run ``run_id`` into ``out_dir`` (see the module's docstring);
@@ -116,6 +129,7 @@ def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path, 
         "architecture": rebuilt.architecture, "device": str(rebuilt.device),
         "formats": formats, "files": files,
         "environment": run.get("environment") or {},
+        **_certificate(run, variant),
         "exported": {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                      "environment": environment_card(rebuilt.sweep.device,
                                                      rebuilt.sweep.threads)},

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from benchmarks.report import stats
 from benchmarks.report.results import VariantResult, find_baseline
 
-__all__ = ["OBJECTIVES", "Answer", "Candidate", "exploratory_answer"]
+__all__ = ["OBJECTIVES", "Answer", "Candidate", "exploratory_answer", "objective_ratio"]
 
 # What "faster" (or better) means: the ratio baseline / variant of these figures (latencies,
 # sizes, memory: smaller is better), or variant / baseline for throughput.
@@ -62,8 +62,11 @@ class Answer:
         return asdict(self)
 
 
-def _objective(variant: VariantResult, base: VariantResult, objective: str
-               ) -> tuple[float | None, list[float] | None]:
+def objective_ratio(variant: VariantResult, base: VariantResult, objective: str
+                    ) -> tuple[float | None, list[float] | None]:
+    """(the objective's ratio, bigger is better, and its bootstrap interval over the timing
+    rounds both were timed in; None where it has none): baseline over variant for latencies,
+    sizes and memory, variant over baseline for throughput."""
     if objective in ("size", "memory"):  # counted, not timed: no noise to bound
         key = "size_bytes" if objective == "size" else "peak_memory_bytes"
         mine, ref = getattr(variant, key), getattr(base, key)
@@ -75,13 +78,13 @@ def _objective(variant: VariantResult, base: VariantResult, objective: str
         return None, None
     if objective == "throughput":
         point = (variant.throughput or 0) / base.throughput if base.throughput else None
-        boot = stats.bootstrap_ratio([[x] for x in variant.round_p50_ms],
-                                     [[x] for x in base.round_p50_ms])
     else:
         figure = "p99" if objective == "p99" else "p50"
         point = getattr(ref, figure) / getattr(mine, figure)
-        boot = stats.bootstrap_ratio([[x] for x in base.round_p50_ms],
-                                     [[x] for x in variant.round_p50_ms])
+    # Throughput at the median latency is batch / p50: its gain is the p50 ratio, so both
+    # resample baseline over variant (reference first: bootstrap_ratio's order).
+    boot = stats.bootstrap_ratio([[x] for x in base.round_p50_ms],
+                                 [[x] for x in variant.round_p50_ms])
     ci = boot["ci"] if boot and objective != "p99" else None
     return point, ci
 
@@ -97,7 +100,7 @@ def candidate(variant: VariantResult, base: VariantResult, margin_pts: float,
                             stats.unpack_bits(base.correct_bits, n))
     low, high = stats.tango_interval(b, c, n, confidence)
     lower = stats.tango_lower(b, c, n, confidence)
-    ratio, ratio_ci = _objective(variant, base, objective)
+    ratio, ratio_ci = objective_ratio(variant, base, objective)
     notes = []
     if b + c < FEW_DISCORDANT:
         notes.append(f"few discordant pairs ({b + c})")

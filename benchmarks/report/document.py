@@ -43,6 +43,8 @@ class RunReport:
     model: str | None = None
     dataset: str | None = None
     device: str | None = None
+    # A recommendation's search, split and certificate (``benchmarks.recommend``), or None.
+    recommendation: dict | None = None
 
     @classmethod
     def from_stored(cls, run: dict) -> "RunReport":
@@ -55,7 +57,7 @@ class RunReport:
                      run_id=run.get("run_id"), created_at=run.get("created_at"),
                      finished_at=run.get("finished_at"), error=run.get("error"),
                      model=run.get("model"), dataset=run.get("dataset"),
-                     device=run.get("device"))
+                     device=run.get("device"), recommendation=run.get("recommendation"))
         if kind == "sweep":
             base = find_baseline(variants)
             report.baseline = base.name if base is not None else None
@@ -151,8 +153,11 @@ class RunReport:
                                    "gain_ci_pts": row.get("gain_vs_control_ci"),
                                    "p_value": row.get("p_value_vs_control")}
             variants.append(d)
-        return {"schema": SCHEMA, "environment": self.environment, "baseline": self.baseline,
-                "warnings": self.warnings, "variants": variants}
+        out = {"schema": SCHEMA, "environment": self.environment, "baseline": self.baseline,
+               "warnings": self.warnings, "variants": variants}
+        if self.recommendation is not None:  # recommend: the certificate and its search
+            out["recommendation"] = self.recommendation
+        return out
 
     def summary(self) -> dict:
         """The run as ``history --json`` lists it: its summary fields and the document's
@@ -163,7 +168,8 @@ class RunReport:
                 "dataset": self.dataset, "device": self.device, "status": self.status,
                 "error": self.error, "spec": self.spec, "environment": self.environment,
                 "warnings": self.warnings,
-                "variants": doc.get("variants", doc.get("runs", []))}
+                "variants": doc.get("variants", doc.get("runs", [])),
+                **({"recommendation": self.recommendation} if self.recommendation else {})}
 
     def table(self) -> str:
         rows = self.shown_rows()

@@ -109,6 +109,19 @@ def _runtimes(rows: list[dict]) -> dict | None:
     return {"tables": tables, "crossings": crossings, "legend": runtimes.LEGEND}
 
 
+def _recommendation(report: RunReport) -> dict | None:
+    """A recommend run's certificate as the template shows it (None for other runs)."""
+    block = report.recommendation
+    if not block:
+        return None
+    from benchmarks.report.certified import CANDIDATE_COLUMNS, candidate_rows, summary_lines
+    return {"winner": block["certificate"].get("winner"), "lines": summary_lines(block),
+            "test": block["certificate"].get("test", ""),
+            "table": {"heads": list(CANDIDATE_COLUMNS),
+                      "rows": [["-" if r[c] is None else r[c] for c in CANDIDATE_COLUMNS]
+                               for r in candidate_rows(block)]}}
+
+
 def render(report: RunReport, compare: RunReport | None = None) -> str:
     """The run's report as one HTML document (str). ``compare``: a second sweep whose shared
     variants are set side by side with the paired test, as the History page does."""
@@ -126,7 +139,12 @@ def render(report: RunReport, compare: RunReport | None = None) -> str:
                          f"sweep")
     rows = report.shown_rows()
     figures, template = [], {}
-    for name, fig in {**run_figures(report, rows), **runtime_figures(rows)}.items():
+    named = {**run_figures(report, rows), **runtime_figures(rows)}
+    recommendation = _recommendation(report)
+    if recommendation is not None:  # the search's trials first, the winner marked
+        from benchmarks.report.certified import trials_figure
+        named = {"trials": trials_figure(report.recommendation), **named}
+    for name, fig in named.items():
         data, template = _figure_json(fig)
         figures.append({"id": f"chart-{len(figures)}", "name": name,
                         "json": _script_json(data)})
@@ -142,6 +160,7 @@ def render(report: RunReport, compare: RunReport | None = None) -> str:
         notes=table_notes(rows) + peak_notes(report.environment),
         measurement=report.measurement_line(), settings=_settings(report),
         runtimes=_runtimes(rows),
+        recommendation=recommendation,
         environment=_environment_rows(report.environment), peaks=_peak_rows(report.peaks),
         compare=None if compare is None else {
             "run": compare, "table": _table(compare_runs(report, compare), COMPARE_COLUMNS),

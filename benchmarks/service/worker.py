@@ -219,6 +219,8 @@ class Worker:
                 self.run_sweep_job(job)
             elif job.kind == "export":
                 self.run_export_job(job)
+            elif job.kind == "recommend":
+                self.run_recommend_job(job)
             else:
                 self.run_distributed_job(job)
         except Cancelled:  # stopped before its run was recorded (while loading data)
@@ -300,6 +302,37 @@ class Worker:
                                      device=str(sweep.device), spec=spec.to_dict(),
                                      environment=sweep.environment, owner=job.owner)
         self._record(job, recorder, run)
+
+    def run_recommend_job(self, job: Job) -> None:
+        """A recommendation (``benchmarks.recommend``): searched, certified, stored as a run;
+        cancelled, it certifies what it found (the same stop check as every kind)."""
+        from benchmarks.recommend.job import from_payload
+        from benchmarks.recommend.pipeline import Recommender
+        request, spec, space = from_payload(job.payload)
+        self.progress(job.job_id, variant="", index=-1, total=0, phase="preparing",
+                      fraction=0.0, message="loading data and model")
+        trials = []
+
+        def on_trial(record):
+            trials.append(record)
+            self.progress(job.job_id, variant=record.name, index=len(trials) - 1,
+                          total=request.max_trials or 0, phase=record.state, fraction=1.0,
+                          message=f"trial {len(trials)}: {record.name} ({record.state})")
+
+        def on_progress(event):
+            self.progress(job.job_id, variant=event.variant, index=max(0, len(trials) - 1),
+                          total=request.max_trials or 0, phase=event.phase,
+                          fraction=event.fraction, message=f"trial {len(trials) + 1}: "
+                                                           f"{event.describe()}")
+        recommender = Recommender(
+            request, self._on_this_device(spec), space, store=self.store,
+            allowed_models_dir=models_dir(), allowed_data_dir=data_dir(),
+            should_stop=lambda: self.should_stop(job.job_id),
+            memory_share=self.queue.limits.memory_share, executor=self._executor(),
+            ray_address=ray_address(), on_progress=on_progress, on_trial=on_trial)
+        recommender.prepare_baseline()
+        recorder = self.store.record(**recommender.run_fields(owner=job.owner))
+        self._record(job, recorder, recommender.run)
 
     def _on_this_device(self, spec):
         """The spec as this worker runs it: a fake GPU computes on the CPU."""

@@ -54,7 +54,8 @@ CREATE TABLE IF NOT EXISTS runs (
     host        TEXT NOT NULL,
     pid         INTEGER NOT NULL,
     pid_start   TEXT,
-    owner       TEXT
+    owner       TEXT,
+    recommendation TEXT
 );
 CREATE TABLE IF NOT EXISTS variants (
     run_id     TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
@@ -79,7 +80,7 @@ CREATE TABLE IF NOT EXISTS device_peaks (
 # What a device's measured peaks are cached under (benchmarks.peaks.peaks_key).
 PEAKS_KEY = ("host", "device", "device_name", "torch", "threads")
 # Columns added after the first release: a store created before them gains them on open.
-RUN_COLUMNS = {"owner": "TEXT"}
+RUN_COLUMNS = {"owner": "TEXT", "recommendation": "TEXT"}
 # The variant's sample lists stored as packed arrays ("raw" block, and a distributed run's
 # per-step times at the top level).
 SAMPLE_KEYS = ("latency_samples_ms", "host_samples_ms", "cpu_latency_samples_ms")
@@ -298,6 +299,17 @@ class ResultsStore:
             db.execute("UPDATE runs SET environment=? WHERE run_id=?",
                        (json.dumps(environment, default=str), run_id))
 
+    def set_recommendation(self, run_id: str, recommendation: dict,
+                           spec: dict | None = None) -> None:
+        """A recommendation's search and certificate (``benchmarks.recommend``), and the
+        run's spec grown to every variant it stored, so each exports like a sweep's."""
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET recommendation=? WHERE run_id=?",
+                       (json.dumps(recommendation, default=str), run_id))
+            if spec is not None:
+                db.execute("UPDATE runs SET spec=? WHERE run_id=?",
+                           (json.dumps(spec, default=str), run_id))
+
     def mark_dead_runs(self) -> int:
         """Mark runs of this host whose process is gone as interrupted. Returns how many."""
         host = socket.gethostname()
@@ -353,6 +365,8 @@ class ResultsStore:
             "error": row["error"], "spec": json.loads(row["spec"]),
             "environment": json.loads(row["environment"]), "variants": variants,
             "owner": row["owner"],
+            "recommendation": json.loads(row["recommendation"]) if row["recommendation"]
+            else None,
         }
 
     def runs(self, limit: int | None = None, kind: str | None = None,

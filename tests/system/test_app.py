@@ -68,7 +68,7 @@ def wait_for_job(at: AppTest) -> AppTest:
 def test_every_page_draws(app_store):
     at = new_app()
     assert_clean(at)
-    assert [b.label for b in at.button] == ["Run benchmark"]
+    assert [b.label for b in at.button] == ["Run benchmark", "Recommend"]
     # The embedded default is selected, so a first click runs a full comparison.
     assert at.selectbox(key="exp_model").value == "seed_cnn"
     assert at.selectbox(key="exp_dataset").value == "digits"

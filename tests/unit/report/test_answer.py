@@ -16,6 +16,12 @@ def test_tango_interval_matches_published_values():
     # N = 161: estimate -0.0621, 95% CI -0.1240 to -0.0054.
     low, high = tango_interval(6, 16, 161)
     assert (round(low, 4), round(high, 4)) == (-0.1240, -0.0054)
+    # ratesci's README (petelaud/ratesci), pairbinci(x = c(1, 1, 7, 12), contrast = "RD",
+    # method = "Score", skew = FALSE, bcf = FALSE), the Tango method on Fagerland et al.
+    # 2014's example (Bentur et al. 2009: n12 = 1, n21 = 7, N = 21): lower -0.517232,
+    # estimate -0.285714, upper -0.026003.
+    bentur = tango_interval(1, 7, 21)
+    assert (round(bentur[0], 6), round(bentur[1], 6)) == (-0.517232, -0.026003)
     # Symmetric in the discordant cells, and the interval holds its estimate.
     low2, high2 = tango_interval(16, 6, 161)
     assert low2 == pytest.approx(-high) and high2 == pytest.approx(-low)

@@ -1,0 +1,95 @@
+"""``recommend``: the fastest variant provably within a margin of the baseline, certified on
+test examples the search never saw; stored as a run like any other (``history``, ``report
+--html``, ``export`` with the certificate in the model card).
+
+Everything the user can get wrong is refused in one line, exit 2, before anything runs (the
+margin, the confidence, a budget of 0, a space with no knob, a data set without labels); a
+margin the certify split cannot certify is refused once the data are loaded, naming the
+margin it can. Ctrl-C stops the search and certifies what it found (a second one aborts).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+
+from benchmarks.cli.outputs import EXIT_INTERRUPTED, EXIT_OK, check_writable
+from benchmarks.cli.run import technique_choices
+
+
+def request_from_args(args):
+    from benchmarks.recommend.request import RecommendRequest, parse_budget
+    return RecommendRequest(
+        within=args.within, confidence=args.confidence, objective=args.objective,
+        budget_s=parse_budget(args.budget), trials=args.trials,
+        certify_fraction=args.certify_fraction, split_seed=args.split_seed,
+        sampler=args.sampler, patience=args.patience, max_candidates=args.max_candidates)
+
+
+def sweep_from_args(args):
+    from benchmarks.spec.sweep import SweepSpec
+    return SweepSpec(
+        model=args.model, dataset=args.dataset, checkpoint=args.checkpoint,
+        input_shape=args.input_shape, device=args.device, batch_size=args.batch_size,
+        epochs=args.epochs, seed=args.seed, data_root=args.data_root, download=args.download,
+        threads=args.threads, min_time_s=args.min_time, normalize=args.normalize,
+        timing_rounds=args.timing_rounds, fp32=args.fp32, weights=args.weights,
+        labels=args.labels)
+
+
+def cmd_recommend(args) -> int:
+    from benchmarks.recommend.pipeline import check_labelled
+    from benchmarks.recommend.space import search_space
+    request = request_from_args(args)           # the margin, confidence, budget...
+    space = search_space(*technique_choices(args))  # a space with no knob
+    spec = sweep_from_args(args)
+    check_labelled(spec.dataset)                 # synthetic: no accuracy to certify
+    check_writable(args.json_file, "--json")
+    if args.executor == "ray":
+        from benchmarks.executors.ray_executor import address_or_default, require_ray
+        require_ray()
+        args.ray_address = address_or_default(args.ray_address)
+    from benchmarks.zoo.models import preflight
+    preflight(spec.model, spec.weights, spec.download)
+
+    from benchmarks.recommend.pipeline import Recommender
+    from benchmarks.report.certified import summary_lines, table_text
+    from benchmarks.run.cache import WeightsCache
+    from benchmarks.store.database import ResultsStore
+    count = itertools.count(1)
+    say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr,
+                                                                       flush=True))
+    recommender = Recommender(request, spec, space,
+                              cache=WeightsCache(enabled=not args.no_cache),
+                              ray_address=args.ray_address if args.executor == "ray" else None,
+                              on_trial=lambda record: say(_trial_line(record, next(count))),
+                              memo=not args.fresh)
+    store = ResultsStore(args.store)  # opened once the power check has passed
+    recommender.attach(store)
+    say(f"search space: {space.describe()}")
+    say(f"split: {recommender.split.card()}; training or loading the baseline")
+    recommender.prepare_baseline()
+    with store.record(**recommender.run_fields()) as recorder:
+        result = recommender.run(recorder)
+    print("\n".join(summary_lines(result.block)))
+    print(table_text(result.block))
+    print(f"run {result.run_id} stored in {store.path}", file=sys.stderr)
+    if args.json_file:
+        from benchmarks.report.document import RunReport
+        report = RunReport.from_stored(store.run(result.run_id))
+        Path(args.json_file).write_text(json.dumps(report.document(), indent=2, default=str))
+    return EXIT_INTERRUPTED if recommender.stop.reason == "interrupted" else EXIT_OK
+
+
+def _trial_line(record, count: int) -> str:
+    what = {"complete": lambda: (f"search {100 * record.search_accuracy:.2f}% "
+                                 f"({record.search_change_pts:+.2f} pts), "
+                                 f"{record.ratio:.2f}x" + (" front" if record.front else "")
+                                 + (" (reused)" if record.reused else "")),
+            "pruned": lambda: "pruned early at " + ", ".join(
+                f"{r['epochs']} epoch(s): {r['search_change_pts']:+.2f} pts"
+                for r in record.rungs),
+            }.get(record.state, lambda: f"{record.state}: {record.error or ''}")()
+    return f"trial {count} {record.name}: {what}"

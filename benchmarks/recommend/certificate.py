@@ -1,0 +1,197 @@
+"""The certificate: which of the search's candidates is provably within delta of the baseline,
+and how much faster it is.
+
+- **Order, fixed first.** The candidates are ordered by their search-phase speed, slowest
+  first (``order_candidates``), before a single certify bit is read.
+- **One test per candidate, one error rate.** On the certify split, paired on the same
+  examples: b = #(candidate right, baseline wrong), c = #(candidate wrong, baseline right),
+  n = |certify|, theta = (b - c) / n; H0 theta <= -delta against H1 theta > -delta, rejected
+  when the one-sided Tango lower limit at the confidence is above -delta
+  (``stats.tango_lower``). Tested in the fixed order, stopping at the first failure: this
+  fixed-sequence procedure keeps the family-wise error at alpha = 1 - confidence without
+  splitting it, because the order was fixed before the certify data were seen. Every
+  candidate before the stop is certified.
+- **The speed claim.** Among the certified, the winner is the best in the objective; its ratio
+  to the baseline has a bootstrap interval over the timing rounds both were timed in
+  (``answer.objective_ratio``); "faster" only when that interval's lower end is above 1.
+
+``recompute`` redoes every step from a run's stored JSON (the per-example bits, the split's
+indices, the timing rounds), as a reader would. Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from benchmarks.recommend.split import Split, discordant_at
+from benchmarks.report import stats
+from benchmarks.report.answer import FEW_DISCORDANT, objective_ratio
+from benchmarks.report.results import VariantResult
+
+TEST = ("non-inferiority of each candidate against the baseline, paired on the certify "
+        "split: H0 theta <= -delta vs H1 theta > -delta, Tango's score interval (Tango 1998, "
+        "Stat Med 17:891-908); fixed-sequence over the candidates, slowest first, stopping at "
+        "the first failure")
+
+
+@dataclass
+class Tested:
+    """One candidate of the sequence, before or after its test."""
+    order: int
+    name: str
+    search_ratio: float | None          # its objective ratio in the search phase
+    search_change_pts: float | None     # its accuracy change on the search split
+    tested: bool = False
+    certified: bool = False
+    b: int | None = None
+    c: int | None = None
+    n: int | None = None
+    theta_pts: float | None = None
+    interval_pts: list[float] | None = None   # two-sided, at the confidence
+    lower_pts: float | None = None            # one-sided, at the confidence
+    ratio: float | None = None                # the objective ratio where it was last timed
+    ratio_ci: list[float] | None = None
+    timed: str | None = None                  # "final" (timed again with the baseline) or
+    notes: list[str] = field(default_factory=list)  # "search" (its search-phase rounds)
+
+
+@dataclass
+class Certificate:
+    margin_pts: float
+    margin: str                         # as given: 1pt, 2%
+    confidence: float
+    objective: str
+    split: dict                         # seed, sizes (the indices are in the recommendation)
+    candidates: list[Tested] = field(default_factory=list)
+    stopped_at: int | None = None       # the order of the first candidate that failed
+    winner: str | None = None
+    speedup: dict | None = None         # {"ratio", "ci", "faster", "timed"}
+    reason: str = ""
+    smallest_margin_pts: float | None = None
+    test: str = TEST
+
+    @property
+    def certified(self) -> list[Tested]:
+        return [t for t in self.candidates if t.certified]
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["alpha"] = round(1 - self.confidence, 12)
+        out["certified"] = [t.name for t in self.certified]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Certificate":
+        known = set(cls.__dataclass_fields__)
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["candidates"] = [Tested(**t) for t in data.get("candidates") or []]
+        return cls(**kwargs)
+
+
+def order_candidates(candidates: list[dict]) -> list[Tested]:
+    """The sequence: candidates ({"name", "ratio", "change_pts"} from the search) ordered by
+    their search-phase speed, slowest first (ties by name, so the order is a function of the
+    search alone)."""
+    ranked = sorted(candidates, key=lambda c: (c["ratio"], c["name"]))
+    return [Tested(i, c["name"], c["ratio"], c.get("change_pts")) for i, c in enumerate(ranked)]
+
+
+def judge(tested: Tested, mine: VariantResult, base: VariantResult, split: Split,
+             margin_pts: float, confidence: float) -> bool:
+    """The non-inferiority test of one candidate on the certify split; fills ``tested``."""
+    n = len(split.certify)
+    b, c = discordant_at(mine.correct_bits, base.correct_bits, split.n, split.certify)
+    low, high = stats.tango_interval(b, c, n, confidence)
+    lower = stats.tango_lower(b, c, n, confidence)
+    tested.tested = True
+    tested.b, tested.c, tested.n = b, c, n
+    tested.theta_pts = 100 * (b - c) / n
+    tested.interval_pts = [100 * low, 100 * high]
+    tested.lower_pts = 100 * lower
+    tested.certified = 100 * lower > -margin_pts
+    if b + c < FEW_DISCORDANT:
+        tested.notes.append(f"few discordant pairs ({b + c})")
+    return tested.certified
+
+
+def certify(sequence: list[Tested], results: dict[str, VariantResult], base: VariantResult,
+            split: Split, *, margin_pts: float, margin: str, confidence: float,
+            objective: str, references: dict[str, VariantResult] | None = None,
+            smallest_margin_pts: float | None = None) -> Certificate:
+    """The fixed-sequence procedure over ``sequence`` (already ordered) with each candidate's
+    result: its bits, and its timing rounds beside the baseline's in ``base`` (timed again
+    together after the search) or, where ``references`` names one, beside that baseline (the
+    one of its own search wave, when the final timing did not happen)."""
+    references = references or {}
+    cert = Certificate(margin_pts, margin, confidence, objective, split.card(),
+                       candidates=sequence, smallest_margin_pts=smallest_margin_pts)
+    if not base.correct_bits or base.n_test != split.n:
+        cert.reason = "the baseline has no per-example accuracy on this test split"
+        return cert
+    for tested in sequence:
+        mine = results.get(tested.name)
+        if mine is None or not mine.ok or mine.n_test != split.n or not mine.correct_bits:
+            tested.notes.append("not measured: counts as a failure (the order was fixed)")
+            cert.stopped_at = tested.order
+            break
+        if not judge(tested, mine, base, split, margin_pts, confidence):
+            cert.stopped_at = tested.order
+            break
+    for tested in cert.certified:
+        mine = results[tested.name]
+        reference = references.get(tested.name, base)
+        tested.ratio, tested.ratio_ci = objective_ratio(mine, reference, objective)
+        tested.timed = "search" if tested.name in references else "final"
+    _choose(cert)
+    return cert
+
+
+def _choose(cert: Certificate) -> None:
+    """The winner among the certified: faster beyond its noise first, then the best ratio."""
+    good = [t for t in cert.certified if t.ratio is not None]
+    if not cert.candidates:
+        cert.reason = ("no trial of the search was within the margin on the search split and "
+                       "faster than the baseline: nothing to certify")
+        return
+    if not good:
+        first = cert.candidates[0]
+        cert.reason = (f"none certified: the first candidate in the sequence, {first.name}, "
+                       f"failed" + (f" (its lower limit {first.lower_pts:+.2f} points is not "
+                                    f"above -{cert.margin_pts:g})"
+                                    if first.lower_pts is not None else "")
+                       + "; the sequence stops at the first failure")
+        return
+
+    def faster(t: Tested) -> bool:
+        return bool(t.ratio_ci[0] > 1) if t.ratio_ci else t.ratio > 1
+    best = max(good, key=lambda t: (faster(t), t.ratio))
+    cert.winner = best.name
+    cert.speedup = {"ratio": best.ratio, "ci": best.ratio_ci, "faster": faster(best),
+                    "timed": best.timed}
+    word = "faster" if cert.objective in ("p50", "p99", "throughput") else "better"
+    claim = (f"{best.ratio:.2f}x" + (f" [{best.ratio_ci[0]:.2f}, {best.ratio_ci[1]:.2f}]"
+                                     if best.ratio_ci else ""))
+    cert.reason = (f"{best.name} is within {cert.margin_pts:g} points of the baseline at "
+                   f"{cert.confidence:.0%} confidence (lower limit {best.lower_pts:+.2f} "
+                   f"points, n={best.n}) and {claim} {word} in {cert.objective}"
+                   + ("" if faster(best) else f", not {word} beyond its noise"))
+
+
+def recompute(document: dict) -> Certificate:
+    """The certificate redone from a run's JSON document alone (``RunReport.document()``):
+    the order as the certificate states it, each candidate's certify bits against the
+    baseline's, the same test and the same stop."""
+    rec = document["recommendation"]
+    stated = Certificate.from_dict(rec["certificate"])
+    split = Split.from_dict(rec["split"])
+    variants = {v["name"]: VariantResult.from_dict(v) for v in document["variants"]}
+    base = variants[document["baseline"]]
+    sequence = [Tested(t.order, t.name, t.search_ratio, t.search_change_pts)
+                for t in stated.candidates]
+    # A candidate timed only in the search: its ratio is against its own wave's baseline.
+    references = {name: VariantResult.from_dict(ref) for name, ref in
+                  (rec.get("references") or {}).items()}
+    return certify(sequence, variants, base, split, margin_pts=stated.margin_pts,
+                   margin=stated.margin, confidence=stated.confidence,
+                   objective=stated.objective, references=references,
+                   smallest_margin_pts=stated.smallest_margin_pts)

@@ -1,0 +1,30 @@
+"""A recommendation as a queue job's payload (plain JSON), and back: what the dashboard's
+panel submits and the worker runs. Torch-free; every part validates itself on the way back,
+so a bad payload fails the job in one line before anything loads."""
+
+from __future__ import annotations
+
+from benchmarks.recommend.request import RecommendRequest
+from benchmarks.recommend.space import search_space
+from benchmarks.spec.sweep import SweepSpec
+from benchmarks.spec.variant import BASELINE
+
+
+def payload(spec: SweepSpec, request: RecommendRequest, choices: dict, enabled) -> dict:
+    """``choices``: {(technique, field): value or values} as the technique form makes them;
+    ``enabled``: the techniques switched on (none: every technique)."""
+    search_space(choices, enabled)  # refused here, on the page, when it has no knob
+    base = SweepSpec.from_dict({**spec.to_dict(), "variants": [BASELINE.to_dict()]})
+    return {"model": spec.model, "dataset": spec.dataset, "spec": base.to_dict(),
+            "request": request.to_dict(), "enabled": sorted(enabled),
+            "choices": {f"{t}.{f}": list(v) if isinstance(v, (list, tuple)) else v
+                        for (t, f), v in choices.items()}}
+
+
+def from_payload(data: dict):
+    """(request, spec, space) of a job's payload."""
+    request = RecommendRequest.from_dict(data["request"])
+    spec = SweepSpec.from_dict(data["spec"])
+    choices = {tuple(key.split(".", 1)): tuple(v) if isinstance(v, list) else v
+               for key, v in (data.get("choices") or {}).items()}
+    return request, spec, search_space(choices, data.get("enabled") or ())

@@ -1,0 +1,68 @@
+"""Earlier trials, found in the store: a point an earlier recommendation measured costs
+nothing the second time.
+
+The weights cache already makes an earlier point's training free; this makes its measuring
+free too. A trial is reused only from a recommendation whose *context* was the same: the
+baseline's cache key (model, data, normalisation, epochs, seed, learning rate, batch size,
+checkpoint, precision), the device, threads and the search's timing budget. Its stored
+per-example bits and its ratio against the baseline of its own wave are then what it was
+measured to be, so the same command searches the same way (a seeded sampler fed the same
+values proposes the same trials) and ends with the same candidates in the same order. The
+final timing of those candidates is always new.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from benchmarks.report.results import VariantResult
+
+# How many earlier runs of the same model and data are looked at.
+LOOKBACK_RUNS = 50
+
+
+def context_key(sweep, spec, search_rounds: int) -> str:
+    """What makes a trial's measurement the same measurement (see the module's docstring)."""
+    prepared = getattr(sweep, "prepared", sweep)
+    parts = [list(map(str, prepared.base_key(spec.seed))), str(prepared.device),
+             prepared.threads, spec.batch_size, spec.min_time_s, spec.min_runs, spec.warmup,
+             search_rounds, type(sweep).__name__]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:20]
+
+
+@dataclass
+class Hit:
+    result: VariantResult     # as stored then (renamed by the caller)
+    record: dict              # its trial record there
+    reference: dict | None    # the baseline of its wave (``waves.reference_of``)
+    run_id: str
+
+
+class Memo:
+    def __init__(self, store=None, key: str | None = None, model: str | None = None,
+                 dataset: str | None = None):
+        self.hits: dict[str, Hit] = {}
+        if store is None or key is None:
+            return
+        for summary in store.runs(limit=LOOKBACK_RUNS, model=model, dataset=dataset,
+                                  with_variants=False):
+            rec = summary.get("recommendation") or {}
+            if rec.get("context") != key:
+                continue
+            run = store.run(summary["run_id"])
+            stored = {v["name"]: v for v in run.get("variants") or []}
+            waves = (rec.get("search") or {}).get("waves") or []
+            for record in (rec.get("search") or {}).get("trials") or []:
+                name, digest = record.get("name"), record.get("hash")
+                if record.get("state") != "complete" or name not in stored or \
+                        digest in self.hits:
+                    continue
+                wave = record.get("wave")
+                reference = waves[wave] if wave is not None and wave < len(waves) else None
+                self.hits[digest] = Hit(VariantResult.from_dict(stored[name]), record,
+                                        reference, summary["run_id"])
+
+    def get(self, digest: str) -> Hit | None:
+        return self.hits.get(digest)

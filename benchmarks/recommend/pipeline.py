@@ -1,0 +1,253 @@
+"""A recommendation end to end: prepare, check the power, train the baseline, search on the
+search split, fix the order, time the candidates again with the baseline, certify on the
+certify split once, store it all as a run.
+
+    recommender = Recommender(request, spec, space, store=store)   # refuses bad input
+    recommender.prepare_baseline()                                 # power checked again
+    with store.record(**recommender.run_fields()) as recorder:
+        result = recommender.run(recorder)
+
+Whatever stops it (the budget, Cancel, Ctrl-C: ``stopping.Stop``), ``run`` returns the best
+certified variant among what the search found, or says none was: interrupted, the candidates
+are certified on the bits and timings the search already took, with no further timing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from benchmarks.recommend.certificate import Certificate, certify, order_candidates
+from benchmarks.recommend.memo import Memo, context_key
+from benchmarks.recommend.power import certifiable_pts, check_power
+from benchmarks.recommend.recipe import recipe
+from benchmarks.recommend.search import Search, SearchLog
+from benchmarks.recommend.split import accuracy_at, make_split
+from benchmarks.recommend.stopping import Stop
+from benchmarks.recommend.waves import Waves
+from benchmarks.report.results import VariantResult
+from benchmarks.spec.cancel import Cancelled
+from benchmarks.spec.datasets import dataset_entry
+from benchmarks.spec.sweep import SweepSpec
+from benchmarks.spec.variant import BASELINE, VariantSpec
+
+SCHEMA = 1
+FINAL_ROUNDS_MIN = 5  # the final timing's rounds: the bootstrap resamples them
+
+
+def check_labelled(dataset: str) -> None:
+    if not dataset_entry(dataset).has_labels:
+        raise ValueError(f"recommend needs a labelled data set to certify accuracy; "
+                         f"{dataset} has no labels (use digits, cifar10 or imagefolder:DIR)")
+
+
+@dataclass
+class Recommendation:
+    block: dict                 # what the run stores: request, split, search, certificate
+    certificate: Certificate
+    log: SearchLog
+    run_id: str | None = None
+
+
+class Recommender:
+    def __init__(self, request, spec: SweepSpec, space, *, store=None, cache=None,
+                 executor=None, ray_address: str | None = None, should_stop=None,
+                 allowed_models_dir=None, allowed_data_dir=None, memory_share=None,
+                 on_progress=None, on_trial=None, memo: bool = True):
+        from benchmarks.run.runner import prepare_sweep
+        check_labelled(spec.dataset)
+        self.request, self.space, self.store = request, space, store
+        self.on_trial = on_trial
+        self.stop = Stop(should_stop, request.budget_s)
+        self.spec = dataclasses.replace(spec, variants=(BASELINE,))
+        self.prepared = prepare_sweep(self.spec, cache=cache, executor=executor,
+                                      allowed_models_dir=allowed_models_dir,
+                                      allowed_data_dir=allowed_data_dir,
+                                      should_stop=self.stop, memory_share=memory_share)
+        self.split = make_split(len(self.prepared.data.test), request.split_seed,
+                                request.certify_fraction)
+        n, conf = len(self.split.certify), request.confidence
+        # A relative margin is at most its value in points: refused now if even that cannot.
+        check_power(request.margin.upper_points, n, conf)
+        self.smallest = certifiable_pts(n, conf)
+        self.sweep = self.prepared
+        if ray_address:
+            from benchmarks.executors.ray_executor import RaySweep
+            self.sweep = RaySweep(self.prepared, ray_address)
+        self.waves = Waves(self.sweep, self.spec, self.stop, on_progress)
+        self.context = context_key(self.sweep, self.spec, 3)
+        self.use_memo = memo
+        self.memo = Memo()
+        if store is not None:
+            self.attach(store)
+        self.base: VariantResult | None = None
+        self.margin_pts: float | None = None
+        self.positions: dict[str, int] = {}
+        self.recorder = None
+
+    def attach(self, store) -> None:
+        """The results store the run goes to (and earlier trials come from): given once the
+        input is known good, so a refusal leaves no store file behind."""
+        self.store = store
+        if self.use_memo:
+            self.memo = Memo(store, self.context, self.spec.model, self.spec.dataset)
+
+    @property
+    def environment(self) -> dict:
+        env = dict(self.sweep.environment)
+        env["split"] = self.split.card()
+        env["recommend"] = {"margin": self.request.within, "confidence": self.request.confidence,
+                            "objective": self.request.objective}
+        return env
+
+    def run_fields(self, owner: str | None = None) -> dict:
+        """What ``store.record`` takes for this run (it is a sweep like any other)."""
+        spec = {**self.spec.to_dict(), "recommend": self.request.to_dict()}
+        return dict(model=self.spec.model, dataset=self.spec.dataset,
+                    device=str(self.sweep.device), spec=spec, environment=self.environment,
+                    **({"owner": owner} if owner is not None else {}))
+
+    # -- before the search ---------------------------------------------------------------
+
+    def prepare_baseline(self) -> VariantResult:
+        """The baseline trained (or found in the cache) and measured alone: its search-split
+        accuracy turns a relative margin into points, checked against the power again."""
+        if self.store is not None:
+            self.sweep.attach_peaks(self.store)  # the roofline's roofs, as a sweep has them
+        base, _, cut = self.waves.measure([], 2)
+        if base is None or cut:
+            if self.stop.reason == "budget":
+                raise RuntimeError("the wall-time budget ran out before the baseline was "
+                                   "trained: nothing was searched; give a larger --budget")
+            raise Cancelled()
+        if not base.ok:
+            raise RuntimeError(f"the baseline failed: {base.error}")
+        self.base = base
+        accuracy = accuracy_at(base.correct_bits, base.n_test, self.split.search)
+        self.margin_pts = self.request.margin.points(accuracy)
+        check_power(self.margin_pts, len(self.split.certify), self.request.confidence)
+        return base
+
+    # -- the search, the certificate, the run ---------------------------------------------
+
+    def run(self, recorder) -> Recommendation:
+        if self.base is None:
+            self.prepare_baseline()
+        self.recorder = recorder
+        recorder.add(self.base, 0)
+        search = Search(self.space, self.request, self.split, self.base, self.margin_pts,
+                        self.waves, self.stop, seed=self.spec.seed, memo=self.memo,
+                        rung_bits=self._rung_bits if self.sweep is self.prepared else None,
+                        wave_size=self._wave_size(), reserve_s=self._reserve_s,
+                        on_trial=self._stored)
+        log = search.run()
+        try:
+            cert, references, final = self._certify(log)
+        except KeyboardInterrupt:  # during the final timing: certify on the search's own
+            self.stop.interrupt()
+            cert, references, final = self._certify(log)
+        block = self._block(log, cert, references, final)
+        self.store_block(block)
+        if self.stop.reason in ("cancelled", "interrupted"):
+            recorder.finish("interrupted", f"{self.stop.describe()}: the certificate covers "
+                                           f"the trials found before")
+        return Recommendation(block, cert, log, recorder.run_id)
+
+    def _stored(self, record, result) -> None:
+        """Each complete trial joins the run as it is measured (History and the page see
+        the search grow)."""
+        if result is not None and record.name not in self.positions:
+            self.positions[record.name] = len(self.positions) + 1
+            self.recorder.add(result, self.positions[record.name])
+        if self.on_trial is not None:
+            self.on_trial(record)
+
+    def _candidates(self, log: SearchLog) -> list[dict]:
+        """The search's front, at most ``max_candidates`` of it spread over its speeds."""
+        front = sorted(log.front(), key=lambda t: (t.ratio, t.name))
+        k = self.request.max_candidates
+        if len(front) > k:
+            picks = sorted({round(i * (len(front) - 1) / (k - 1)) for i in range(k)}) \
+                if k > 1 else [len(front) - 1]
+            front = [front[i] for i in picks]
+        return [{"name": t.name, "ratio": t.ratio, "change_pts": t.search_change_pts,
+                 "variant": t.variant} for t in front]
+
+    def _certify(self, log: SearchLog) -> tuple[Certificate, dict, bool]:
+        chosen = self._candidates(log)
+        sequence = order_candidates(chosen)       # fixed before any certify bit is read
+        results = {c["name"]: log.results[c["name"]] for c in chosen}
+        by_name = {t.name: t for t in log.trials}
+        references = {c["name"]: VariantResult.from_dict(log.waves[by_name[c["name"]].wave])
+                      for c in chosen if by_name[c["name"]].wave is not None}
+        base, final = self.base, False
+        if chosen and not self.stop():
+            variants = [VariantSpec.from_dict(c["variant"]) for c in chosen]
+            rounds = max(FINAL_ROUNDS_MIN, self.spec.timing_rounds)
+            new_base, timed, cut = self.waves.measure(variants, rounds)
+            if new_base is not None and not cut:
+                base, final = new_base, True
+                self.recorder.add(base, 0)
+                for c, result in zip(chosen, timed):
+                    if result is not None and result.ok:
+                        results[c["name"]] = result
+                        references.pop(c["name"], None)
+                        self.recorder.add(result, self.positions[c["name"]])
+        cert = certify(sequence, results, base, self.split, margin_pts=self.margin_pts,
+                       margin=self.request.within, confidence=self.request.confidence,
+                       objective=self.request.objective, references=references,
+                       smallest_margin_pts=self.smallest)
+        return cert, {k: v.to_dict() for k, v in references.items()}, final
+
+    def _block(self, log: SearchLog, cert: Certificate, references: dict, final: bool) -> dict:
+        winner = next((VariantSpec.from_dict(t.variant) for t in log.trials
+                       if t.name == cert.winner), None)
+        return {
+            "schema": SCHEMA, "request": self.request.to_dict(), "margin_pts": self.margin_pts,
+            "space": self.space.to_dict(), "split": self.split.to_dict(),
+            "context": self.context, "search": log.to_dict(),
+            "certificate": cert.to_dict(), "references": references, "final_timing": final,
+            "stopped": self.stop.describe(), "seconds": round(self.stop.elapsed_s, 3),
+            "recipe": None if winner is None else recipe(self.spec, winner)}
+
+    def store_block(self, block: dict) -> None:
+        """The recommendation and the run's spec (every stored trial, so each exports)."""
+        by_position = sorted(self.positions.items(), key=lambda kv: kv[1])
+        trials = {t["name"]: t for t in block["search"]["trials"]}
+        variants = tuple(VariantSpec.from_dict(trials[name]["variant"])
+                         for name, _ in by_position)
+        spec = {**dataclasses.replace(self.spec, variants=(BASELINE, *variants)).to_dict(),
+                "recommend": self.request.to_dict()}
+        if self.store is not None:
+            self.store.set_recommendation(self.recorder.run_id, block, spec=spec)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _wave_size(self) -> int:
+        """One trial per place the executor builds at once."""
+        resources = getattr(self.sweep, "resources", None)
+        if resources:
+            return max(1, int(resources.get("GPU") or resources.get("bench_slot") or 1))
+        executor = self.prepared.executor
+        return 1 + len(getattr(executor, "devices", []) or [])
+
+    def _reserve_s(self) -> float:
+        """What the final timing will take: the candidates and the baseline, measured again."""
+        per = self.waves.per_variant_s()
+        return (self.request.max_candidates + 1) * per * 1.5 + 5.0 if per else 0.0
+
+    def _rung_bits(self, variant: VariantSpec) -> tuple[str, int]:
+        """A cheaper build of a trial scored on the test split, here (successive halving)."""
+        from benchmarks.measure.latency import pinned_threads
+        from benchmarks.report.stats import pack_bits
+        from benchmarks.run.checks import ACCURACY_BATCH
+        from optimizers.training import correctness
+        p = self.prepared
+        with pinned_threads(p.threads):
+            outcome = p.build_variant(variant, p.context(lambda *_: None, variant=variant,
+                                                         shared={}))
+            model = outcome.model
+            model.eval()
+            right = correctness(model, p.data.batches("test", ACCURACY_BATCH),
+                                outcome.device or p.device, outcome.autocast_dtype)
+        return pack_bits(right), len(right)

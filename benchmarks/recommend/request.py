@@ -1,0 +1,158 @@
+"""What a recommendation is asked: the margin, the confidence, the objective, the budget,
+how the test examples are split. Torch-free and self-validating, so the CLI, the queue's
+worker and the dashboard's panel refuse a bad value alike, before anything runs.
+
+``--within 1pt`` is a margin in accuracy points; ``--within 2%`` is relative, a share of the
+baseline's accuracy on the search split (known once the baseline is trained, before the
+search). ``--budget 20m`` caps the whole command's wall time, ``--trials N`` the number of
+new trials; without either, the search stops at ``DEFAULT_TRIALS`` or when ``patience``
+trials in a row add nothing to the front of what it found.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+
+from benchmarks.report.answer import OBJECTIVES
+
+MAX_MARGIN_PTS = 50.0
+SAMPLERS = ("tpe", "nsga2")
+DEFAULT_TRIALS = 32
+# This many completed trials in a row that leave the front of feasible, faster trials as it
+# was, and the search is done (without --trials: a search that converged says so).
+DEFAULT_PATIENCE = 10
+DEFAULT_CERTIFY_FRACTION = 0.5
+CERTIFY_FRACTION_RANGE = (0.1, 0.9)
+# At most this many of the search's front go on to be certified: each is timed again with the
+# baseline in the final rounds.
+DEFAULT_MAX_CANDIDATES = 6
+MARGIN_FORMS = "points (1pt, 0.5pts) or a share of the baseline's accuracy (2%)"
+BUDGET_FORMS = "a wall time such as 90s, 20m or 1h"
+_MARGIN = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(pts?|points?|%)?\s*$", re.I)
+_BUDGET = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h)?\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class Margin:
+    """The margin delta: ``value`` points, or with ``relative`` a percentage of the
+    baseline's accuracy."""
+    value: float
+    relative: bool = False
+
+    @classmethod
+    def parse(cls, text) -> "Margin":
+        bad = ValueError(f"--within must be a margin in (0, {MAX_MARGIN_PTS:g}] {MARGIN_FORMS}; "
+                         f"got {text!r}")
+        if isinstance(text, (int, float)) and not isinstance(text, bool):
+            text = f"{text}pt"
+        if not isinstance(text, str):
+            raise bad
+        match = _MARGIN.match(text)
+        if match is None:  # a minus sign lands here too: a negative margin
+            raise bad
+        value, unit = float(match.group(1)), (match.group(2) or "pt").lower()
+        if not math.isfinite(value) or not 0 < value <= MAX_MARGIN_PTS:
+            raise bad
+        return cls(value, relative=unit == "%")
+
+    def points(self, baseline_accuracy: float | None) -> float:
+        """The margin in accuracy points (a relative one of this baseline accuracy, 0-1)."""
+        if not self.relative:
+            return self.value
+        if baseline_accuracy is None:
+            raise ValueError("a relative margin (--within N%) needs the baseline's accuracy, "
+                             "and this data set has no labels")
+        return self.value * baseline_accuracy
+
+    @property
+    def upper_points(self) -> float:
+        """The most points it can be, before the baseline is known (100% accuracy)."""
+        return self.value
+
+    def text(self) -> str:
+        return f"{self.value:g}%" if self.relative else f"{self.value:g}pt"
+
+
+def parse_budget(text) -> float | None:
+    """Seconds of wall time from ``90s``, ``20m``, ``1h`` (a bare number: minutes)."""
+    if text is None:
+        return None
+    match = _BUDGET.match(str(text))
+    seconds = None
+    if match is not None:
+        unit = (match.group(2) or "m").lower()[0]
+        seconds = float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[unit]
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"--budget must be {BUDGET_FORMS}, above 0; got {text!r}")
+    return seconds
+
+
+@dataclass(frozen=True)
+class RecommendRequest:
+    within: str = "1pt"
+    confidence: float = 0.95
+    objective: str = "p50"
+    budget_s: float | None = None
+    trials: int | None = None
+    certify_fraction: float = DEFAULT_CERTIFY_FRACTION
+    split_seed: int = 0
+    sampler: str = "tpe"
+    patience: int = DEFAULT_PATIENCE
+    max_candidates: int = DEFAULT_MAX_CANDIDATES
+
+    def __post_init__(self):
+        object.__setattr__(self, "within", self.margin.text())
+        c = self.confidence
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.5 < c < 1:
+            raise ValueError(f"--confidence must be in (0.5, 1), e.g. 0.95; got {c!r}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"--objective must be one of {'|'.join(OBJECTIVES)}; got "
+                             f"{self.objective!r}")
+        if self.budget_s is not None and (isinstance(self.budget_s, bool) or not isinstance(
+                self.budget_s, (int, float)) or not math.isfinite(self.budget_s)
+                or self.budget_s <= 0):
+            raise ValueError(f"--budget must be {BUDGET_FORMS}, above 0; got {self.budget_s!r}")
+        for name, low in (("trials", 1), ("patience", 1), ("max_candidates", 1)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < low):
+                raise ValueError(f"--{name.replace('_', '-')} must be an integer >= {low}; got "
+                                 f"{value!r}")
+        low, high = CERTIFY_FRACTION_RANGE
+        f = self.certify_fraction
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not low <= f <= high:
+            raise ValueError(f"--certify-fraction must be in [{low}, {high}]; got {f!r}")
+        if isinstance(self.split_seed, bool) or not isinstance(self.split_seed, int) \
+                or not 0 <= self.split_seed < 2**32:
+            raise ValueError(f"--split-seed must be an integer in [0, 2^32); got "
+                             f"{self.split_seed!r}")
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"--sampler must be one of {'|'.join(SAMPLERS)}; got "
+                             f"{self.sampler!r}")
+
+    @property
+    def margin(self) -> Margin:
+        return Margin.parse(self.within)
+
+    @property
+    def max_trials(self) -> int | None:
+        """New trials at most: --trials, else the default unless a budget bounds the time."""
+        if self.trials is not None:
+            return self.trials
+        return None if self.budget_s is not None else DEFAULT_TRIALS
+
+    @property
+    def converges(self) -> bool:
+        """Whether the search may stop on its own when it stops finding anything (not when
+        --trials asks for exactly N)."""
+        return self.trials is None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RecommendRequest":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,81 @@
+"""Trials measured through the existing executors, a wave at a time.
+
+A wave is an ordinary sweep: the baseline and a few trials, built where the sweep's executor
+builds (here, in turn; this machine's idle GPUs, ``executors.pool``; Ray tasks,
+``executors.ray_executor``) and timed together on one node, in interleaved rounds
+(``run.rounds``), so each trial's ratio is against the baseline timed in the same rounds. The
+prepared sweep (data loaded, baseline trained once, weights cache) is reused from wave to
+wave; only its list of variants changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from benchmarks.report.results import VariantResult
+from benchmarks.spec.variant import BASELINE, VariantSpec
+
+
+def reference_of(base: VariantResult) -> dict:
+    """A wave's baseline as much as a ratio against it needs (its timing rounds, the statistics
+    of all its samples, size and memory), without its samples: what the recommendation keeps
+    per wave, so a ratio taken in the search can be recomputed from the stored JSON."""
+    lat = base.latency
+    ref = VariantResult(name=base.name, device=base.device, batch_size=base.batch_size,
+                        size_bytes=base.size_bytes, peak_memory_bytes=base.peak_memory_bytes,
+                        round_p50_ms=list(base.round_p50_ms),
+                        latency_samples_ms=list(base.round_p50_ms) or ([lat.p50] if lat else []))
+    if lat is not None:
+        ref.sample_stats = {"latency_samples_ms": dataclasses.asdict(lat)}
+    return ref.to_dict()
+
+
+class Waves:
+    def __init__(self, sweep, spec, stop, on_progress=None):
+        self.sweep = sweep            # a PreparedSweep, or a RaySweep around one
+        self.spec = spec              # the sweep's spec; its variants are replaced per wave
+        self.stop = stop
+        self.on_progress = on_progress
+        self.count = 0
+        self.measure_s: list[float] = []  # per variant, what a wave spends but training
+
+    def _set(self, spec) -> None:
+        self.sweep.spec = spec
+        prepared = getattr(self.sweep, "prepared", None)
+        if prepared is not None:
+            prepared.spec = spec
+
+    def measure(self, variants: list[VariantSpec], rounds: int
+                ) -> tuple[VariantResult | None, list[VariantResult | None], bool]:
+        """(the wave's baseline, each trial's result in order, whether it was cut short); a
+        result is None where the wave stopped before measuring it, or it was not timed."""
+        spec = dataclasses.replace(self.spec, variants=(BASELINE, *variants),
+                                   timing_rounds=rounds)
+        self._set(spec)
+        self.sweep.cancelled = False
+        t0 = time.perf_counter()
+        results = list(self.sweep.run(self.on_progress, self.stop))
+        self.count += 1
+        cut = bool(self.sweep.cancelled)
+        by_index = dict(enumerate(results))
+        base = by_index.get(0)
+        trials = [by_index.get(i + 1) for i in range(len(variants))]
+        if cut:  # a variant whose timing the cancel cut off has no ratio: not measured
+            trials = [r if r is not None and r.round_p50_ms else None for r in trials]
+            if base is not None and not base.round_p50_ms:
+                base = None
+        if base is not None:
+            spent = time.perf_counter() - t0
+            trained = sum((r.phase_s or {}).get("build", 0.0) for r in results
+                          if r is not None and r.techniques)
+            self.measure_s.append(max(0.0, spent - trained - base.phase_s.get("build", 0.0))
+                                  / (len(variants) + 1))
+        return base, trials, cut
+
+    def per_variant_s(self) -> float:
+        """What measuring one variant (accuracy, memory, size, timing) has cost per wave."""
+        if not self.measure_s:
+            return 0.0
+        ordered = sorted(self.measure_s)
+        return ordered[len(ordered) // 2]

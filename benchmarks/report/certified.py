@@ -1,0 +1,148 @@
+"""A recommendation as people read it: the certificate in a few lines, the candidates in
+their order, and the search's trials as a Pareto chart (search-split accuracy change against
+the objective's ratio) with the certified winner marked. Read from the stored block alone
+(``ResultsStore.set_recommendation``), so the CLI, the HTML report and the dashboard say the
+same thing. Torch-free, Streamlit-free."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from benchmarks.report.style import (
+    BASELINE_COLOR,
+    CHART_HEIGHT,
+    FAILED_COLOR,
+    FRONT_COLOR,
+    VARIANT_COLOR,
+    short,
+)
+
+WINNER_COLOR = "#ca8a04"
+CANDIDATE_COLUMNS = ("order", "candidate", "search Δ pts", "search ratio", "b", "c", "n",
+                     "Δ pts [interval]", "lower limit", "verdict", "ratio [interval]")
+
+
+def _interval(values, fmt: str = "{:+.2f}") -> str:
+    return "-" if not values else "[" + ", ".join(fmt.format(v) for v in values) + "]"
+
+
+def headline(block: dict) -> str:
+    """The one sentence: the winner with its margin, confidence and speed-up, or why none."""
+    cert = block["certificate"]
+    if cert.get("winner") is None:
+        return f"no certified variant: {cert.get('reason') or 'the search found none'}"
+    return f"certified: {cert['reason']}"
+
+
+def candidate_rows(block: dict) -> list[dict]:
+    """The sequence as a table: each candidate's test on the certify split, in order."""
+    cert = block["certificate"]
+    stop = cert.get("stopped_at")
+    rows = []
+    for t in cert.get("candidates") or []:
+        if t.get("certified"):
+            verdict = "certified" + (" (winner)" if t["name"] == cert.get("winner") else "")
+        elif t.get("tested"):
+            verdict = "failed: the sequence stops here"
+        else:
+            verdict = "not tested (after the stop)" if stop is not None and t["order"] > stop \
+                else "not tested"
+        ratio = "-" if t.get("ratio") is None else f"{t['ratio']:.2f}x " + _interval(
+            t.get("ratio_ci"), "{:.2f}")
+        rows.append({
+            "order": t["order"] + 1, "candidate": t["name"],
+            "search Δ pts": "-" if t.get("search_change_pts") is None
+            else f"{t['search_change_pts']:+.2f}",
+            "search ratio": "-" if t.get("search_ratio") is None
+            else f"{t['search_ratio']:.2f}x",
+            "b": t.get("b"), "c": t.get("c"), "n": t.get("n"),
+            "Δ pts [interval]": "-" if t.get("theta_pts") is None
+            else f"{t['theta_pts']:+.2f} " + _interval(t.get("interval_pts")),
+            "lower limit": "-" if t.get("lower_pts") is None else f"{t['lower_pts']:+.2f}",
+            "verdict": verdict + ("; " + "; ".join(t["notes"]) if t.get("notes") else ""),
+            "ratio [interval]": ratio})
+    return rows
+
+
+def summary_lines(block: dict) -> list[str]:
+    """What the CLI prints and the report shows above the table."""
+    cert, split, search = block["certificate"], block["split"], block["search"]
+    trials = search.get("trials") or []
+    done = sum(1 for t in trials if t.get("state") == "complete")
+    lines = [headline(block),
+             f"margin {cert['margin_pts']:g} points ({cert['margin']}), confidence "
+             f"{cert['confidence']:.0%} (alpha {1 - cert['confidence']:.2g}, one error rate "
+             f"for the whole sequence), objective {cert['objective']}",
+             f"split seed {split['seed']}: {split['search_size']} search / "
+             f"{split['certify_size']} certify of {split['test_examples']} test examples; "
+             f"the smallest margin this certify split can certify: "
+             f"{cert.get('smallest_margin_pts') or 0:.2f} points",
+             f"search: {len(trials)} trials ({done} measured, "
+             f"{sum(1 for t in trials if t.get('state') == 'pruned')} pruned early, "
+             f"{sum(1 for t in trials if t.get('reused'))} reused from earlier runs); ended: "
+             f"{search.get('ended') or '-'}",
+             f"{len(cert.get('candidates') or [])} candidate(s) tested slowest first"
+             + (f", the sequence stopped at #{cert['stopped_at'] + 1}"
+                if cert.get("stopped_at") is not None else ", none failed")
+             + ("" if block.get("final_timing") else
+                "; speed from the search's rounds (no final timing)")]
+    if block.get("stopped"):
+        lines.append(f"stopped: {block['stopped']}; the certificate covers what was found")
+    if block.get("recipe"):
+        lines.append(f"recipe: {block['recipe']['command']}")
+    return lines
+
+
+def table_text(block: dict) -> str:
+    rows = candidate_rows(block)
+    if not rows:
+        return "(no candidates)"
+    cells = [[str(r[c]) for c in CANDIDATE_COLUMNS] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells))
+              for i, c in enumerate(CANDIDATE_COLUMNS)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(CANDIDATE_COLUMNS, widths))]
+    out += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(out)
+
+
+def trials_figure(block: dict) -> go.Figure:
+    """Every measured trial: its accuracy change on the search split against its objective
+    ratio; the front in green, the margin dashed, the certified winner a star."""
+    cert = block["certificate"]
+    trials = [t for t in block["search"].get("trials") or []
+              if t.get("state") == "complete" and t.get("ratio") is not None]
+    certified = set(cert.get("certified") or [])
+    fig = go.Figure()
+    groups = (("trial", lambda t: not t.get("front"), VARIANT_COLOR, "circle", 8),
+              ("front", lambda t: t.get("front") and t["name"] not in certified, FRONT_COLOR,
+               "circle", 10),
+              ("certified", lambda t: t["name"] in certified and t["name"] != cert.get(
+                  "winner"), FRONT_COLOR, "diamond", 12),
+              ("certified winner", lambda t: t["name"] == cert.get("winner"), WINNER_COLOR,
+               "star", 18))
+    for label, pick, color, symbol, size in groups:
+        chosen = [t for t in trials if pick(t)]
+        if not chosen:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[t["ratio"] for t in chosen], y=[t["search_change_pts"] for t in chosen],
+            mode="markers+text" if label == "certified winner" else "markers", name=label,
+            text=[short(t["name"]) for t in chosen] if label == "certified winner" else None,
+            textposition="top center", hovertext=[t["name"] for t in chosen],
+            marker=dict(color=color, symbol=symbol, size=size,
+                        line=dict(width=1, color="#111827"))))
+    pruned = [t for t in block["search"].get("trials") or [] if t.get("state") == "pruned"]
+    if pruned:
+        fig.add_annotation(text=f"{len(pruned)} pruned early (successive halving)",
+                           xref="paper", yref="paper", x=1, y=0, showarrow=False,
+                           font=dict(color=FAILED_COLOR, size=11))
+    fig.add_hline(y=-cert["margin_pts"], line_dash="dash", line_color=FAILED_COLOR,
+                  annotation_text=f"-{cert['margin_pts']:g} pts (the margin)")
+    fig.add_vline(x=1.0, line_dash="dot", line_color=BASELINE_COLOR,
+                  annotation_text="baseline")
+    fig.update_layout(title="The search's trials (search split) and the certified winner",
+                      height=CHART_HEIGHT + 60, margin=dict(l=10, r=10, t=40, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    fig.update_xaxes(title=f"{cert['objective']} ratio to the baseline (higher: better)")
+    fig.update_yaxes(title="accuracy change on the search split (points)")
+    return fig

@@ -1,0 +1,206 @@
+"""The certificate's parts on hand-made data (no model runs): the power check, the split, the
+fixed-sequence procedure and its stop, the certificate's JSON round trip, the request's and
+the space's refusals, successive halving's rungs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from benchmarks.recommend.certificate import Certificate, certify, judge, order_candidates
+from benchmarks.recommend.power import certifiable_pts, check_power, smallest_margin_pts
+from benchmarks.recommend.request import Margin, RecommendRequest, parse_budget
+from benchmarks.recommend.search import rungs_of
+from benchmarks.recommend.space import search_space
+from benchmarks.recommend.split import Split, accuracy_at, discordant_at, make_split
+from benchmarks.report.results import VariantResult
+from benchmarks.report.stats import pack_bits
+from benchmarks.spec.variant import VariantSpec
+from optimizers.settings import Int8Settings, PruneSettings
+
+
+def test_power_names_the_smallest_margin_the_certify_split_can_certify():
+    # b = c = 0: the one-sided 95% lower limit is -z^2 / (n + z^2), z = 1.6449 (90% two-sided).
+    z2 = 1.6448536269514722 ** 2
+    assert smallest_margin_pts(180, 0.95) == pytest.approx(100 * z2 / (180 + z2), abs=1e-6)
+    assert certifiable_pts(180, 0.95) == 1.49
+    with pytest.raises(ValueError) as refused:
+        check_power(1.0, 180, 0.95)
+    line = str(refused.value)
+    assert "certify split of 180 test images cannot certify 1 point" in line
+    assert "it can certify 1.49 points" in line and "\n" not in line
+    assert check_power(1.49, 180, 0.95) == 1.49
+    with pytest.raises(ValueError):  # exactly the limit is not above it
+        check_power(smallest_margin_pts(180, 0.95), 180, 0.95)
+    # More examples certify a smaller margin; more confidence needs a larger one.
+    assert smallest_margin_pts(1000, 0.95) < smallest_margin_pts(180, 0.95)
+    assert smallest_margin_pts(180, 0.99) > smallest_margin_pts(180, 0.95)
+
+
+def _split(n=400, certify=None):
+    certify = tuple(range(0, n, 2)) if certify is None else certify
+    return Split(7, n, tuple(i for i in range(n) if i not in set(certify)), certify)
+
+
+def _result(name, bits, rounds=(), techniques=("int8",)):
+    return VariantResult(name=name, techniques=list(techniques), correct_bits=pack_bits(bits),
+                         n_test=len(bits), accuracy=sum(bits) / len(bits),
+                         latency_samples_ms=list(rounds) * 4, round_p50_ms=list(rounds))
+
+
+def test_an_identical_candidate_is_certified_at_the_margin_the_power_check_names():
+    split = _split(360, tuple(range(180)))
+    base = _result("baseline", [True] * 300 + [False] * 60, techniques=())
+    same = _result("same", [True] * 300 + [False] * 60)
+    tested = order_candidates([{"name": "same", "ratio": 2.0}])[0]
+    assert judge(tested, same, base, split, certifiable_pts(180, 0.95), 0.95)
+    assert (tested.b, tested.c, tested.n) == (0, 0, 180)
+    assert "few discordant pairs (0)" in tested.notes[0]
+    assert not judge(order_candidates([{"name": "same", "ratio": 2.0}])[0], same, base, split,
+                     1.0, 0.95)
+
+
+def test_the_split_never_overlaps_covers_every_example_and_follows_its_seed():
+    for n in (2, 3, 10, 359, 360, 1001):
+        for seed in range(12):
+            split = make_split(n, seed, 0.5)
+            assert not set(split.search) & set(split.certify)
+            assert sorted(split.search + split.certify) == list(range(n))
+            assert abs(len(split.certify) - n / 2) <= 1
+            assert split == make_split(n, seed, 0.5)
+            assert Split.from_dict(json.loads(json.dumps(split.to_dict()))) == split
+    assert make_split(360, 0, 0.5) != make_split(360, 1, 0.5)
+    assert len(make_split(1000, 0, 0.3).certify) == 300
+    with pytest.raises(ValueError, match="overlap"):
+        Split(0, 4, (0, 1, 2), (2, 3))
+    with pytest.raises(ValueError, match="cover"):
+        Split(0, 4, (0, 1), (2,))
+    with pytest.raises(ValueError, match="more test examples"):
+        make_split(1, 0, 0.5)
+
+
+def test_the_search_reads_only_its_split_and_the_certificate_only_its_own():
+    split = _split(10, (0, 1, 2, 3, 4))
+    right_on_search = [False] * 5 + [True] * 5
+    assert accuracy_at(pack_bits(right_on_search), 10, split.search) == 1.0
+    assert accuracy_at(pack_bits(right_on_search), 10, split.certify) == 0.0
+    base = [True] * 10
+    assert discordant_at(pack_bits(right_on_search), pack_bits(base), 10, split.certify) \
+        == (0, 5)
+
+
+def _sequence_case():
+    """A baseline right on 360 of 400 examples; A and D identical to it, B better on two
+    certify examples, C wrong on twelve more: timed in five rounds."""
+    split = _split()
+    base_bits = [True] * 360 + [False] * 40
+    better = list(base_bits)
+    better[360] = better[362] = True            # certify examples (even)
+    worse = list(base_bits)
+    for i in range(0, 24, 2):
+        worse[i] = False
+    base = _result("baseline", base_bits, [10.0, 10.2, 9.9, 10.1, 10.0], techniques=())
+    results = {"A": _result("A", base_bits, [8.0, 8.1, 8.2, 7.9, 8.0]),
+               "B": _result("B", better, [5.0, 5.1, 4.9, 5.0, 5.2]),
+               "C": _result("C", worse, [3.0, 3.1, 2.9, 3.0, 3.0]),
+               "D": _result("D", base_bits, [2.0, 2.1, 1.9, 2.0, 2.0])}
+    found = [{"name": "D", "ratio": 4.9, "change_pts": 0.0},
+             {"name": "A", "ratio": 1.3, "change_pts": 0.0},
+             {"name": "C", "ratio": 3.2, "change_pts": -0.5},
+             {"name": "B", "ratio": 2.1, "change_pts": 0.5}]
+    return split, base, results, found
+
+
+def test_fixed_sequence_tests_slowest_first_and_stops_at_the_first_failure():
+    split, base, results, found = _sequence_case()
+    sequence = order_candidates(found)
+    assert [t.name for t in sequence] == ["A", "B", "C", "D"]
+    assert [t.name for t in order_candidates(list(reversed(found)))] == ["A", "B", "C", "D"]
+    cert = certify(sequence, results, base, split, margin_pts=2.0, margin="2pt",
+                   confidence=0.95, objective="p50")
+    by = {t.name: t for t in cert.candidates}
+    assert [t.name for t in cert.certified] == ["A", "B"]
+    assert cert.stopped_at == 2 and by["C"].tested and not by["C"].certified
+    assert by["C"].lower_pts <= -2.0 and by["C"].c == 12
+    # D would pass (identical to the baseline) but comes after the stop: never tested.
+    assert not by["D"].tested and by["D"].b is None
+    # The winner: the certified one best in the objective, faster beyond its noise.
+    assert cert.winner == "B" and cert.speedup["ratio"] == pytest.approx(2.0, rel=0.05)
+    assert cert.speedup["ci"][0] > 1 and cert.speedup["faster"]
+    assert "B is within 2 points" in cert.reason
+    none = certify(order_candidates([{"name": "C", "ratio": 3.0}]), results, base, split,
+                   margin_pts=2.0, margin="2pt", confidence=0.95, objective="p50")
+    assert none.winner is None and none.stopped_at == 0 and "C, failed" in none.reason
+
+
+def test_the_certificate_round_trips_through_json():
+    split, base, results, found = _sequence_case()
+    cert = certify(order_candidates(found), results, base, split, margin_pts=2.0,
+                   margin="2pt", confidence=0.95, objective="p50", smallest_margin_pts=1.0)
+    data = json.loads(json.dumps(cert.to_dict()))
+    assert Certificate.from_dict(data) == cert
+    assert data["alpha"] == pytest.approx(0.05) and data["certified"] == ["A", "B"]
+    assert data["split"] == split.card()
+
+
+@pytest.mark.parametrize("within", ["-1pt", "0", "0pt", "50.1pt", "60%", "abc", "1 cm", True])
+def test_bad_margins_are_refused_by_name(within):
+    with pytest.raises(ValueError, match=r"--within must be a margin in \(0, 50\]"):
+        RecommendRequest(within=within)
+
+
+def test_the_request_parses_margins_and_budgets_and_refuses_the_rest():
+    assert Margin.parse("1pt") == Margin(1.0) and Margin.parse("0.5 pts") == Margin(0.5)
+    assert Margin.parse("2%") == Margin(2.0, relative=True)
+    assert Margin.parse("2%").points(0.9) == pytest.approx(1.8)
+    assert (parse_budget("20m"), parse_budget("90s"), parse_budget("1h"),
+            parse_budget("2")) == (1200, 90, 3600, 120)
+    for bad in ("0", "0m", "-5m", "x", "nan"):
+        with pytest.raises(ValueError, match="--budget"):
+            parse_budget(bad)
+    for kwargs, flag in (({"confidence": 0.5}, "--confidence"), ({"confidence": 1},
+                         "--confidence"), ({"confidence": 1.2}, "--confidence"),
+                         ({"objective": "speed"}, "--objective"), ({"trials": 0}, "--trials"),
+                         ({"budget_s": 0}, "--budget"), ({"certify_fraction": 0.95},
+                                                         "--certify-fraction"),
+                         ({"sampler": "grid"}, "--sampler")):
+        with pytest.raises(ValueError, match=flag):
+            RecommendRequest(**kwargs)
+    assert RecommendRequest().max_trials == 32 and RecommendRequest(budget_s=60).max_trials is None
+    assert RecommendRequest.from_dict(RecommendRequest(within="2%").to_dict()).within == "2%"
+
+
+def test_the_space_comes_from_the_registry_and_the_flags_narrow_it():
+    import optuna
+    every = search_space({}, set())
+    assert every.techniques == ("prune", "distill", "int8", "amp") and len(every.chains) == 15
+    ratio = next(k for k in every.knobs if k.name == "prune.ratio")
+    assert (ratio.low, ratio.high, ratio.step) == (0.1, 0.9, 0.05)
+    narrowed = search_space({("prune", "ratio"): (0.2, 0.4), ("prune", "method"): ("channel",)},
+                            {"prune"})
+    assert narrowed.chains == ("prune",) and narrowed.fixed == {("prune", "method"): "channel"}
+    assert next(k for k in narrowed.knobs if k.name == "prune.ratio").choices == (0.2, 0.4)
+    variant = narrowed.suggest(optuna.trial.FixedTrial(
+        {"prune.ratio": 0.4, "prune.finetune_epochs": 1}))
+    assert variant.name == "prune-channel-0.4-ft1" and variant.prune.method == "channel"
+    for point in every.starting_points():  # the registry's defaults, inside the space
+        assert every.suggest(optuna.trial.FixedTrial(point)).techniques == (point["chain"],)
+    with pytest.raises(ValueError, match="no sweepable knob"):
+        search_space({("int8", "mode"): ("static",), ("int8", "calibration_batches"): (8,)},
+                     {"int8"})
+    with pytest.raises(ValueError, match="which is off"):
+        search_space({("prune", "ratio"): (0.2, 0.4)}, {"int8"})
+    with pytest.raises(ValueError, match="prune.ratio"):
+        search_space({("prune", "ratio"): (0.2, 1.5)}, {"prune"})
+
+
+def test_successive_halving_builds_a_trial_at_fewer_epochs_first():
+    def prune(epochs):
+        return VariantSpec("p", ("prune",), {"prune": PruneSettings(0.5, "l1", epochs)})
+    assert [(e, v.prune.finetune_epochs) for e, v in rungs_of(prune(3))] == [(1, 1), (2, 2)]
+    assert [e for e, _ in rungs_of(prune(2))] == [1]
+    assert rungs_of(prune(1)) == [] and rungs_of(prune(0)) == []
+    assert rungs_of(VariantSpec("q", ("int8",), {"int8": Int8Settings("static")})) == []
+    assert math.isclose(rungs_of(prune(3))[0][1].prune.ratio, 0.5)
