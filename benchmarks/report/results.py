@@ -129,6 +129,9 @@ class VariantResult:
     # For a sample list thinned to KEPT_SAMPLES: the statistics of all its samples (the
     # fields of LatencyStats), by list name.
     sample_stats: dict = field(default_factory=dict)
+    # Per-layer SQNR and cosine similarity against the baseline on a fixed batch
+    # (``benchmarks.sensitivity.diagnostics``); None for the baseline.
+    diagnostics: dict | None = None
     _latency_cache: tuple = field(default=(), repr=False, compare=False)
 
     @property
@@ -238,6 +241,7 @@ class VariantResult:
             "warnings": list(self.warnings),
             "built_on": list(self.built_on),
             "timed_on": self.timed_on,
+            "diagnostics": self.diagnostics,
         }
         # Raw figures, so nothing is stored twice or lost.
         out["raw"] = {k: v for k, v in asdict(self).items() if k in (
