@@ -97,7 +97,17 @@ def measure(model, device, base: Baseline, group: Group, data, which: str) -> di
                                                                mine.output)),
             "group_sqnr_db": _group_sqnr(base, group, mine),
             "params_after": sum(params.get(m, 0) for m in group.modules),
-            "macs_after": {m: macs.get(m, 0) for m in group.modules if m in base.macs}}
+            "macs_after": {m: macs.get(m, 0) for m in group.modules if m in base.macs},
+            "channels_kept": _width(model, group.root) if group.channels else None}
+
+
+def _width(model, name: str) -> int | None:
+    """How many output channels (features) the layer ``name`` has now."""
+    try:
+        layer = model.get_submodule(name)
+    except AttributeError:
+        return None
+    return getattr(layer, "out_channels", getattr(layer, "out_features", None))
 
 
 def _group_sqnr(base: Baseline, group: Group, mine: diagnostics.Capture) -> float | None:
@@ -141,6 +151,7 @@ def row(group: Group, level: float, measured: dict, base: Baseline, which: str,
         params_after=measured["params_after"], macs_after=sum(after.values()),
         macs_removed=1.0 - sum(after.values()) / macs if macs else 0.0,
         macs_removed_by_module={m: round(f, 6) for m, f in removed.items()},
+        channels_kept=measured.get("channels_kept"),
         saving=_saving(group, removed, base))
     return out
 

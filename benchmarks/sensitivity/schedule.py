@@ -163,7 +163,7 @@ def build_schedule(rows: list[dict], *, model: str, technique: str, budget_pts: 
                                               shares)
     doc = {"model": model, "technique": technique, "groups": levels,
            "objective": objective, "max_drop_pts": budget_pts, "solver": solver,
-           "predicted": {"accuracy_change_pts": -drop, "saved_ms": saved,
+           "predicted": {"accuracy_change_pts": -drop if drop else 0.0, "saved_ms": saved,
                          f"{objective}_ms": baseline_ms - saved,
                          "baseline_ms": baseline_ms},
            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **notes}
