@@ -80,11 +80,13 @@ class SensitivityConfig:
         if isinstance(self.levels, tuple) and not self.levels:
             raise ValueError("sensitivity.levels needs at least one level in (0, 1), e.g. "
                              "0.25,0.5,0.75")
+        if isinstance(self.levels, tuple):
+            outside = [v for v in self.levels if isinstance(v, (int, float))
+                       and not isinstance(v, bool) and not 0 < v < 1]
+            if outside:
+                raise ValueError(f"sensitivity.levels must each be in (0, 1) (the fraction "
+                                 f"removed); got {', '.join(map(str, outside))}")
         check_settings(self, "sensitivity")
-        outside = [v for v in self.levels if not 0 < v < 1]
-        if outside:
-            raise ValueError(f"sensitivity.levels must each be in (0, 1) (the fraction "
-                             f"removed); got {', '.join(map(str, outside))}")
         if self.max_drop is not None:
             parse_drop(self.max_drop)
 

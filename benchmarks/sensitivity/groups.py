@@ -113,10 +113,14 @@ def check_sweep_schedule(sweep, variant) -> None:
     from optimizers.schedules import parse_schedule
     technique = variant.techniques[0]
     doc = parse_schedule(dict(variant.settings)[technique].schedule)
+    groups, _ = find_groups(structure_of(sweep), doc["technique"],
+                            sweep.context(lambda p, f: None), sweep.spec.model)
+    check_schedule(doc, groups, sweep.spec.model)
+
+
+def structure_of(sweep):
+    """The sweep's model as built, untrained (for what depends on its structure alone)."""
     from benchmarks.zoo.models import build_model
     data, spec = sweep.data, sweep.spec
-    model = build_model(spec.model, data.num_classes, data.in_channels, data.input_size,
-                        sweep.allowed_models_dir, keep_head=sweep.keep_head).eval()
-    ctx = sweep.context(lambda p, f: None)
-    groups, _ = find_groups(model, doc["technique"], ctx, spec.model)
-    check_schedule(doc, groups, spec.model)
+    return build_model(spec.model, data.num_classes, data.in_channels, data.input_size,
+                       sweep.allowed_models_dir, keep_head=sweep.keep_head).eval()

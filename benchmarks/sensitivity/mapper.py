@@ -24,7 +24,7 @@ from benchmarks.measure.latency import measure_latency, pinned_threads
 from benchmarks.report.results import LatencyStats
 from benchmarks.sensitivity import cells, diagnostics
 from benchmarks.sensitivity.config import SensitivityConfig, is_pruning
-from benchmarks.sensitivity.groups import Group, find_groups
+from benchmarks.sensitivity.groups import Group, find_groups, structure_of
 from benchmarks.sensitivity.profile import module_macs, module_params, module_shares
 from benchmarks.sensitivity.schedule import build_schedule
 from benchmarks.sensitivity.subset import stratified_subset, to_confirm
@@ -93,11 +93,15 @@ def build_map(sweep, config: SensitivityConfig, *, on_progress: ProgressFn | Non
                          f"has no labels; use a labelled data set")
     t0 = time.perf_counter()
     with pinned_threads(sweep.threads):
+        # The groups first, on the model's structure (its weights do not change them): a
+        # technique with none on this model is refused before the baseline trains.
+        report("groups", 0, 0, f"finding the {config.technique} groups")
+        groups, grouping = find_groups(structure_of(sweep), config.technique,
+                                       sweep.context(lambda p, f: None), sweep.spec.model)
+        _check_stop(stop)
         report("baseline", 0, 0, "training or loading the baseline")
         baseline = sweep.load_baseline(None, stop)
         ctx = sweep.context(lambda p, f: report(f"cell: {p}", 0, 0, p), shared={})
-        report("groups", 0, 0, f"finding the {config.technique} groups")
-        groups, grouping = find_groups(baseline, config.technique, ctx, sweep.spec.model)
         _check_stop(stop)
         base = _measure_baseline(sweep, baseline, groups, config)
         _check_stop(stop)
