@@ -163,6 +163,13 @@ def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
                 f"{predicted['saved_ms']:.3f} ms of {predicted['baseline_ms']:.3f} ms "
                 f"({objective}) saved. Effects are not additive: the verification sweep "
                 f"measures it against the baseline on the same examples.")
+    checked = schedule.get("checked") or {}
+    if checked.get("accuracy_change") is not None:
+        low, high = checked["accuracy_change_ci"]
+        st.caption(f"The whole schedule on the map's {checked['on']} examples: "
+                   f"{checked['accuracy_change']:+.2f} points [{low:+.2f}, {high:+.2f}]"
+                   + (f"; let go to fit: {', '.join(checked['let_go'])}"
+                      if checked.get("let_go") else ""))
     c1, c2 = st.columns(2)
     c1.download_button("Download schedule", json.dumps(schedule, indent=2),
                        file_name=f"schedule-{stored['run_id']}.json",

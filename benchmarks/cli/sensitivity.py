@@ -77,10 +77,13 @@ def cmd_sensitivity(args) -> int:
         from benchmarks.sensitivity.schedule import write_schedule
         write_schedule(out, result.schedule)
         predicted = result.schedule["predicted"]
+        checked = result.schedule.get("checked") or {}
+        whole = "" if checked.get("accuracy_change") is None else \
+            f"; the whole schedule {checked['accuracy_change']:+.2f} pts on the {checked['on']}"
         print(f"schedule for --max-drop {config.max_drop} written to {out}: predicted "
               f"{predicted['accuracy_change_pts']:+.2f} pts, {predicted['saved_ms']:.3f} ms "
-              f"saved of {predicted['baseline_ms']:.3f} ({config.objective}); verify it with "
-              f"`run --model {spec.model} --schedule {out}`", file=sys.stderr)
+              f"saved of {predicted['baseline_ms']:.3f} ({config.objective}){whole}; verify "
+              f"it with `run --model {spec.model} --schedule {out}`", file=sys.stderr)
     failed = [r for r in result.rows if r.get("error")]
     return EXIT_VARIANT_FAILED if failed else EXIT_OK
 

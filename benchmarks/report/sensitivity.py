@@ -94,7 +94,7 @@ def heatmap(rows: list[dict], title: str = "Where accuracy goes: groups x levels
     fig.update_xaxes(title="level (fraction removed; INT8: quantized)", type="category")
     fig.update_yaxes(tickvals=[i + 0.5 for i in range(len(data["groups"]))],
                      ticktext=[short(g) for g in data["groups"]], autorange="reversed",
-                     range=[len(data["groups"]), 0], automargin=True, title=None)
+                     range=[len(data["groups"]) + 0.03, -0.03], automargin=True, title=None)
     fig.add_annotation(text="hatched: within noise (the interval crosses zero)",
                        xref="paper", yref="paper", x=0, y=1.02, yanchor="bottom",
                        showarrow=False, font=dict(size=11))

@@ -75,6 +75,25 @@ def build_cell(baseline: torch.nn.Module, technique: str, group: Group, level: f
     return quantization.static_fx(model, calibration, mapping), cpu
 
 
+def build_scheduled(baseline: torch.nn.Module, schedule: dict, ctx, config: SensitivityConfig):
+    """(the model a whole schedule makes, the device it runs on): the technique's own apply
+    with the schedule as its setting, as ``run --schedule`` applies it (fine-tuned as the
+    map's cells are)."""
+    from optimizers.schedules import SCHEDULE_TECHNIQUES
+    technique, _, value = SCHEDULE_TECHNIQUES[schedule["technique"]]
+    text = json.dumps({"technique": schedule["technique"], "groups": schedule["groups"]})
+    if technique == "prune":
+        from optimizers import pruning
+        from optimizers.settings import PruneSettings
+        out = pruning.apply(baseline, PruneSettings(0.0, value, config.finetune_epochs,
+                                                    schedule=text), ctx)
+    else:
+        from optimizers import quantization
+        from optimizers.settings import Int8Settings
+        out = quantization.apply(baseline, Int8Settings(value, schedule=text), ctx)
+    return out.model, out.device or ctx.device
+
+
 def score(model, device, data, indices: list[int], batch: int = 256) -> list[bool]:
     """Per-example correctness of ``model`` on the test split's ``indices``, in order."""
     idx = torch.as_tensor(indices, dtype=torch.long)
@@ -120,6 +139,17 @@ def _group_sqnr(base: Baseline, group: Group, mine: diagnostics.Capture) -> floa
         if ref is not None and got is not None and ref.shape == got.shape:
             return diagnostics._finite(diagnostics.sqnr_db(ref, got))
     return None
+
+
+def paired(right: list[bool], base_right: list[bool], confidence: float) -> dict:
+    """A model's change against the baseline on the same examples, in points, with Tango's
+    interval and the exact McNemar p."""
+    only_mine, only_base = stats.discordant(right, base_right)
+    n = len(right)
+    low, high = stats.tango_interval(only_mine, only_base, n, confidence)
+    return {"accuracy_change": 100.0 * (only_mine - only_base) / n,
+            "accuracy_change_ci": [100.0 * low, 100.0 * high],
+            "p_value": stats.mcnemar_exact(only_mine, only_base), "n": n}
 
 
 def row(group: Group, level: float, measured: dict, base: Baseline, which: str,

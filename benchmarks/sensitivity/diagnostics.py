@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 
-# At most this many bytes of the baseline's layer outputs are held at once: a large model at
-# full resolution compares its first layers, not every one.
-HELD_BYTES = 256 * 2**20
-DIAGNOSTIC_BATCH = 16
+# At most this many bytes of a model's layer outputs are held at once (float32): a large
+# model at full resolution compares its first layers, not every one.
+HELD_BYTES = 128 * 2**20
+DIAGNOSTIC_BATCH = 16          # examples of the fixed batch, fewer for large inputs
+DIAGNOSTIC_ELEMENTS = 2**20    # ... so that the batch holds at most this many input values
 LAYER_TYPES = ("Conv1d", "Conv2d", "Conv3d", "Linear", "ConvReLU1d", "ConvReLU2d",
                "ConvReLU3d", "LinearReLU", "ConvBn2d", "ConvBnReLU2d")
 
@@ -26,7 +27,7 @@ def sqnr_db(reference, output) -> float | None:
     """10 log10(|reference|^2 / |reference - output|^2) in dB: +inf for identical outputs,
     None when the shapes differ or the reference is all zeros."""
     import torch
-    ref, out = _float(reference), _float(output)
+    ref, out = _float(reference, torch.float64), _float(output, torch.float64)
     if ref.shape != out.shape:
         return None
     signal = float(torch.sum(ref * ref))
@@ -42,18 +43,19 @@ def cosine(reference, output) -> float | None:
     """Cosine similarity of the two outputs flattened (None when shapes differ or one is
     zero)."""
     import torch
-    ref, out = _float(reference).flatten(), _float(output).flatten()
+    ref = _float(reference, torch.float64).flatten()
+    out = _float(output, torch.float64).flatten()
     if ref.shape != out.shape:
         return None
     norm = float(torch.linalg.vector_norm(ref) * torch.linalg.vector_norm(out))
     return None if norm == 0 else float(torch.dot(ref, out)) / norm
 
 
-def _float(t):
+def _float(t, dtype=None):
     import torch
     if isinstance(t, torch.Tensor) and t.is_quantized:
         t = t.dequantize()
-    return t.detach().to("cpu", torch.float64)
+    return t.detach().to("cpu", dtype or torch.float32)
 
 
 FOLDED_TYPES = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "ReLU", "ReLU6")
@@ -73,7 +75,7 @@ class Capture:
         wanted = set(names) if names is not None else None
 
         def keep(output) -> object | None:
-            size = output.numel() * 8
+            size = output.numel() * 4
             if held[0] + size > HELD_BYTES:
                 return None
             held[0] += size
@@ -130,13 +132,19 @@ def capture(model, example, names=None) -> Capture:
     return Capture(model, example, names)
 
 
+def diagnostic_batch(example) -> int:
+    """How many examples of ``example`` the diagnostics compare on."""
+    per_example = max(int(example[0].numel()), 1)
+    return max(1, min(DIAGNOSTIC_BATCH, len(example), DIAGNOSTIC_ELEMENTS // per_example))
+
+
 def layer_diagnostics(baseline, variant, example, *, variant_device=None,
                       autocast=None, corresponds: bool = True) -> dict:
     """{"batch", "output": {"sqnr_db", "cosine"}, "layers": [{"layer", "sqnr_db", "cosine"}],
     "skipped"} of ``variant`` against ``baseline`` on ``example`` (at most DIAGNOSTIC_BATCH
     examples). ``corresponds=False`` (a distilled student) compares the output only."""
     from contextlib import nullcontext
-    x = example[:DIAGNOSTIC_BATCH]
+    x = example[:diagnostic_batch(example)]
     base_device = next((p.device for p in baseline.parameters()), None)
     base = capture(baseline, x.to(base_device) if base_device else x)
     with autocast or nullcontext():

@@ -22,6 +22,7 @@ import torch
 
 from benchmarks.measure.latency import measure_latency, pinned_threads
 from benchmarks.report.results import LatencyStats
+from benchmarks.report.stats import pack_bits, unpack_bits
 from benchmarks.sensitivity import cells, diagnostics
 from benchmarks.sensitivity.config import SensitivityConfig, is_pruning
 from benchmarks.sensitivity.groups import Group, find_groups, structure_of
@@ -31,6 +32,7 @@ from benchmarks.sensitivity.subset import stratified_subset, to_confirm
 from benchmarks.spec.cancel import Cancelled
 from optimizers.errors import described
 
+SCHEDULE_TRIES = 3  # knapsack runs on a shrunk budget before groups are let go
 # (phase, cells done, cells in all, message) -> None
 ProgressFn = Callable[[str, int, int, str], None]
 RowFn = Callable[[int, dict], None]
@@ -92,20 +94,20 @@ def build_map(sweep, config: SensitivityConfig, *, on_progress: ProgressFn | Non
         raise ValueError(f"a sensitivity map compares accuracies, and {sweep.spec.dataset} "
                          f"has no labels; use a labelled data set")
     t0 = time.perf_counter()
+    cache = cells.CellCache(sweep.cache)
     with pinned_threads(sweep.threads):
         # The groups first, on the model's structure (its weights do not change them): a
         # technique with none on this model is refused before the baseline trains.
         report("groups", 0, 0, f"finding the {config.technique} groups")
-        groups, grouping = find_groups(structure_of(sweep), config.technique,
-                                       sweep.context(lambda p, f: None), sweep.spec.model)
+        groups, grouping = _groups(sweep, config.technique, cache)
         _check_stop(stop)
         report("baseline", 0, 0, "training or loading the baseline")
         baseline = sweep.load_baseline(None, stop)
         ctx = sweep.context(lambda p, f: report(f"cell: {p}", 0, 0, p), shared={})
         _check_stop(stop)
-        base = _measure_baseline(sweep, baseline, groups, config)
+        base = _measure_baseline(sweep, baseline, groups, config, cache)
         _check_stop(stop)
-        built = _Cells(sweep, base, groups, ctx, config, report, stop, on_row)
+        built = _Cells(sweep, base, groups, ctx, config, report, stop, on_row, cache)
         rows = built.screen()
         confirmed = built.confirm(rows)
     latency = base.extra["latency"]
@@ -115,49 +117,131 @@ def build_map(sweep, config: SensitivityConfig, *, on_progress: ProgressFn | Non
         baseline={"accuracy": sum(base.sets["full"][1]) / len(base.sets["full"][1]),
                   "n_test": len(base.sets["full"][1]), "latency_ms": latency,
                   "batch_size": sweep.spec.batch_size, "threads": sweep.threads,
-                  "device": str(sweep.device), **base.extra.get("int8", {})},
+                  "device": str(sweep.device), "from_cache": base.extra["from_cache"],
+                  **base.extra.get("int8", {})},
         subset={"fraction": config.subset, "seed": config.subset_seed,
                 "size": len(base.sets["subset"][0]), "of": len(base.sets["full"][0]),
                 "indices": base.sets["subset"][0]},
         grouping={**grouping, "groups": len(groups)}, confirmed=confirmed,
         timing={"seconds": time.perf_counter() - t0, "cells": len(rows),
-                "measured": built.cache.misses, "from_cache": built.cache.hits},
+                "measured": built.measured, "from_cache": built.from_cache},
         config=config.to_dict())
     if config.max_drop_pts is not None:
-        result.schedule = build_schedule(
-            rows, model=sweep.spec.model, technique=config.technique,
-            budget_pts=config.max_drop_pts, baseline_ms=latency[config.objective],
-            objective=config.objective, solver=config.solver, shares=base.shares,
-            dataset=sweep.spec.dataset)
+        with pinned_threads(sweep.threads):
+            result.schedule = _schedule(sweep, base, rows, config, built)
+        result.timing["seconds"] = time.perf_counter() - t0
     return result
 
 
-def _measure_baseline(sweep, baseline, groups: list[Group], config) -> cells.Baseline:
+def _schedule(sweep, base: cells.Baseline, rows: list[dict], config: SensitivityConfig,
+              built: "_Cells") -> dict:
+    """The knapsack's schedule, its composition checked on the screening examples: the
+    cells were measured one group at a time and their effects are not additive, so while the
+    whole schedule loses more than the budget there, the knapsack is run again on a budget
+    shrunk in proportion (at most SCHEDULE_TRIES times), then groups are let go, the noisiest
+    output first, until it fits. The check travels in the schedule ("checked")."""
+    latency = base.extra["latency"][config.objective]
+
+    def solve(budget: float) -> dict:
+        return build_schedule(rows, model=sweep.spec.model, technique=config.technique,
+                              budget_pts=budget, baseline_ms=latency,
+                              objective=config.objective, solver=config.solver,
+                              shares=base.shares, dataset=sweep.spec.dataset)
+
+    budget, limit = config.max_drop_pts, config.max_drop_pts
+    doc = solve(budget)
+    for attempt in range(1, SCHEDULE_TRIES + 1):
+        check = built.composed(doc)
+        doc["checked"] = {**check, "budget_pts": budget, "tries": attempt}
+        if "error" in check or -check["accuracy_change"] <= limit:
+            return doc
+        budget *= 0.9 * limit / -check["accuracy_change"]
+        doc = solve(budget) if attempt < SCHEDULE_TRIES else doc
+    by_noise = sorted((r for r in rows if doc["groups"].get(r["root"]) == r["level"]
+                       and r["level"] > 0 and r.get("sqnr_db") is not None),
+                      key=lambda r: r["sqnr_db"])
+    for cell in by_noise:
+        doc["groups"][cell["root"]] = 0.0 if is_pruning(config.technique) else 0
+        check = built.composed(doc)
+        doc["checked"] = {**check, "budget_pts": budget, "tries": doc["checked"]["tries"],
+                          "let_go": doc["checked"].get("let_go", []) + [cell["root"]]}
+        if "error" in check or -check["accuracy_change"] <= limit:
+            break
+    return _repredict(doc, rows, latency, base.shares)
+
+
+def _repredict(doc: dict, rows: list[dict], latency: float, shares: dict) -> dict:
+    """The prediction of a schedule whose levels were changed after the knapsack."""
+    from benchmarks.sensitivity.schedule import composed_saving
+    chosen = [r for r in rows if doc["groups"].get(r["root"]) == r["level"]]
+    doc["predicted"].update(
+        accuracy_change_pts=-sum(max(0.0, -(r["accuracy_change"] or 0.0)) for r in chosen)
+        or 0.0, saved_ms=latency * composed_saving(rows, doc["groups"], shares))
+    doc["predicted"][f"{doc['objective']}_ms"] = latency - doc["predicted"]["saved_ms"]
+    return doc
+
+
+def _groups(sweep, technique: str, cache: cells.CellCache) -> tuple[list[Group], dict]:
+    """The technique's groups on the sweep's model, found once per model and data shape
+    (Torch-Pruning's graph takes seconds on a large model) and then read from the cache."""
+    key = (*sweep.base_key(sweep.spec.seed), "groups", technique)
+    found = cache.get(key)
+    if found is None:
+        groups, grouping = find_groups(structure_of(sweep), technique,
+                                       sweep.context(lambda p, f: None), sweep.spec.model)
+        cache.put(key, {"groups": [asdict(g) for g in groups], "grouping": grouping})
+        return groups, grouping
+    return [Group(g["root"], tuple(g["modules"]), g["kind"], g["channels"],
+                  tuple(g["observers"])) for g in found["groups"]], found["grouping"]
+
+
+def _measure_baseline(sweep, baseline, groups: list[Group], config,
+                      cache: cells.CellCache) -> cells.Baseline:
     """The baseline's correctness on the whole split (the subset's is a part of it), its
-    outputs on the fixed batch, where its time and multiply-adds go, and its latency."""
-    data, device, spec = sweep.data, sweep.device, sweep.spec
+    outputs on the fixed batch, where its time and multiply-adds go, and its latency; all
+    but the outputs measured once per baseline, device and threads, then cached."""
+    data, device = sweep.data, sweep.device
     full = list(range(len(data.test)))
-    right = cells.score(baseline, device, data, full)
+    key = (*sweep.base_key(sweep.spec.seed), "baseline", config.technique, str(device),
+           sweep.threads, sweep.spec.batch_size, sweep.spec.min_time_s)
+    measured = cache.get(key)
+    if measured is None:
+        measured = _baseline_figures(sweep, baseline, full, config)
+        cache.put(key, measured)
+        measured["from_cache"] = False
+    else:
+        measured["from_cache"] = True
+    right = unpack_bits(measured["bits"], len(full))
     subset = stratified_subset(data.test.y.tolist(), config.subset, config.subset_seed)
-    example = sweep.example[:diagnostics.DIAGNOSTIC_BATCH].to(device)
+    example = sweep.example[:diagnostics.diagnostic_batch(sweep.example)].to(device)
     members = sorted({m for g in groups for m in g.modules})
-    layers = diagnostics.capture(baseline, example, members)
-    shares = module_shares(baseline, sweep.example.to(device))
     base = cells.Baseline(
         model=baseline, device=device,
         sets={"full": (full, right), "subset": (subset, [right[i] for i in subset])},
-        example=example, layers=layers,
-        params=module_params(baseline), macs=module_macs(baseline, example[:1]),
-        shares=shares, owners={m: sum(m in g.modules for g in groups) for m in members})
+        example=example, layers=diagnostics.capture(baseline, example, members),
+        params=module_params(baseline), macs=measured["macs"], shares=measured["shares"],
+        owners={m: sum(m in g.modules for g in groups) for m in members},
+        extra={"latency": measured["latency"], "from_cache": measured["from_cache"]})
+    if "int8" in measured:
+        base.extra["int8"] = measured["int8"]
+        base.int8_gain = measured["int8"]["int8_gain"]
+    return base
+
+
+def _baseline_figures(sweep, baseline, full: list[int], config) -> dict:
+    device, spec = sweep.device, sweep.spec
     tracker = measure_latency(baseline, sweep.example, device, min_runs=spec.min_runs,
                               min_time_s=spec.min_time_s, warmup=spec.warmup)
     stats = LatencyStats.from_samples(tracker.samples_ms, spec.batch_size)
-    base.extra["latency"] = {"p50": stats.p50, "p90": stats.p90, "mean": stats.mean,
-                             "noisy": stats.noisy}
+    example = sweep.example[:1].to(device)
+    out = {"bits": pack_bits(cells.score(baseline, device, sweep.data, full)),
+           "shares": module_shares(baseline, sweep.example.to(device)),
+           "macs": module_macs(baseline, example),
+           "latency": {"p50": stats.p50, "p90": stats.p90, "mean": stats.mean,
+                       "noisy": stats.noisy}}
     if not is_pruning(config.technique):
-        base.extra["int8"] = _int8_gain(sweep, baseline, config)
-        base.int8_gain = base.extra["int8"]["int8_gain"]
-    return base
+        out["int8"] = _int8_gain(sweep, baseline, config)
+    return out
 
 
 def _int8_gain(sweep, baseline, config) -> dict:
@@ -191,23 +275,28 @@ class _Cells:
     """The map's cells: screened, then the extremes confirmed, each measured once per key."""
 
     def __init__(self, sweep, base: cells.Baseline, groups: list[Group], ctx,
-                 config: SensitivityConfig, report: ProgressFn, stop, on_row: RowFn | None):
+                 config: SensitivityConfig, report: ProgressFn, stop, on_row: RowFn | None,
+                 cache: cells.CellCache):
         self.sweep, self.base, self.groups, self.ctx = sweep, base, groups, ctx
         self.config, self.report, self.stop, self.on_row = config, report, stop, on_row
-        self.cache = cells.CellCache(sweep.cache)
+        self.cache = cache
+        self.measured = self.from_cache = 0
         self.cells = [(g, level) for g in groups for level in config.cell_levels]
 
     def _key(self, group: Group, level: float, which: str) -> tuple:
         indices, _ = self.base.sets[which]
         digest = hashlib.sha256(json.dumps(indices).encode()).hexdigest()[:16]
         return (*self.sweep.base_key(self.sweep.spec.seed), self.config.technique, group.root,
-                level, self.config.finetune_epochs, which, digest, cells.CALIBRATION_BATCHES)
+                level, self.config.finetune_epochs, which, digest, cells.CALIBRATION_BATCHES,
+                str(self.sweep.device))
 
     def measure(self, group: Group, level: float, which: str) -> dict:
         parts = self._key(group, level, which)
         found = self.cache.get(parts)
         if found is not None:
+            self.from_cache += 1
             return found
+        self.measured += 1
         try:
             model, device = cells.build_cell(self.base.model, self.config.technique, group,
                                              level, self.groups, self.ctx, self.config)
@@ -223,6 +312,31 @@ class _Cells:
         group, level = self.cells[index]
         measured = self.measure(group, level, which)
         return cells.row(group, level, measured, self.base, which, self.config.confidence)
+
+    def composed(self, doc: dict) -> dict:
+        """The whole schedule's change against the baseline on the screening examples
+        (cached by its levels): what the knapsack's sum only predicts."""
+        which = "full" if self.config.subset >= 1 else "subset"
+        indices, base_right = self.base.sets[which]
+        if not any(level > 0 for level in doc["groups"].values()):  # the baseline itself
+            return {**cells.paired(base_right, base_right, self.config.confidence),
+                    "on": which}
+        levels = sorted(doc["groups"].items())
+        digest = hashlib.sha256(json.dumps([levels, indices]).encode()).hexdigest()[:16]
+        parts = (*self.sweep.base_key(self.sweep.spec.seed), self.config.technique,
+                 "schedule", digest, self.config.finetune_epochs, str(self.sweep.device))
+        found = self.cache.get(parts)
+        if found is None:
+            self.report("checking", 0, 0, "the whole schedule on the screening examples")
+            try:
+                model, device = cells.build_scheduled(self.base.model, doc, self.ctx,
+                                                      self.config)
+            except Exception as exc:  # said in the schedule; the map stands
+                return {"error": described(exc), "on": which}
+            found = {"bits": pack_bits(cells.score(model, device, self.sweep.data, indices))}
+            self.cache.put(parts, found)
+        right = unpack_bits(found["bits"], len(indices))
+        return {**cells.paired(right, base_right, self.config.confidence), "on": which}
 
     def screen(self) -> list[dict]:
         which = "full" if self.config.subset >= 1 else "subset"

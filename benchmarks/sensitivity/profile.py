@@ -51,18 +51,25 @@ def module_shares(model: nn.Module, example: torch.Tensor, runs: int = PROFILED_
         handles.append(module.register_forward_pre_hook(enter(name)))
         handles.append(module.register_forward_hook(leave(name)))
     model.eval()
+    # On a GPU the kernels' time is the latency; the host's is only their launching.
+    cuda = example.is_cuda
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     try:
         with torch.inference_mode():
             model(example)
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
+            with profile(activities=activities) as prof:
                 for _ in range(runs):
                     model(example)
+                if cuda:
+                    torch.cuda.synchronize(example.device)
     finally:
         for h in handles:
             h.remove()
     events = prof.key_averages()
-    total = sum(e.self_cpu_time_total for e in events) or 1.0
-    return {e.key[len(RANGE_PREFIX):]: e.cpu_time_total / total for e in events
+    inclusive, own = (("device_time_total", "self_device_time_total") if cuda
+                      else ("cpu_time_total", "self_cpu_time_total"))
+    total = sum(getattr(e, own, 0.0) for e in events) or 1.0
+    return {e.key[len(RANGE_PREFIX):]: getattr(e, inclusive, 0.0) / total for e in events
             if e.key.startswith(RANGE_PREFIX)}
 
 
