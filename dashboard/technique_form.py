@@ -25,14 +25,16 @@ def technique_controls(technique: registry.Technique, models: list[str], *,
                    value=default_on, key=f"exp_{name}")
     if not on:
         return False, {}
-    sweepable = any(meta.sweep and not meta.advanced for _, meta, _ in technique.fields())
+    # Fields for the CLI or its operator (a schedule file's JSON) draw no widget.
+    fields = [(f, m, d) for f, m, d in technique.fields() if m.form and not m.hidden]
+    sweepable = any(meta.sweep and not meta.advanced for _, meta, _ in fields)
     sweep = sweepable and st.checkbox(f"Sweep {name} settings", key=f"exp_{name}_sweep",
                                       help="Each swept setting takes several values: one "
                                            "variant per point (cross product within the "
                                            "technique).")
     choices = {}
-    primary = [(f, m, d) for f, m, d in technique.fields() if not m.advanced]
-    advanced = [(f, m, d) for f, m, d in technique.fields() if m.advanced]
+    primary = [(f, m, d) for f, m, d in fields if not m.advanced]
+    advanced = [(f, m, d) for f, m, d in fields if m.advanced]
     columns = st.columns(len(primary)) if primary else []
     for column, (field, meta, default) in zip(columns, primary):
         with column:

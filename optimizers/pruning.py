@@ -7,7 +7,9 @@ fractions. ``channel`` uses Torch-Pruning's dependency graph to physically remov
 layers shrink, and that is what makes a CPU or GPU faster. Attention is pruned head by head
 (its head counts given to Torch-Pruning, as its ViT examples do); where one graph cannot span
 the model (ShuffleNet's channel shuffle, windowed attention in Swin and MaxViT), each block's
-inner channels are pruned with a graph of that block alone, and the config says so.
+inner channels are pruned with a graph of that block alone, and the config says so. A
+schedule (``PruneSettings.schedule``) gives groups their own ratios: a Torch-Pruning group by
+its root layer (``channel_groups`` lists them), a layer's weight for l1.
 
 Fine-tuning runs while a mask holds the pruned weights at zero, so the sparsity reported after
 fine-tuning is exact; the mask is then folded into the weights (plain tensors are saved).
@@ -24,6 +26,7 @@ from torch.nn.utils import prune
 from optimizers.base import Context, Outcome, forward_seen
 from optimizers.counting import count_params
 from optimizers.errors import described, time_limit
+from optimizers.schedules import parse_schedule, schedule_levels
 from optimizers.settings import PruneSettings
 from optimizers.training import FINETUNE_LR_SCALE, fit
 
@@ -73,8 +76,12 @@ def _mask_unstructured(model: nn.Module, settings: PruneSettings) -> None:
     if not layers:
         raise RuntimeError("pruning found no Conv/Linear weights to prune in this model")
     if settings.method == "l1":
-        for _, module in layers:
-            prune.l1_unstructured(module, "weight", amount=settings.ratio)
+        levels = schedule_levels(settings.schedule) if settings.schedule else {}
+        _check_named(model, levels)
+        for name, module in layers:
+            amount = levels.get(name, settings.ratio)
+            if amount > 0 or not levels:
+                prune.l1_unstructured(module, "weight", amount=amount)
     else:
         prune.global_unstructured([(m, "weight") for _, m in layers],
                                   pruning_method=prune.L1Unstructured, amount=settings.ratio)
@@ -153,23 +160,45 @@ def _after_pruning(model: nn.Module) -> None:
 
 
 def _prune_graph(model: nn.Module, example: torch.Tensor, ratio: float,
-                 ignored: list[nn.Module], seconds: float) -> None:
+                 ignored: list[nn.Module], seconds: float, levels: dict | None = None,
+                 on_groups=None) -> None:
     """Torch-Pruning over the dependency graph of ``model``: every coupled group of channels
-    loses ``ratio`` of them by L1 magnitude, except the groups of ``ignored`` layers. Its
-    group search runs without end on some graphs (windowed attention, RexNet's partial
-    residual): past ``seconds`` it is given up (TimeoutError)."""
+    loses ``ratio`` of them by L1 magnitude (a group whose root layer ``levels`` names, by its
+    name in ``model``, loses that fraction instead), except the groups of ``ignored`` layers.
+    ``on_groups(groups)`` sees the pruner's groups before it prunes. Its group search runs
+    without end on some graphs (windowed attention, RexNet's partial residual): past
+    ``seconds`` it is given up (TimeoutError)."""
     import warnings
 
     import torch_pruning as tp
+    per_group = {m: levels[n] for n, m in model.named_modules() if n in (levels or {})}
     with warnings.catch_warnings(), time_limit(seconds, "Torch-Pruning's group search"):
         # "will prune the last non-singleton dimension" of ViT's class token and position
         # embedding, ConvNeXt's layer scale: the embedding dimension, which is right.
         warnings.simplefilter("ignore", UserWarning)
         pruner = tp.pruner.MagnitudePruner(
             model, example, importance=tp.importance.MagnitudeImportance(p=1),
-            pruning_ratio=ratio, ignored_layers=ignored, num_heads=_heads(model))
+            pruning_ratio=ratio, ignored_layers=ignored, num_heads=_heads(model),
+            pruning_ratio_dict=per_group or None)
+        if on_groups is not None:
+            on_groups(list(pruner.DG.get_all_groups(ignored_layers=pruner.ignored_layers,
+                                                    root_module_types=pruner.root_module_types)))
         pruner.step()
     _after_pruning(model)
+
+
+def _group_record(model: nn.Module, group, prefix: str = "") -> dict:
+    """A Torch-Pruning group as plain data: its root layer (the one whose output channels it
+    starts from: how a schedule names it), every layer whose channels change with it, in the
+    model's order, and how many channels it has. Names are ``model``'s, under ``prefix``."""
+    index = {m: i for i, m in enumerate(model.modules())}
+    names = {m: (f"{prefix}.{n}" if n else prefix) if prefix else n
+             for n, m in model.named_modules()}
+    members = {m for dep, _ in group for m in (dep.source.module, dep.target.module)
+               if m in names}
+    return {"root": names[group[0].dep.target.module],
+            "modules": [names[m] for m in sorted(members, key=index.get)],
+            "channels": len(group[0].idxs)}
 
 
 def _inputs_and_order(model: nn.Module, example: torch.Tensor) -> tuple[dict, list[str]]:
@@ -189,12 +218,14 @@ def _inputs_and_order(model: nn.Module, example: torch.Tensor) -> tuple[dict, li
 
 
 def _prune_blocks(model: nn.Module, example: torch.Tensor, ratio: float,
-                  protected: list[nn.Module]) -> int:
+                  protected: list[nn.Module], levels: dict | None = None,
+                  found: list | None = None) -> int:
     """Where one graph cannot span the model, prune each block's inner channels with a
     graph of that block alone: the layer it runs last is ignored, so the block's output width
     (its coupling to the rest of the model) stays; a block whose output still changes is
     restored and its parts are tried instead. Windowed attention itself is left whole; its
-    blocks' MLPs are pruned. Returns how many blocks were pruned."""
+    blocks' MLPs are pruned. ``found`` receives the groups of the blocks pruned. Returns how
+    many blocks were pruned."""
     inputs, order = _inputs_and_order(model, example)
     pruned = 0
     endless: set[type] = set()  # block types whose search timed out: their parts are tried
@@ -213,7 +244,8 @@ def _prune_blocks(model: nn.Module, example: torch.Tensor, ratio: float,
                 visit(name)
                 continue
             last = model.get_submodule(max(layers, key=order.index))
-            outcome = _prune_block(parent, child_name, child, x, ratio, [last, *protected])
+            outcome = _prune_block(parent, child_name, child, x, ratio, [last, *protected],
+                                   _within(levels, name), found, name)
             if outcome == "pruned":
                 pruned += 1
             elif outcome != "unchanged":
@@ -224,22 +256,37 @@ def _prune_blocks(model: nn.Module, example: torch.Tensor, ratio: float,
     return pruned
 
 
+def _within(levels: dict | None, prefix: str) -> dict | None:
+    """The levels of the layers under ``prefix``, named as inside it."""
+    if not levels:
+        return None
+    start = prefix + "."
+    return {n[len(start):]: r for n, r in levels.items() if n.startswith(start)}
+
+
 def _prune_block(parent: nn.Module, child_name: str, block: nn.Module, x: torch.Tensor,
-                 ratio: float, ignored: list[nn.Module]) -> str:
+                 ratio: float, ignored: list[nn.Module], levels: dict | None = None,
+                 found: list | None = None, prefix: str = "") -> str:
     """"pruned", "unchanged" (nothing inside could go), "failed" or "timed out" (restored)."""
     backup = copy.deepcopy(block)
     params = count_params(block)[0]
+    groups: list = []
     with torch.no_grad():
         before = block(x).shape
     try:
-        _prune_graph(block, x, ratio, ignored, BLOCK_SEARCH_S)
+        _prune_graph(block, x, ratio, ignored, BLOCK_SEARCH_S, levels,
+                     lambda gs: groups.extend(_group_record(block, g, prefix) for g in gs))
         with torch.no_grad():
             if block(x).shape != before:
                 raise RuntimeError("the block's output width changed")
     except Exception as exc:  # Torch-Pruning raises many types: restored, parts tried
         setattr(parent, child_name, backup)
         return "timed out" if isinstance(exc, TimeoutError) else "failed"
-    return "pruned" if count_params(block)[0] < params else "unchanged"
+    if count_params(block)[0] < params:
+        if found is not None:
+            found.extend(groups)
+        return "pruned"
+    return "unchanged"
 
 
 def _check_logits(model: nn.Module, example: torch.Tensor, num_classes: int) -> None:
@@ -252,13 +299,15 @@ def _check_logits(model: nn.Module, example: torch.Tensor, num_classes: int) -> 
 
 
 def _channel_prune(model: nn.Module, settings: PruneSettings, ctx: Context,
-                   info: dict) -> nn.Module:
+                   info: dict, found: list | None = None) -> nn.Module:
     """Torch-Pruning over the whole model's graph; where that graph cannot be built or
     searched (channel shuffles, windowed attention), block by block. ``info`` receives the
-    scope, for the variant's config."""
+    scope, for the variant's config; ``found`` the groups (``_group_record``) it pruned."""
     device = next(model.parameters()).device
     example = ctx.example_input[:1].to(device)
     model.eval()
+    levels = schedule_levels(settings.schedule) if settings.schedule else None
+    _check_named(model, levels)
 
     def protected(m: nn.Module) -> list[nn.Module]:
         classifier = classifier_layer(m, ctx.num_classes)
@@ -268,15 +317,20 @@ def _channel_prune(model: nn.Module, settings: PruneSettings, ctx: Context,
               "finish") if _windowed_attention(model) else None
     if reason is None:
         whole = copy.deepcopy(model)  # a failed attempt may leave layers half pruned
+        groups: list = []
         try:
-            _prune_graph(whole, example, settings.ratio, protected(whole), MODEL_SEARCH_S)
+            _prune_graph(whole, example, settings.ratio, protected(whole), MODEL_SEARCH_S,
+                         levels, lambda gs: groups.extend(_group_record(whole, g) for g in gs))
             _check_logits(whole, example, ctx.num_classes)
             info["scope"] = "model"
+            if found is not None:
+                found.extend(groups)
             return whole
         except Exception as exc:  # Torch-Pruning raises many types; the blocks are tried
             reason = f"one graph over the model failed: {described(exc)}"
     try:
-        blocks = _prune_blocks(model, example, settings.ratio, protected(model))
+        blocks = _prune_blocks(model, example, settings.ratio, protected(model), levels,
+                               found)
         _check_logits(model, example, ctx.num_classes)
     except Exception as exc:
         raise RuntimeError(f"channel pruning cannot handle this model ({reason}; block by "
@@ -286,6 +340,25 @@ def _channel_prune(model: nn.Module, settings: PruneSettings, ctx: Context,
                            f"block whose inner channels it could prune alone")
     info.update(scope="blocks", blocks=blocks, why=reason)
     return model
+
+
+def _check_named(model: nn.Module, levels: dict | None) -> None:
+    """A schedule names layers of this model (that they are groups' roots is checked where
+    the schedule is read, against the groups themselves)."""
+    missing = sorted(set(levels or {}) - {n for n, _ in prunable_layers(model)})
+    if missing:
+        raise ValueError(f"the schedule names layers this model does not have: "
+                         f"{', '.join(missing[:8])}")
+
+
+def channel_groups(model: nn.Module, ctx: Context) -> tuple[list[dict], dict]:
+    """The groups channel pruning prunes together on ``model`` ([{"root", "modules",
+    "channels"}]) and how it reaches them ({"scope": "model"} or the blocks, and why), found
+    the way ``apply`` prunes (on a copy): one graph over the model, else block by block."""
+    found: list[dict] = []
+    info: dict = {}
+    _channel_prune(copy.deepcopy(model), PruneSettings(0.5, "channel", 0), ctx, info, found)
+    return [g for g in found if g["channels"] >= 2], info
 
 
 def _build(model: nn.Module, settings: PruneSettings, ctx: Context,
@@ -300,8 +373,11 @@ def _build(model: nn.Module, settings: PruneSettings, ctx: Context,
 
 
 def cache_key(settings: PruneSettings, ctx: Context) -> tuple:
-    return ("prune", settings.method, settings.ratio, settings.finetune_epochs,
-            ctx.lr * FINETUNE_LR_SCALE, ctx.seed)
+    key = ("prune", settings.method, settings.ratio, settings.finetune_epochs,
+           ctx.lr * FINETUNE_LR_SCALE, ctx.seed)
+    if settings.schedule:  # only then, so the keys of uniform ratios stay as they were
+        key += ("schedule", sorted(schedule_levels(settings.schedule).items()))
+    return key
 
 
 def apply(model: nn.Module, settings: PruneSettings, ctx: Context) -> Outcome:
@@ -333,6 +409,8 @@ def apply(model: nn.Module, settings: PruneSettings, ctx: Context) -> Outcome:
               "nominal_sparsity": settings.ratio if settings.method != "channel" else 0.0,
               "effective_sparsity": round(report["effective_sparsity"], 6),
               "params_before": params_before, "params_after": count_params(pruned)[0]}
+    if settings.schedule:
+        config["schedule"] = parse_schedule(settings.schedule)
     if settings.method == "channel":
         config.update(info)
         config["channel_ratio"] = settings.ratio

@@ -30,6 +30,7 @@ from torch import nn
 from optimizers.base import Context, Outcome, forward_seen
 from optimizers.counting import count_flops
 from optimizers.errors import described
+from optimizers.schedules import parse_schedule, schedule_levels
 from optimizers.settings import Int8Settings
 from optimizers.training import FINETUNE_LR_SCALE, fit
 
@@ -73,7 +74,21 @@ def int8_weight_modules(model: nn.Module) -> dict[str, torch.dtype]:
 
 # ---- dynamic ---------------------------------------------------------------------------------
 
-def _dynamic(model: nn.Module, example: torch.Tensor) -> tuple[nn.Module, dict]:
+def float_groups(model: nn.Module, settings: Int8Settings) -> list[str]:
+    """The groups a schedule keeps float (level 0), checked against the model's modules."""
+    if not settings.schedule:
+        return []
+    levels = schedule_levels(settings.schedule)
+    names = {n for n, _ in model.named_modules()}
+    missing = sorted(set(levels) - names)
+    if missing:
+        raise ValueError(f"the schedule names modules this model does not have: "
+                         f"{', '.join(missing[:8])}")
+    return sorted(root for root, level in levels.items() if level == 0)
+
+
+def _dynamic(model: nn.Module, example: torch.Tensor,
+             kept: list[str] = ()) -> tuple[nn.Module, dict]:
     """Weights-only INT8 for the Linear/LSTM/GRU layers the forward pass calls. A layer whose
     weight its parent reads directly (Swin's attention passes ``qkv.weight`` to F.linear)
     would get a packed weight it cannot read, so it stays float and the config counts it."""
@@ -94,8 +109,10 @@ def _dynamic(model: nn.Module, example: torch.Tensor) -> tuple[nn.Module, dict]:
             modules[name].__class__ = nn.Linear  # ``model`` is the apply step's own copy
     # Other subclasses (their forward may do more than F.linear) stay float.
     quantizable = {name for name in called
-                   if type(modules[name]) in DYNAMIC_TYPES}
+                   if type(modules[name]) in DYNAMIC_TYPES} - set(kept)
     subclassed = sorted({type(modules[name]).__qualname__ for name in called - quantizable})
+    if not quantizable and kept:
+        raise RuntimeError("the schedule keeps every layer dynamic INT8 could quantize float")
     if not quantizable:
         raise RuntimeError(
             "dynamic INT8 found no layer it could quantize: "
@@ -107,18 +124,37 @@ def _dynamic(model: nn.Module, example: torch.Tensor) -> tuple[nn.Module, dict]:
     quantized = torch.ao.quantization.quantize_dynamic(
         model, {name: qconfig for name in quantizable}, dtype=torch.qint8)
     extra = {"path": "eager-dynamic"}
-    if layers - quantizable:
-        extra["float_layers"] = len(layers - quantizable)
+    if layers - quantizable - set(kept):
+        extra["float_layers"] = len(layers - quantizable - set(kept))
     return quantized, extra
 
 
 # ---- static: FX and pt2e ---------------------------------------------------------------------
 
-def static_fx(model: nn.Module, calibration: list[torch.Tensor]) -> nn.Module:
-    from torch.ao.quantization import get_default_qconfig_mapping
+def qconfig_mapping(float_groups=(), only=None):
+    """The x86 mapping of static INT8, with the fused ops rooted at ``float_groups`` kept
+    float; with ``only``, nothing but the ops rooted there quantized (each with its input,
+    weight and output quantizers: what one cell of a sensitivity map measures)."""
+    from torch.ao.quantization import (
+        QConfigMapping,
+        get_default_qconfig,
+        get_default_qconfig_mapping,
+    )
+    if only is not None:
+        mapping = QConfigMapping().set_global(None)
+        for name in only:
+            mapping.set_module_name(name, get_default_qconfig("x86"))
+        return mapping
+    mapping = get_default_qconfig_mapping("x86")
+    for name in float_groups:
+        mapping.set_module_name(name, None)
+    return mapping
+
+
+def static_fx(model: nn.Module, calibration: list[torch.Tensor], mapping=None) -> nn.Module:
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
 
-    prepared = prepare_fx(model.eval(), get_default_qconfig_mapping("x86"),
+    prepared = prepare_fx(model.eval(), mapping or qconfig_mapping(),
                           example_inputs=(calibration[0],))
     with torch.no_grad():
         for x in calibration:
@@ -168,14 +204,18 @@ def _static(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.
     calibration = ctx.calibration(settings.calibration_batches)
     if not calibration:
         raise RuntimeError("static INT8 needs calibration batches and the training data is empty")
+    kept = float_groups(model, settings)
     try:
-        quantized = static_fx(copy.deepcopy(model), calibration)
+        quantized = static_fx(copy.deepcopy(model), calibration, qconfig_mapping(kept))
         # Some converted graphs fail only when run (a quantized mean over a channels-last
         # tensor in ShuffleNet): one batch proves the FX result before it is taken.
         probe(quantized, calibration[0])
         return quantized, {"path": "fx"}
     except Exception as fx_exc:
         fx_reason = described(fx_exc)
+    if kept:
+        raise RuntimeError(f"a schedule's float groups need FX's static INT8, which failed "
+                           f"here ({fx_reason})")
     try:
         quantized = static_pt2e(copy.deepcopy(model), calibration)
     except Exception as exc:
@@ -184,6 +224,97 @@ def _static(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.
     return quantized, {"path": "pt2e", "compiled": False, "fx_error": fx_reason,
                        "note": "pt2e reference graph: INT8 weights, float compute between "
                                "quantize/dequantize ops; not expected to be faster"}
+
+
+def quantizer_groups(model: nn.Module, example: torch.Tensor, mode: str = "static"
+                     ) -> list[dict]:
+    """The groups a schedule keeps float or quantizes, [{"root", "modules", "observers"}].
+    Static: one per fused op with a weight in FX's prepared graph (the convolution or linear
+    layer the op is rooted at, the batch norm and ReLU folded into it, and its input, weight
+    and output observers). Dynamic: one per Linear/LSTM/GRU layer the forward calls."""
+    model = copy.deepcopy(model).to(CPU).eval()
+    example = example.to(CPU)
+    if mode == "dynamic":
+        layers = {name for name, m in model.named_modules() if type(m) in DYNAMIC_TYPES}
+        called: list[str] = []
+        forward_seen(model, example, lambda name, m, args: called.append(name), layers)
+        return [{"root": name, "modules": [name], "observers": ["weight"]}
+                for name in dict.fromkeys(called)]
+    from torch.ao.quantization.quantize_fx import prepare_fx
+    import torch.fx
+    select_engine()
+    prepared = prepare_fx(copy.deepcopy(model), qconfig_mapping(), example_inputs=(example,))
+    # Looked up by target, not from named_modules(): an observer shared by two ops (flatten's
+    # input and output) is one module under two names, and named_modules() lists it once.
+    fused = _Targets(prepared)
+    graph_targets = {n.target for n in prepared.graph.nodes if n.op == "call_module"}
+    traced = {n.target: n for n in torch.fx.symbolic_trace(model).graph.nodes
+              if n.op == "call_module"}
+    originals = dict(model.named_modules())
+    groups = []
+    for node in prepared.graph.nodes:
+        module = fused.get(node.target) if node.op == "call_module" else None
+        if not _weighted(module):
+            continue
+        observers = _input_observer(node, fused) + ["weight"]
+        observers += [u.target for u in node.users if _is_observer(u, fused)]
+        members = [node.target]
+        step = traced.get(node.target)
+        relu = "ReLU" in type(module).__name__
+        while step is not None and len(step.users) == 1:
+            step = next(iter(step.users))
+            kind = originals.get(step.target) if step.op == "call_module" else None
+            if isinstance(kind, nn.modules.batchnorm._BatchNorm) or (
+                    relu and isinstance(kind, nn.ReLU)):
+                if step.target not in graph_targets or isinstance(kind, nn.ReLU):
+                    members.append(step.target)
+                relu = relu and not isinstance(kind, nn.ReLU)
+                continue
+            break
+        groups.append({"root": node.target, "modules": members, "observers": observers})
+    return groups
+
+
+class _Targets:
+    """A graph module's submodules by a node's target."""
+
+    def __init__(self, graph_module: nn.Module):
+        self.graph_module = graph_module
+
+    def get(self, target):
+        try:
+            return self.graph_module.get_submodule(target)
+        except (AttributeError, TypeError):
+            return None
+
+
+def _weighted(module) -> bool:
+    """A module with a weight, or a fused one whose first part has one (Conv+ReLU)."""
+    from torch.ao.nn.intrinsic import _FusedModule
+    if isinstance(module, _FusedModule):
+        module = module[0]
+    return isinstance(getattr(module, "weight", None), torch.Tensor)
+
+
+def _input_observer(node, modules: dict) -> list[str]:
+    """The observer quantizing an op's input: its argument's, or, through ops that share
+    their input's quantization (flatten, reshape), the nearest one before them."""
+    arg = node.args[0] if node.args else None
+    for _ in range(8):
+        if arg is None or not hasattr(arg, "op"):
+            return []
+        if _is_observer(arg, modules):
+            return [arg.target]
+        passes = arg.op in ("call_function", "call_method") or (
+            arg.op == "call_module" and not _weighted(modules.get(arg.target)))
+        arg = arg.args[0] if passes and arg.args else None
+    return []
+
+
+def _is_observer(node, modules: dict) -> bool:
+    from torch.ao.quantization.observer import ObserverBase
+    return getattr(node, "op", None) == "call_module" and \
+        isinstance(modules.get(node.target), ObserverBase)
 
 
 # ---- QAT ----------------------------------------------------------------------------------
@@ -286,7 +417,8 @@ def apply(model: nn.Module, settings: Int8Settings, ctx: Context) -> Outcome:
     flops = count_flops(working, ctx.example_input.to(CPU))
     ctx.progress("int8", 0.0)
     if settings.mode == "dynamic":
-        quantized, extra = _dynamic(working, ctx.example_input[:1].to(CPU))
+        quantized, extra = _dynamic(working, ctx.example_input[:1].to(CPU),
+                                    float_groups(working, settings))
     elif settings.mode == "static":
         quantized, extra = _static(working, settings, ctx)
     else:
@@ -299,6 +431,8 @@ def apply(model: nn.Module, settings: Int8Settings, ctx: Context) -> Outcome:
         config["calibration_batches"] = settings.calibration_batches
     if settings.mode == "qat":
         config["qat_epochs"] = settings.qat_epochs
+    if settings.schedule:
+        config["schedule"] = parse_schedule(settings.schedule)
     if ctx.device.type != "cpu":
         config["note"] = "PyTorch's x86 INT8 kernels are CPU-only: this variant ran on the CPU"
     quantized.eval()  # not chained: an exported graph's eval() returns None
@@ -315,20 +449,22 @@ def rebuild_structure(model, int8: dict, example):
         raise RuntimeError(f"the INT8 weights were packed for the {engine} engine, which this "
                            f"PyTorch lacks")
     torch.backends.quantized.engine = engine
+    kept = sorted(root for root, level in schedule_levels(int8["schedule"]).items()
+                  if level == 0) if int8.get("schedule") else []
     if int8["mode"] == "dynamic":
-        return torch.ao.quantization.quantize_dynamic(model, set(DYNAMIC_TYPES),
-                                                      dtype=torch.qint8)
+        layers = {name for name, m in model.named_modules()
+                  if isinstance(m, DYNAMIC_TYPES)} - set(kept) if kept else set(DYNAMIC_TYPES)
+        return torch.ao.quantization.quantize_dynamic(model, layers, dtype=torch.qint8)
     if int8.get("path") not in ("fx", "fx-qat"):
         raise RuntimeError("a pt2e INT8 graph has no module structure to rebuild; load its "
                            "exported program (.pt2) instead")
-    from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping
+    from torch.ao.quantization import get_default_qat_qconfig_mapping
     from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx, prepare_qat_fx
     if int8["path"] == "fx-qat":
         prepared = prepare_qat_fx(model.train(), get_default_qat_qconfig_mapping("x86"),
                                   example_inputs=(example,))
     else:
-        prepared = prepare_fx(model.eval(), get_default_qconfig_mapping("x86"),
-                              example_inputs=(example,))
+        prepared = prepare_fx(model.eval(), qconfig_mapping(kept), example_inputs=(example,))
     prepared.eval()
     with torch.no_grad():
         prepared(example)  # observers take their shapes; the values are overwritten on load

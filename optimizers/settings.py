@@ -197,9 +197,16 @@ class PruneSettings:
         2, "epochs of fine-tuning after pruning (0: none)", low=EPOCHS_RANGE[0],
         high=EPOCHS_RANGE[1], integer=True, sweep=True, flag="--finetune-epochs",
         label="ft{}", step=1, advanced=True, search=(0, 3), fidelity=True)
+    # A per-group schedule (``optimizers.schedules``; `run --schedule FILE` sets it): each
+    # group it names loses its own fraction, every other group ``ratio``.
+    schedule: str | None = setting(
+        None, "a per-group schedule (JSON, from `compression-bench sensitivity`)", text=True,
+        nullable=True, none_means="every group at the ratio", flag="--prune-schedule",
+        form=False, hidden=True)
 
     def __post_init__(self):
         check_settings(self, "prune")
+        _check_schedule(self, "prune", "method")
 
 
 @dataclass(frozen=True)
@@ -250,6 +257,30 @@ class Int8Settings:
     qat_epochs: int = setting(
         1, "epochs of quantization-aware fine-tuning", low=1, high=EPOCHS_RANGE[1],
         integer=True, flag="--qat-epochs", label="qe{}", step=1, advanced=True, fidelity=True)
+    # A per-group schedule (``optimizers.schedules``; `run --schedule FILE` sets it): the
+    # groups at 0 stay float, the others are quantized.
+    schedule: str | None = setting(
+        None, "a per-group schedule (JSON, from `compression-bench sensitivity`)", text=True,
+        nullable=True, none_means="every group quantized", flag="--int8-schedule",
+        form=False, hidden=True)
 
     def __post_init__(self):
         check_settings(self, "int8")
+        _check_schedule(self, "int8", "mode")
+
+
+def _check_schedule(settings, owner: str, field_name: str) -> None:
+    """A schedule is held as its canonical JSON text, written for this technique's method or
+    mode (a prune.channel schedule needs method channel)."""
+    if settings.schedule is None:
+        return
+    from optimizers.schedules import SCHEDULE_TECHNIQUES, canonical, parse_schedule
+    try:
+        doc = parse_schedule(settings.schedule)
+    except ValueError as exc:
+        raise ValueError(f"{owner}.schedule: {exc}") from None
+    technique, name, value = doc["technique"], *SCHEDULE_TECHNIQUES[doc["technique"]][1:]
+    if SCHEDULE_TECHNIQUES[technique][0] != owner or getattr(settings, field_name) != value:
+        raise ValueError(f"{owner}.schedule is a {technique} schedule; it needs {owner}."
+                         f"{name} {value}, got {getattr(settings, field_name)!r}")
+    object.__setattr__(settings, "schedule", canonical(doc))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import recommend_panel, runtimes_view, shell, state, widgets
+from dashboard import recommend_panel, runtimes_view, sensitivity_view, shell, state, widgets
 
 shell.standalone()
 
@@ -37,6 +37,9 @@ if shared:
     st.caption(f"A shared run (read-only): {widgets.run_label(run)}")
 st.caption(f"Link to this run, read-only, for anyone who can open this dashboard: "
            f"`{state.run_link(run_id)}`")
+if run.get("kind") == "sensitivity":  # a map opened by its link: the map alone
+    sensitivity_view.draw(run, key=f"results-{run_id}")
+    st.stop()
 if run.get("status") == "running":
     st.info("This run is still going: variants appear as they finish (reload to update).")
 elif run.get("error"):
@@ -46,3 +49,4 @@ if run.get("recommendation"):  # a recommend run leads with its certified answer
 widgets.run_report(run, key=f"results-{run_id}")
 runtimes_view.draw(run, key=f"results-{run_id}")  # the runtime grid, where it was swept
 widgets.export_panel(run, key=f"results-{run_id}")
+sensitivity_view.draw(run, key=f"results-{run_id}")

@@ -22,10 +22,13 @@ from pathlib import Path
 
 from tools.checks import ROOT, check, check_rows, unmet  # noqa: F401 (gpu_check's too)
 from tools.perf_runtimes import runtimes  # noqa: F401 (a section, called by its name)
+from tools.perf_sensitivity import TITLES as SENSITIVITY_TITLES
+from tools.perf_sensitivity import render_lines, schedule, sensitivity  # noqa: F401
 
 DEFAULT_OUTPUT = ROOT / "docs" / "generated" / "PERFORMANCE.md"
 SECTIONS = ("fidelity", "peaks", "bench", "tradeoff", "resnet", "runtimes", "catalogue",
-            "distributed", "cluster", "server", "dashboard", "recommend")
+            "distributed", "cluster", "server", "dashboard", "recommend", "sensitivity",
+            "schedule")
 # What each section measures (its heading in docs/generated/PERFORMANCE.md).
 TITLES = {"fidelity": "Latency fidelity and repeatability",
           "peaks": "The roofline's measured peaks",
@@ -38,7 +41,8 @@ TITLES = {"fidelity": "Latency fidelity and repeatability",
           "cluster": "A two-node Ray cluster on this machine against the local executor",
           "server": "The team server: admission, supervision",
           "dashboard": "The dashboard in a real browser",
-          "recommend": "recommend: a certified answer (digits, and a generated image folder)"}
+          "recommend": "recommend: a certified answer (digits, and a generated image folder)",
+          **SENSITIVITY_TITLES}
 TRADEOFF_SWEEP = ["--prune", "0.1:0.9:5", "--prune-method", "l1,channel", "--distill",
                   "--temperature", "1,2,4,8"]
 CLUSTER_SWEEP = ["--distill", "--temperature", "1,2,4,8", "--seeds", "2", "--min-time", "0.05"]
@@ -552,6 +556,7 @@ def render(results: dict, env: dict) -> str:
         lines += check_rows(name, section)
         if section.get("markdown"):  # a section's own tables (the runtime cells)
             lines += ["", section["markdown"]]
+        lines += render_lines(name, section)
         if name == "bench" and "stdout" in section:
             lines += ["", "The warm run's table:", "", "```", section["stdout"].rstrip(), "```"]
         if name == "recommend" and section.get("images"):
@@ -589,19 +594,23 @@ def main(argv: list[str] | None = None) -> int:
     quiet_library_noise()
     env = environment_card(threads=default_threads())
     results = {}
+    output = Path(args.output)
     for name in args.only:
         print(f"perf: {name} ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            results[name] = (globals()[name](args.repeats)
-                             if name in ("fidelity", "peaks") else globals()[name]())
+            if name in ("fidelity", "peaks"):
+                results[name] = globals()[name](args.repeats)
+            elif name in SENSITIVITY_TITLES:  # their figures go beside the report
+                results[name] = globals()[name](figures_dir=output.parent)
+            else:
+                results[name] = globals()[name]()
         except Exception as exc:  # one broken section must not hide the others' figures
             results[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
                              if str(exc) else type(exc).__name__}
         print(f"perf: {name} done in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     # The raw figures go beside the report: a partial run (--only, --output elsewhere) must
     # not overwrite the full run's results/perf.json.
-    output = Path(args.output)
     raw = (ROOT / "results" / "perf.json" if output.resolve() == DEFAULT_OUTPUT
            else output.with_suffix(".json"))
     raw.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ def _techniques() -> dict:
                              **({"choices": list(m.choices)} if m.choices else {}),
                              **({"low": m.low, "high": m.high} if m.kind in ("int", "float")
                                 else {})}
-                         for f, m, d in t.fields()}}
+                         for f, m, d in t.fields() if not m.hidden}}
     return techniques
 
 

@@ -1,6 +1,6 @@
 """``compression-bench`` (= ``python -m benchmarks``): the one parser (``parser``), the
-commands (``run``; ``recommend``; ``list`` and ``history`` in ``listing``; ``report`` and ``export`` in
-``handoff``; ``distributed``) and here the one error boundary.
+commands (``run``; ``recommend``; ``list`` and ``history`` in ``listing``; ``report`` and
+``export`` in ``handoff``; ``distributed``; ``sensitivity``) and here the one error boundary.
 
 A table goes to stdout, progress to stderr. Exit status: 0 every variant succeeded, 1 some
 variant failed (its error says why; the others are reported and stored), 2 the input was
@@ -31,6 +31,9 @@ def _command(name: str):
     if name in ("report", "export"):
         from benchmarks.cli import handoff
         return {"report": handoff.cmd_report, "export": handoff.cmd_export}[name]
+    if name == "sensitivity":
+        from benchmarks.cli.sensitivity import cmd_sensitivity
+        return cmd_sensitivity
     from benchmarks.cli.distributed import cmd_distributed
     return cmd_distributed
 

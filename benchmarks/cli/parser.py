@@ -151,6 +151,8 @@ def value_parser(flag: str, meta):
         return _number(flag, text, meta.integer) if meta.kind in ("int", "float") else text
 
     def parse(text: str):
+        if meta.several and not text.strip():
+            return ()  # an empty list: the config's own check names what it needs
         return tuple(one(p) for p in text.split(",")) if meta.several else one(text)
     return parse
 
@@ -200,6 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "GPUs)",
         description="Data-parallel training benchmark: one run per worker count and "
                     "gradient compression."))
+    _add_sensitivity(sub.add_parser(
+        "sensitivity", help="where to compress: a per-group sensitivity map with paired "
+                            "intervals, and a schedule within an accuracy budget",
+        description="Every group of a technique (a Torch-Pruning dependency group, a "
+                    "layer's weight, a fused op's quantizers) at every level, against the "
+                    "baseline on the same examples; --max-drop writes the schedule that "
+                    "saves the most latency within the budget, for run --schedule FILE."))
     return parser
 
 
@@ -222,6 +231,10 @@ def _add_run(run) -> None:
         "deployment", "measurement axes, nothing is retrained: every variant is timed under "
                       "each runtime, at each batch size, on each thread count (one row each)"),
         DeploymentConfig)
+    run.add_argument("--schedule", metavar="FILE",
+                     help="add a variant applying this schedule (from `sensitivity "
+                          "--max-drop`): per-group ratios for pruning, float groups kept for "
+                          "INT8, with the usual fine-tuning (--finetune-epochs)")
     run.add_argument("--json", dest="json_file", metavar="FILE")
     run.add_argument("--csv", dest="csv_file", metavar="FILE")
     run.add_argument("--store", metavar="FILE", help="the SQLite results store")
@@ -333,7 +346,8 @@ def _add_technique_flags(run) -> None:
             kwargs = dict(dest=f"{technique.name}.{field}", default=None,
                           type=axis_parser(flag, meta), metavar=metavar(meta))
             sweeps = "; a list a,b or a range start:stop:count sweeps it" if meta.sweep else ""
-            kwargs["help"] = f"{meta.help} ({meta.accepted()}; default {_shown(default)}{sweeps})"
+            kwargs["help"] = argparse.SUPPRESS if meta.hidden else \
+                f"{meta.help} ({meta.accepted()}; default {_shown(default)}{sweeps})"
             if field == technique.switch:
                 kwargs["help"] = f"turn {technique.name} on: " + kwargs["help"]
                 if meta.nullable:
@@ -413,3 +427,32 @@ def _add_distributed(dist) -> None:
     dist.add_argument("--store", metavar="FILE",
                       help="the SQLite results store (default: per user)")
     dist.add_argument("--no-store", action="store_true", help="do not record in the store")
+
+
+def _add_sensitivity(cmd) -> None:
+    from benchmarks.sensitivity.config import SensitivityConfig
+    from benchmarks.spec.datasets import list_datasets
+    from benchmarks.spec.sweep import DEVICES
+    cmd.add_argument("--model", default="seed_cnn",
+                     help="a zoo name, torchvision:NAME, timm:NAME or FILE.py:FACTORY")
+    cmd.add_argument("--weights", metavar="NAME", help="pretrained weights (as for run)")
+    cmd.add_argument("--from-run", metavar="RUN_ID",
+                     help="map a stored sweep's baseline (its model, data and budgets; its "
+                          "weights from the cache) instead of the flags'")
+    _add_data(cmd, list_datasets())
+    config_flags(cmd, SensitivityConfig)
+    cmd.add_argument("--out", metavar="FILE", help="where --max-drop's schedule goes "
+                                                   "(default schedule.json)")
+    cmd.add_argument("--device", default="auto", choices=DEVICES)
+    cmd.add_argument("--batch-size", type=int, default=32)
+    cmd.add_argument("--epochs", type=int, default=8, help="the baseline's training budget")
+    cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--threads", type=positive_int("--threads"))
+    cmd.add_argument("--min-time", type=finite_float("--min-time"), default=1.0,
+                     help="seconds of the baseline's latency samples")
+    cmd.add_argument("--json", dest="json_file", metavar="FILE")
+    cmd.add_argument("--store", metavar="FILE", help="the SQLite results store")
+    cmd.add_argument("--no-store", action="store_true", help="do not record in the store")
+    cmd.add_argument("--no-cache", action="store_true",
+                     help="measure every cell again (no weights or cell cache)")
+    cmd.add_argument("--quiet", action="store_true", help="no progress on stderr")

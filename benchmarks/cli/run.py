@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 from benchmarks.cli.outputs import EXIT_OK, EXIT_VARIANT_FAILED, check_writable, write_output
 from benchmarks.cli.parser import ENABLED
@@ -35,15 +36,44 @@ def spec_from_args(args):
     from benchmarks.spec.sweep import SweepSpec
     choices, enabled = technique_choices(args)
     deployment = config_from_args(DeploymentConfig, args)
-    return SweepSpec.from_choices(
+    schedule = _schedule(args, choices)
+    if schedule is not None and not enabled:
+        # The schedule's variant beside the baseline alone: no other technique is planned.
+        spec = SweepSpec(**_sweep_fields(args, deployment))
+        return replace(spec, variants=spec.variants + (schedule,))
+    spec = SweepSpec.from_choices(
         choices, enabled, combine=args.combine, max_variants=args.max_variants,
-        model=args.model, dataset=args.dataset, checkpoint=args.checkpoint,
-        input_shape=args.input_shape, device=args.device, batch_size=args.batch_size,
-        epochs=args.epochs, seed=args.seed, data_root=args.data_root, download=args.download,
-        min_time_s=args.min_time, normalize=args.normalize,
-        seeds=args.seeds, timing=args.timing, timing_rounds=args.timing_rounds, fp32=args.fp32,
-        weights=args.weights, labels=args.labels, resize=args.resize,
-        **deployment.sweep_fields())
+        **_sweep_fields(args, deployment))
+    if schedule is not None:
+        spec = replace(spec, variants=spec.variants + (schedule,))
+    return spec
+
+
+def _sweep_fields(args, deployment) -> dict:
+    """The SweepSpec fields the flags set, besides the techniques'."""
+    return dict(model=args.model, dataset=args.dataset, checkpoint=args.checkpoint,
+                input_shape=args.input_shape, device=args.device, batch_size=args.batch_size,
+                epochs=args.epochs, seed=args.seed, data_root=args.data_root,
+                download=args.download, min_time_s=args.min_time, normalize=args.normalize,
+                seeds=args.seeds, timing=args.timing, timing_rounds=args.timing_rounds,
+                fp32=args.fp32, weights=args.weights, labels=args.labels, resize=args.resize,
+                **deployment.sweep_fields())
+
+
+def _schedule(args, choices: dict):
+    """``--schedule FILE``'s variant, refused before anything loads when the file is not a
+    schedule or names another model (its groups are checked once the model is built)."""
+    if not getattr(args, "schedule", None):
+        return None
+    from benchmarks.sensitivity.schedule import read_schedule, schedule_variant
+    doc = read_schedule(args.schedule)
+    if doc.get("model") not in (None, args.model):
+        raise ValueError(f"--schedule {args.schedule} was written for model {doc['model']}; "
+                         f"this run's model is {args.model}")
+    tune = choices.get(("prune", "finetune_epochs"))
+    if tune is not None and len(tune) > 1:
+        raise ValueError("--schedule's variant takes one --finetune-epochs value")
+    return schedule_variant(doc, tune[0] if tune else None)
 
 
 def cmd_run(args) -> int:
@@ -69,6 +99,9 @@ def cmd_run(args) -> int:
     check_writable(args.csv_file, "--csv")
     # Validate everything before the store is touched: bad input writes nothing.
     sweep = prepare_sweep(spec, cache=WeightsCache(enabled=not args.no_cache))
+    if args.schedule:
+        from benchmarks.sensitivity.groups import check_sweep_schedule
+        check_sweep_schedule(sweep, spec.variants[-1])
     if args.executor == "ray":
         from benchmarks.executors.ray_executor import RaySweep
         sweep = RaySweep(sweep, args.ray_address)

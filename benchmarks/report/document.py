@@ -23,6 +23,8 @@ from benchmarks.report.seeds import seeds_note, seeds_shown, shown_rows
 
 SCHEMA = 1
 # The roofline's figures each comparison row carries (``VariantResult.roofline``).
+# At most this many flipped examples of each kind are listed per variant (all are counted).
+FLIPS_LISTED = 100
 ROOFLINE_FIELDS = ("precision", "achieved_flops_per_s", "arithmetic_intensity",
                    "percent_of_peak", "peak_flops_per_s", "roof_flops_per_s", "bound",
                    "above_peak", "theoretical_peak_flops_per_s")
@@ -147,6 +149,9 @@ class RunReport:
             d["achieved_flops_per_s"] = point.pop("achieved_flops_per_s")
             d["percent_of_peak"] = point.pop("percent_of_peak")
             d["roofline"] = {**point, "traffic_bytes": v.traffic_bytes}
+            flips = self._flips(v)
+            if flips is not None:
+                d["flips_vs_baseline"] = flips
             if row.get("control"):
                 d["vs_control"] = {"control": row["control"],
                                    "gain_pts": row.get("gain_vs_control_pts"),
@@ -158,6 +163,16 @@ class RunReport:
         if self.recommendation is not None:  # recommend: the certificate and its search
             out["recommendation"] = self.recommendation
         return out
+
+    def _flips(self, variant: VariantResult) -> dict | None:
+        """The test examples the variant turned wrong (and right) against the baseline, from
+        their correctness bits; None for the baseline or where they do not pair."""
+        base = next((b for b in self.variants if b.name == self.baseline), None)
+        if base is None or variant is base or not (base.correct_bits and variant.correct_bits) \
+                or base.n_test != variant.n_test:
+            return None
+        from benchmarks.report.stats import flipped
+        return flipped(base.correct_bits, variant.correct_bits, variant.n_test, FLIPS_LISTED)
 
     def summary(self) -> dict:
         """The run as ``history --json`` lists it: its summary fields and the document's

@@ -146,6 +146,9 @@ class VariantResult:
     # Energy per inference where a counter was read (NVML, RAPL): {"joules_per_inference",
     # "idle_w", "seconds", "method", "measured": True}; None elsewhere.
     energy: dict | None = None
+    # Per-layer SQNR and cosine similarity against the baseline on a fixed batch
+    # (``benchmarks.sensitivity.diagnostics``); None for the baseline.
+    diagnostics: dict | None = None
     _latency_cache: tuple = field(default=(), repr=False, compare=False)
 
     @property
@@ -274,6 +277,7 @@ class VariantResult:
             "warnings": list(self.warnings),
             "built_on": list(self.built_on),
             "timed_on": self.timed_on,
+            "diagnostics": self.diagnostics,
         }
         if self.runtime is not None:
             out["runtime"] = dict(self.runtime)

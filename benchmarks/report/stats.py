@@ -41,6 +41,16 @@ def unpack_bits(text: str, n: int) -> list[bool]:
     return [bool(value >> i & 1) for i in range(n)]
 
 
+def flipped(reference_bits: str, bits: str, n: int, limit: int | None = None) -> dict:
+    """The examples (test-split indices) that became wrong, and those that became right,
+    against the reference, with their counts; at most ``limit`` indices of each listed."""
+    ref, mine = unpack_bits(reference_bits, n), unpack_bits(bits, n)
+    wrong = [i for i, (r, m) in enumerate(zip(ref, mine)) if r and not m]
+    right = [i for i, (r, m) in enumerate(zip(ref, mine)) if m and not r]
+    return {"became_wrong": wrong[:limit], "became_right": right[:limit],
+            "counts": {"became_wrong": len(wrong), "became_right": len(right)}}
+
+
 def wilson_interval(correct: int, n: int, confidence: float = CONFIDENCE
                     ) -> tuple[float, float] | None:
     if n <= 0:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 # The spec fields that change how long a variant takes or whether its weights are cached.
 COMPATIBLE = ("model", "dataset", "batch_size", "epochs", "seed", "lr", "normalize",
               "input_shape", "checkpoint", "device", "fp32", "weights", "labels")
-MEASURE_PHASES = ("accuracy", "memory", "size", "latency")
+MEASURE_PHASES = ("accuracy", "diagnostics", "memory", "size", "latency")
 HISTORY_RUNS = 50
 
 

@@ -1,7 +1,7 @@
 """One variant, built and measured but for its latency; and its further seeds, scored.
 
 The build (from the shared baseline, never mutating it), then accuracy with its per-example
-correctness, peak memory, size, parameters, FLOPs and the bytes a forward moves, each phase
+correctness, its layers against the baseline's (SQNR, cosine), peak memory, size, parameters, FLOPs and the bytes a forward moves, each phase
 timed by ``PhaseTracker``. A variant that raises becomes a result with ``error`` set, naming
 the phase; the sweep goes on.
 """
@@ -20,6 +20,7 @@ from benchmarks.run.checks import ACCURACY_BATCH, check_near_chance
 from benchmarks.run.phases import PhaseTracker, ProgressFn, Report
 from benchmarks.run.rounds import Built, release_memory
 from benchmarks.spec.atomic import DiskFull
+from benchmarks.sensitivity.diagnostics import variant_diagnostics
 from benchmarks.spec.cancel import Cancelled
 from benchmarks.spec.variant import VariantSpec
 from optimizers.counting import count_flops, count_params
@@ -63,6 +64,11 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
                 result.seeds, result.seed_accuracies = [spec.seed], [result.accuracy]
                 if not variant.techniques:
                     check_near_chance(sweep, result, model, device)
+        with tracker.track("diagnostics"):
+            if variant.techniques and sweep.baseline is not None:
+                result.diagnostics = variant_diagnostics(
+                    sweep.baseline, model, device, sweep.example, result.config,
+                    variant.techniques, b.autocast())
         with tracker.track("memory"):
             result.peak_memory_bytes, result.memory_method = measure_peak_memory(
                 model, b.example, device, autocast=b.autocast())

@@ -36,7 +36,7 @@ from benchmarks.spec.folders import private_file, private_folder
 from benchmarks.spec.limits import Limits
 from benchmarks.store.database import ResultsStore, add_missing_columns, default_store_path, now_iso
 
-JOB_KINDS = ("sweep", "distributed", "export", "recommend")
+JOB_KINDS = ("sweep", "distributed", "export", "recommend", "sensitivity")
 JOB_STATUSES = ("queued", "running", "complete", "failed", "cancelled", "interrupted")
 FINISHED = ("complete", "failed", "cancelled", "interrupted")
 POLL_S = 0.25            # how often an idle worker looks for work

@@ -8,6 +8,8 @@ a killed one starts within a second or two. It runs under the operator's hard me
 (RLIMIT_DATA, ``benchmarks.measure.machine``): a job that goes over it fails with "out of memory
 (limit X)" instead of taking the machine.
 
+Job kinds: sweep, distributed, export and sensitivity (a map of a sweep's baseline).
+
 ``python -m benchmarks.service.worker --store FILE --device cpu --parent PID``
 """
 
@@ -221,6 +223,8 @@ class Worker:
                 self.run_export_job(job)
             elif job.kind == "recommend":
                 self.run_recommend_job(job)
+            elif job.kind == "sensitivity":
+                self.run_sensitivity_job(job)
             else:
                 self.run_distributed_job(job)
         except Cancelled:  # stopped before its run was recorded (while loading data)
@@ -382,6 +386,36 @@ class Worker:
                                      device=environment["device"], spec=config.to_dict(),
                                      environment=environment, kind="distributed",
                                      owner=job.owner)
+        self._record(job, recorder, run)
+
+    def run_sensitivity_job(self, job: Job) -> None:
+        """A sensitivity map of a sweep's baseline (``benchmarks.sensitivity``): its rows
+        stored as they are measured, cancellable between cells like a sweep between
+        phases."""
+        from benchmarks.run.runner import prepare_sweep
+        from benchmarks.sensitivity.config import SensitivityConfig, baseline_spec
+        from benchmarks.sensitivity.mapper import record_map
+        config = SensitivityConfig.from_dict(job.payload["sensitivity"])
+        spec = self._on_this_device(baseline_spec(job.payload["sweep"]))
+        self.progress(job.job_id, variant="", index=-1, total=1, phase="preparing",
+                      fraction=0.0, message="loading data and model")
+        stop = lambda: self.should_stop(job.job_id)  # noqa: E731
+        sweep = prepare_sweep(spec, allowed_models_dir=models_dir(), allowed_data_dir=data_dir(),
+                              should_stop=stop, memory_share=self.queue.limits.memory_share)
+
+        def on_progress(phase, done, total, message):
+            self.progress(job.job_id, variant=phase, index=done if total else -1,
+                          total=max(total, 1), phase=phase, fraction=0.0, message=message)
+
+        def run(recorder):
+            record_map(sweep, config, recorder, on_progress=on_progress, should_stop=stop)
+
+        sweep.environment["queue_device"] = self.device
+        recorder = self.store.record(
+            model=spec.model, dataset=spec.dataset, device=str(sweep.device),
+            spec={"sweep": spec.to_dict(), "sensitivity": config.to_dict(),
+                  "source_run": job.payload.get("source_run")},
+            environment=sweep.environment, kind="sensitivity", owner=job.owner)
         self._record(job, recorder, run)
 
     def run_export_job(self, job: Job) -> None:

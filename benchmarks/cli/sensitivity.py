@@ -1,0 +1,98 @@
+"""``sensitivity``: where to compress. A per-group map of one technique's levels with paired
+intervals (the rows on stdout, most sensitive first; the run in the store; the JSON with
+``--json``) and, with ``--max-drop``, the schedule chosen from it, written as JSON for
+``run --schedule FILE``. Its flags are ``SensitivityConfig``'s fields plus the baseline's
+(model, data, budgets, or ``--from-run``: a stored run's baseline, from the cache)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from benchmarks.cli.outputs import EXIT_OK, EXIT_VARIANT_FAILED, check_writable
+from benchmarks.cli.parser import config_from_args
+
+DEFAULT_SCHEDULE_FILE = "schedule.json"
+
+
+def baseline_spec(args):
+    """The sweep whose baseline is mapped: the flags', or a stored run's (``--from-run``)."""
+    from benchmarks.sensitivity.config import baseline_spec as from_stored
+    from benchmarks.spec.sweep import SweepSpec
+    if args.from_run:
+        from benchmarks.store.database import ResultsStore
+        run = ResultsStore(args.store).run(args.from_run)
+        if run is None or run.get("kind", "sweep") != "sweep":
+            raise ValueError(f"--from-run {args.from_run}: no such sweep in the store")
+        return from_stored(run["spec"], threads=args.threads)
+    return SweepSpec(model=args.model, dataset=args.dataset, checkpoint=args.checkpoint,
+                     input_shape=args.input_shape, device=args.device,
+                     batch_size=args.batch_size, epochs=args.epochs, seed=args.seed,
+                     data_root=args.data_root, download=args.download, threads=args.threads,
+                     min_time_s=args.min_time, normalize=args.normalize, weights=args.weights,
+                     labels=args.labels)
+
+
+def cmd_sensitivity(args) -> int:
+    from benchmarks.sensitivity.config import SensitivityConfig
+    config = config_from_args(SensitivityConfig, args)
+    spec = baseline_spec(args)
+    from benchmarks.zoo.models import preflight
+    preflight(spec.model, spec.weights, spec.download)
+    check_writable(args.json_file, "--json")
+    out = args.out or (DEFAULT_SCHEDULE_FILE if config.max_drop else None)
+    if out and not config.max_drop:
+        raise ValueError("--out writes the schedule --max-drop chooses; give --max-drop")
+    check_writable(out, "--out")
+
+    from benchmarks.run.cache import WeightsCache
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.sensitivity.mapper import record_map
+    sweep = prepare_sweep(spec, cache=WeightsCache(enabled=not args.no_cache))
+    for warning in sweep.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    progress = None if args.quiet else _progress
+    store = None
+    if not args.no_store:
+        from benchmarks.store.database import ResultsStore
+        store = ResultsStore(args.store)
+    if store is None:
+        from benchmarks.sensitivity.mapper import build_map
+        result = build_map(sweep, config, on_progress=progress)
+    else:
+        recorder = store.record(model=spec.model, dataset=spec.dataset,
+                                device=str(sweep.device), spec=map_spec(spec, config, args),
+                                environment=sweep.environment, kind="sensitivity")
+        with recorder:
+            result = record_map(sweep, config, recorder, on_progress=progress)
+        print(f"map {recorder.run_id} stored in {store.path}", file=sys.stderr)
+    if not args.quiet:
+        print(file=sys.stderr)
+    print(result.table())
+    if args.json_file:
+        Path(args.json_file).write_text(json.dumps(result.document(sweep.environment),
+                                                   indent=2, default=str))
+    if result.schedule is not None:
+        from benchmarks.sensitivity.schedule import write_schedule
+        write_schedule(out, result.schedule)
+        predicted = result.schedule["predicted"]
+        checked = result.schedule.get("checked") or {}
+        whole = "" if checked.get("accuracy_change") is None else \
+            f"; the whole schedule {checked['accuracy_change']:+.2f} pts on the {checked['on']}"
+        print(f"schedule for --max-drop {config.max_drop} written to {out}: predicted "
+              f"{predicted['accuracy_change_pts']:+.2f} pts, {predicted['saved_ms']:.3f} ms "
+              f"saved of {predicted['baseline_ms']:.3f} ({config.objective}){whole}; verify "
+              f"it with `run --model {spec.model} --schedule {out}`", file=sys.stderr)
+    failed = [r for r in result.rows if r.get("error")]
+    return EXIT_VARIANT_FAILED if failed else EXIT_OK
+
+
+def map_spec(spec, config, args) -> dict:
+    """What a stored map says it was asked: the baseline's sweep and the map's config."""
+    return {"sweep": spec.to_dict(), "sensitivity": config.to_dict(),
+            "source_run": getattr(args, "from_run", None)}
+
+
+def _progress(phase: str, done: int, total: int, message: str) -> None:
+    print(f"\r{message[:76]:<76}", end="", file=sys.stderr, flush=True)

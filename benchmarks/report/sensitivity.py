@@ -1,0 +1,189 @@
+"""The sensitivity map's views, from its rows (torch-free, Streamlit-free): the heatmap of
+groups x levels coloured by the lower bound of each cell's paired interval (cells whose
+interval crosses zero hatched: within noise), the scatter of accuracy change against the
+group's share of the latency, a variant's per-layer SQNR, and for a sweep that applied a
+schedule its map's prediction beside what was measured.
+
+Every figure has its data function (``heatmap_data``...), which the tests read.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from benchmarks.report import stats
+from benchmarks.report.style import CHART_HEIGHT, FAILED_COLOR, PALETTE, num, short
+
+HATCH = "/"                 # a cell within noise
+MISSING_COLOR = "#d1d5db"   # a cell that failed
+# Red for a loss, white for none, blue for a gain: centred on zero whatever the data.
+DIVERGING = [[0.0, "#b91c1c"], [0.5, "#f9fafb"], [1.0, "#1d4ed8"]]
+
+
+def stored_map(run: dict) -> dict:
+    """A stored map (a run of kind "sensitivity"): its summary, with the rows (the run's
+    variants) under "rows"."""
+    summary = dict((run.get("environment") or {}).get("sensitivity") or {})
+    summary["rows"] = list(run.get("variants") or [])
+    summary.setdefault("technique", ((run.get("spec") or {}).get("sensitivity") or {})
+                       .get("technique"))
+    summary.setdefault("model", run.get("model"))
+    return summary
+
+
+def _groups_by_sensitivity(rows: list[dict]) -> list[str]:
+    """Group roots, most sensitive first (by their worst interval lower bound)."""
+    worst: dict[str, float] = {}
+    for r in rows:
+        ci = r.get("accuracy_change_ci")
+        low = ci[0] if ci else float("inf")
+        worst[r["root"]] = min(worst.get(r["root"], float("inf")), low)
+    return sorted(worst, key=lambda g: (worst[g], g))
+
+
+def heatmap_data(rows: list[dict]) -> dict:
+    """{"groups" (most sensitive first), "levels", "lower" (the interval's lower bound in
+    points, None where a cell failed), "hatched" (its interval crosses zero), "text"}, each a
+    groups x levels grid."""
+    groups = _groups_by_sensitivity(rows)
+    levels = sorted({r["level"] for r in rows})
+    cell = {(r["root"], r["level"]): r for r in rows}
+    lower, hatched, text = [], [], []
+    for g in groups:
+        lower.append([]), hatched.append([]), text.append([])
+        for level in levels:
+            r = cell.get((g, level)) or {}
+            ci = r.get("accuracy_change_ci")
+            lower[-1].append(None if r.get("error") or not ci else ci[0])
+            hatched[-1].append(bool(ci) and ci[0] <= 0 <= ci[1])
+            text[-1].append("failed" if r.get("error") else "" if not ci else
+                            f"{r['accuracy_change']:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]")
+    return {"groups": groups, "levels": levels, "lower": lower, "hatched": hatched,
+            "text": text}
+
+
+def heatmap(rows: list[dict], title: str = "Where accuracy goes: groups x levels") -> go.Figure:
+    """Cells drawn as unit bars (a plotly heatmap cannot hatch): one trace per level, each
+    group a bar at its row, coloured by the interval's lower bound on one shared colour axis,
+    hatched where the interval crosses zero."""
+    data = heatmap_data(rows)
+    values = [v for row in data["lower"] for v in row if v is not None]
+    span = max([abs(v) for v in values] + [1.0])
+    fig = go.Figure()
+    for j, level in enumerate(data["levels"]):
+        column = [row[j] for row in data["lower"]]
+        fig.add_trace(go.Bar(
+            x=[f"{level:g}"] * len(data["groups"]), y=[1] * len(data["groups"]),
+            base=list(range(len(data["groups"]))), width=0.94,
+            marker=dict(color=[MISSING_COLOR if v is None else v for v in column],
+                        coloraxis="coloraxis",
+                        pattern=dict(shape=[HATCH if h else "" for h in
+                                            (row[j] for row in data["hatched"])],
+                                     fgcolor="#374151", size=7, solidity=0.25),
+                        line=dict(width=0)),
+            customdata=[[g, t] for g, t in zip(data["groups"],
+                                              (row[j] for row in data["text"]))],
+            hovertemplate="%{customdata[0]} at %{x}: %{customdata[1]} pts<extra></extra>",
+            name=f"level {level:g}"))
+    fig.update_layout(
+        title=title, barmode="overlay", bargap=0.05, showlegend=False,
+        height=max(CHART_HEIGHT, 100 + 26 * len(data["groups"])),
+        margin=dict(l=10, r=10, t=60, b=10),
+        coloraxis=dict(colorscale=DIVERGING, cmin=-span, cmax=span,
+                       colorbar=dict(title="lower bound<br>Δ pts")))
+    fig.update_xaxes(title="level (fraction removed; INT8: quantized)", type="category")
+    fig.update_yaxes(tickvals=[i + 0.5 for i in range(len(data["groups"]))],
+                     ticktext=[short(g) for g in data["groups"]], autorange="reversed",
+                     range=[len(data["groups"]) + 0.03, -0.03], automargin=True, title=None)
+    fig.add_annotation(text="hatched: within noise (the interval crosses zero)",
+                       xref="paper", yref="paper", x=0, y=1.02, yanchor="bottom",
+                       showarrow=False, font=dict(size=11))
+    return fig
+
+
+def scatter_data(rows: list[dict]) -> list[dict]:
+    """One point per measured cell: its group's latency share (%), its accuracy change and
+    interval (points), its level."""
+    return [{"root": r["root"], "level": r["level"], "share_pct": 100 * r["latency_share"],
+             "change": r["accuracy_change"], "low": r["accuracy_change_ci"][0],
+             "high": r["accuracy_change_ci"][1]}
+            for r in rows if not r.get("error") and num(r.get("accuracy_change")) is not None]
+
+
+def scatter(rows: list[dict]) -> go.Figure:
+    """Accuracy change against the group's share of the latency, a colour per level: the
+    cheap wins sit top right (much time, little loss)."""
+    points = scatter_data(rows)
+    fig = go.Figure()
+    for i, level in enumerate(sorted({p["level"] for p in points})):
+        mine = [p for p in points if p["level"] == level]
+        fig.add_trace(go.Scatter(
+            x=[p["share_pct"] for p in mine], y=[p["change"] for p in mine], mode="markers",
+            name=f"level {level:g}", marker=dict(size=9, color=PALETTE[i % len(PALETTE)]),
+            error_y=dict(type="data", symmetric=False,
+                         array=[p["high"] - p["change"] for p in mine],
+                         arrayminus=[p["change"] - p["low"] for p in mine], thickness=1),
+            text=[p["root"] for p in mine],
+            hovertemplate="%{text}: %{x:.1f}% of the latency, %{y:+.2f} pts<extra></extra>"))
+    fig.add_hline(y=0, line_dash="dash", line_color="#6b7280")
+    fig.update_layout(title=dict(text="Accuracy change against latency share", y=0.97),
+                      height=CHART_HEIGHT + 60,
+                      margin=dict(l=10, r=10, t=40, b=10),
+                      legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom", xanchor="left"))
+    fig.update_xaxes(title="the group's share of the baseline's latency (%)")
+    fig.update_yaxes(title="Δ accuracy (pts, paired 95% interval)")
+    return fig
+
+
+def layers_chart(diagnostics: dict, title: str) -> go.Figure:
+    """A variant's per-layer SQNR against the baseline (dB; higher is closer)."""
+    layers = diagnostics.get("layers") or []
+    fig = go.Figure(go.Bar(
+        x=[short(r["layer"]) for r in layers], y=[r["sqnr_db"] for r in layers],
+        customdata=[[r["layer"], r["cosine"]] for r in layers],
+        marker_color=[FAILED_COLOR if (r["sqnr_db"] or 0) < 10 else PALETTE[0]
+                      for r in layers],
+        hovertemplate="%{customdata[0]}: %{y:.1f} dB, cosine %{customdata[1]:.4f}"
+                      "<extra></extra>"))
+    fig.update_layout(title=title, height=CHART_HEIGHT, margin=dict(l=10, r=10, t=40, b=10),
+                      showlegend=False)
+    fig.update_yaxes(title="SQNR vs baseline (dB)")
+    return fig
+
+
+def schedule_checks(variants: list, baseline: str | None, confidence: float = 0.95
+                    ) -> list[dict]:
+    """For each variant that applied a map's schedule: the map's predicted accuracy change
+    beside the measured one, with the same paired interval (Tango's, on the same test
+    examples) and whether it stays within the schedule's budget. ``variants``: the run's
+    ``VariantResult``s."""
+    base = next((v for v in variants if v.name == baseline), None)
+    out = []
+    for v in variants:
+        schedule = _schedule_of(v.config)
+        if schedule is None or base is None or not v.ok:
+            continue
+        row = {"variant": v.name, "technique": schedule["technique"],
+               "predicted_pts": (schedule.get("predicted") or {}).get("accuracy_change_pts"),
+               "max_drop_pts": schedule.get("max_drop_pts"), "measured_pts": None,
+               "measured_ci": None, "p_value": None, "within_budget": None}
+        if v.correct_bits and base.correct_bits and v.n_test == base.n_test:
+            mine = stats.unpack_bits(v.correct_bits, v.n_test)
+            ref = stats.unpack_bits(base.correct_bits, base.n_test)
+            b, c = stats.discordant(mine, ref)
+            low, high = stats.tango_interval(b, c, v.n_test, confidence)
+            row.update(measured_pts=100 * (b - c) / v.n_test,
+                       measured_ci=[100 * low, 100 * high],
+                       p_value=stats.mcnemar_exact(b, c))
+            if row["max_drop_pts"] is not None:
+                row["within_budget"] = row["measured_pts"] >= -row["max_drop_pts"]
+        out.append(row)
+    return out
+
+
+def _schedule_of(config: dict) -> dict | None:
+    for part in (config or {}).values():
+        schedule = part.get("schedule") if isinstance(part, dict) else None
+        if isinstance(schedule, dict) and "groups" in schedule:
+            return schedule
+    return None

@@ -1,0 +1,286 @@
+"""The Sensitivity view of a run on the Results page: where to compress.
+
+For a sweep: draw a sensitivity map of its baseline (a job in the queue, owned, capped and
+cancellable like every other), then the heatmap of groups x levels coloured by each cell's
+interval lower bound (hatched where it crosses zero: within noise), the scatter of accuracy
+change against latency share, and *Apply as schedule*, which queues the schedule's
+verification sweep (the baseline, the schedule's variant and, for pruning, uniform pruning
+at the map's levels beside it). A sweep that applied a schedule shows its map's prediction
+beside the measured change; every variant its per-layer diagnostics. A map opened by its
+own link (a run of kind "sensitivity") draws the map alone.
+
+The page never imports torch: the figures are ``benchmarks.report.sensitivity``'s, the
+config and the schedule's knapsack are torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from benchmarks.report import sensitivity as figures
+from benchmarks.sensitivity.config import SensitivityConfig, is_pruning
+from dashboard import charts, settings_form, state, widgets
+
+MAP_JOB_ID = "cb_sensitivity_job_id"        # the map this session asked for last
+SCHEDULE_JOB_ID = "cb_schedule_job_id"      # the verification sweep it queued last
+MAPS_LISTED = 20
+
+
+def draw(run: dict, key: str) -> None:
+    """The view of ``run`` (a stored run as the store returns it)."""
+    if run.get("kind") == "sensitivity":
+        draw_map(run, key)
+        return
+    if run.get("kind", "sweep") != "sweep":
+        return
+    st.subheader("Sensitivity: where to compress")
+    _schedule_checks(run)
+    maps = _maps_of(run)
+    _map_form(run, key, expanded=not maps)
+    if maps:
+        ids = [m["run_id"] for m in maps]
+        chosen = st.selectbox("Sensitivity maps of this run's baseline", ids,
+                              format_func=lambda i: _map_label(next(
+                                  m for m in maps if m["run_id"] == i)),
+                              key=f"{key}-sens-map")
+        stored = state.store().run(chosen)
+        if stored is not None:
+            draw_map(stored, f"{key}-{chosen}", source=run)
+    _diagnostics(run, key)
+
+
+def _maps_of(run: dict) -> list[dict]:
+    """The maps made of this sweep's baseline, newest first."""
+    try:
+        found = state.store().runs(limit=MAPS_LISTED, kind="sensitivity", model=run["model"],
+                                   dataset=run["dataset"], with_variants=False)
+    except Exception as exc:
+        st.error(f"Cannot read the results store: {state.one_line(exc)}")
+        return []
+    return [m for m in found if (m.get("spec") or {}).get("source_run") == run["run_id"]]
+
+
+def _map_label(run: dict) -> str:
+    config = (run.get("spec") or {}).get("sensitivity") or {}
+    levels = ",".join(f"{v:g}" for v in config.get("levels") or [])
+    return (f"{(run.get('created_at') or '')[:19].replace('T', ' ')} · "
+            f"{config.get('technique')} at {levels} · {run.get('status')}")
+
+
+def _map_form(run: dict, key: str, expanded: bool) -> None:
+    """The map's settings (``SensitivityConfig``'s fields) and its job."""
+    with st.expander("Draw a sensitivity map of this baseline", expanded=expanded):
+        with st.form(f"{key}-sens-form"):
+            values = settings_form.config_form(SensitivityConfig, f"{key}-sens", options={
+                "max_drop": ["0.5pt", "1pt", "2pt", "5pt"]})
+            submitted = st.form_submit_button("Draw sensitivity map")
+        if submitted:
+            _submit_map(run, values)
+        job_id = st.session_state.get(MAP_JOB_ID)
+        job = state.queue().get(job_id) if job_id else None
+        if job is not None and job.payload.get("source_run") == run["run_id"]:
+            widgets.track_job(job_id)
+
+
+def _submit_map(run: dict, values: dict) -> None:
+    try:  # the config the worker builds, checked here first: a mistake is one line
+        config = SensitivityConfig(**values)
+    except ValueError as exc:
+        st.error(str(exc))
+        return
+    spec = run.get("spec") or {}
+    payload = {"model": run["model"], "dataset": run["dataset"], "sweep": spec,
+               "sensitivity": config.to_dict(), "source_run": run["run_id"]}
+    try:
+        st.session_state[MAP_JOB_ID] = state.submit("sensitivity", payload,
+                                                    spec.get("device", "auto"))
+    except Exception as exc:
+        st.error(f"The map could not be queued: {state.one_line(exc)}")
+
+
+def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
+    """One stored map: its figures, its rows, its schedule and *Apply as schedule*."""
+    found = figures.stored_map(stored)
+    rows = found["rows"]
+    if not rows:
+        st.info("This map has no cell yet: they appear as they are measured.")
+        return
+    baseline = found.get("baseline") or {}
+    subset = found.get("subset") or {}
+    if subset:
+        st.caption(f"{found.get('technique')} on {stored.get('model')}: every cell screened "
+                   f"on {subset.get('size')} of {subset.get('of')} test examples (stratified, "
+                   f"seed {subset.get('seed')}); confirmed on all: "
+                   f"{', '.join(found.get('confirmed') or []) or 'none'}. Baseline accuracy "
+                   f"{100 * (baseline.get('accuracy') or 0):.2f}%.")
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(figures.heatmap(rows), config=charts.PLOTLY_CONFIG,
+                        key=f"{key}-heatmap")
+    with right:
+        st.plotly_chart(figures.scatter(rows), config=charts.PLOTLY_CONFIG,
+                        key=f"{key}-scatter")
+    with st.expander("The map's cells", expanded=False):
+        st.dataframe([{k: r.get(k) for k in (
+            "root", "level", "accuracy_change", "accuracy_change_ci", "p_value",
+            "latency_share", "macs_removed", "sqnr_db", "group_sqnr_db", "evaluated_on",
+            "error")} for r in rows], hide_index=True, key=f"{key}-cells")
+    if stored.get("status") == "running":
+        st.info("The map is still being measured: reload to see the cells that follow.")
+        return
+    _apply(stored, found, key, source)
+
+
+def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
+    """The map's schedule (its own, or one chosen here within another budget) and the button
+    that queues its verification sweep."""
+    from benchmarks.sensitivity.schedule import build_schedule, schedule_variant
+    schedule = found.get("schedule")
+    default = (schedule or {}).get("max_drop_pts") or 1.0
+    budget = st.number_input("Accuracy budget of the schedule (points)", 0.05, 100.0,
+                             float(default), 0.25, key=f"{key}-budget")
+    baseline = found.get("baseline") or {}
+    config = found.get("config") or {}
+    objective = config.get("objective", "p50")
+    if schedule is None or schedule.get("max_drop_pts") != budget:
+        latency = (baseline.get("latency_ms") or {}).get(objective)
+        if latency is None:
+            st.info("The map has no baseline latency to choose a schedule with.")
+            return
+        try:
+            schedule = build_schedule(found["rows"], model=stored["model"],
+                                      technique=found["technique"], budget_pts=budget,
+                                      baseline_ms=latency, objective=objective,
+                                      dataset=stored["dataset"], map_run=stored["run_id"])
+        except ValueError as exc:
+            st.error(str(exc))
+            return
+    predicted = schedule["predicted"]
+    st.markdown(f"**Schedule within {budget:g} points**: predicted "
+                f"{predicted['accuracy_change_pts']:+.2f} points and "
+                f"{predicted['saved_ms']:.3f} ms of {predicted['baseline_ms']:.3f} ms "
+                f"({objective}) saved. Effects are not additive: the verification sweep "
+                f"measures it against the baseline on the same examples.")
+    checked = schedule.get("checked") or {}
+    if checked.get("accuracy_change") is not None:
+        low, high = checked["accuracy_change_ci"]
+        st.caption(f"The whole schedule on the map's {checked['on']} examples: "
+                   f"{checked['accuracy_change']:+.2f} points [{low:+.2f}, {high:+.2f}]"
+                   + (f"; let go to fit: {', '.join(checked['let_go'])}"
+                      if checked.get("let_go") else ""))
+    c1, c2 = st.columns(2)
+    c1.download_button("Download schedule", json.dumps(schedule, indent=2),
+                       file_name=f"schedule-{stored['run_id']}.json",
+                       mime="application/json", key=f"{key}-schedule-json", on_click="ignore")
+    if c2.button("Apply as schedule", key=f"{key}-apply", type="primary"):
+        spec = _verification(stored, schedule, found, source)
+        if spec is not None:
+            try:
+                st.session_state[SCHEDULE_JOB_ID] = state.submit(
+                    "sweep", spec, spec.get("device", "auto"))
+            except Exception as exc:
+                st.error(f"The verification could not be queued: {state.one_line(exc)}")
+    job_id = st.session_state.get(SCHEDULE_JOB_ID)
+    job = state.queue().get(job_id) if job_id else None
+    if job is not None and any(v["name"] == schedule_variant(schedule).name
+                               for v in job.payload.get("variants") or []):
+        st.caption("The schedule's verification sweep:")
+        job = widgets.track_job(job_id)
+        if job is not None and job.run_id:
+            st.markdown(f"Its results: [open the run]({state.run_link(job.run_id)})")
+
+
+def _verification(stored: dict, schedule: dict, found: dict, source: dict | None) -> dict | None:
+    """The verification sweep: the map's baseline, the schedule's variant and, for pruning,
+    the uniform ratios of the map's levels, timed side by side."""
+    from benchmarks.sensitivity.schedule import schedule_variant
+    from benchmarks.spec.sweep import SweepSpec
+    from benchmarks.spec.variant import BASELINE, VariantSpec
+    from optimizers.settings import Int8Settings, PruneSettings
+    spec = dict(((stored.get("spec") or {}).get("sweep")) or (source or {}).get("spec") or {})
+    if not spec:
+        st.error("This map does not say which sweep's baseline it maps.")
+        return None
+    technique = found["technique"]
+    variants = [BASELINE, schedule_variant(schedule)]
+    if is_pruning(technique):
+        method = technique.split(".", 1)[1]
+        variants += [VariantSpec(f"prune-{method}-{level:g}", ("prune",),
+                                 {"prune": PruneSettings(level, method)})
+                     for level in found.get("levels") or []]
+    else:
+        variants.append(VariantSpec(f"int8-{technique.split('.', 1)[1]}", ("int8",),
+                                    {"int8": Int8Settings(technique.split(".", 1)[1])}))
+    try:
+        return SweepSpec.from_dict({**spec, "variants": [v.to_dict() for v in variants]}
+                                   ).to_dict()
+    except ValueError as exc:
+        st.error(str(exc))
+        return None
+
+
+def _schedule_checks(run: dict) -> None:
+    """A sweep that applied a schedule: the map's prediction beside the measured change."""
+    from benchmarks.report.document import RunReport
+    report = RunReport.from_stored(run)
+    checks = figures.schedule_checks(report.variants, report.baseline)
+    if not checks:
+        return
+    st.markdown("**Schedules: predicted against measured** (paired on the same test examples; "
+                "the map's cells were measured one group at a time, and effects are not "
+                "additive)")
+    st.dataframe([{
+        "variant": c["variant"], "technique": c["technique"],
+        "predicted Δ pts": c["predicted_pts"], "measured Δ pts": c["measured_pts"],
+        "measured 95% interval": None if c["measured_ci"] is None else
+        f"[{c['measured_ci'][0]:+.2f}, {c['measured_ci'][1]:+.2f}]",
+        "p": c["p_value"], "budget pts": c["max_drop_pts"],
+        "within budget": c["within_budget"]} for c in checks],
+        hide_index=True, key=f"schedule-checks-{run['run_id']}")
+
+
+def _diagnostics(run: dict, key: str) -> None:
+    """Per-layer SQNR and cosine of a chosen variant against the baseline, and the test
+    examples whose correctness flipped."""
+    from benchmarks.report.document import RunReport
+    document = RunReport.from_stored(run).document()
+    with_layers = [v for v in document["variants"] if v.get("diagnostics")]
+    if not with_layers:
+        return
+    with st.expander("Per-layer diagnostics against the baseline", expanded=False):
+        names = [v["name"] for v in with_layers]
+        name = st.selectbox("Variant", names, key=f"{key}-diag-variant")
+        variant = next(v for v in with_layers if v["name"] == name)
+        diag = variant["diagnostics"]
+        if diag.get("error"):
+            st.warning(f"No diagnostics: {diag['error']}")
+            return
+        out = diag.get("output") or {}
+        st.caption(f"On a fixed batch of {diag.get('batch')} test images: the output's SQNR "
+                   f"{_db(out.get('sqnr_db'))}, cosine {_num(out.get('cosine'), '{:.4f}')}."
+                   + (f" {diag['note']}." if diag.get("note") else "")
+                   + (f" {diag['skipped']} layers changed shape (pruned) and are not "
+                      f"compared." if diag.get("skipped") else ""))
+        if diag.get("layers"):
+            st.plotly_chart(figures.layers_chart(diag, f"{name}: per-layer SQNR"),
+                            config=charts.PLOTLY_CONFIG, key=f"{key}-diag-chart")
+        flips = variant.get("flips_vs_baseline")
+        if flips:
+            counts = flips["counts"]
+            st.markdown(f"**Flipped examples** (test-split indices): "
+                        f"{counts['became_wrong']} became wrong, {counts['became_right']} "
+                        f"became right.")
+            st.caption("Became wrong: " + (", ".join(map(str, flips["became_wrong"]))
+                                           or "none"))
+            st.caption("Became right: " + (", ".join(map(str, flips["became_right"]))
+                                           or "none"))
+
+
+def _db(value) -> str:
+    return "-" if value is None else f"{value:.1f} dB"
+
+
+def _num(value, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
