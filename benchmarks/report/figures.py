@@ -5,9 +5,11 @@ these modules), the HTML report and a notebook share one copy. Rows are the dict
 ``RunReport.rows()``; the baseline is the row marked ``is_baseline``. ``run_figures`` is every
 chart of one run, in reading order: what the Results page draws and the report holds.
 
-Legible at 30 variants: bars are horizontal with short labels (the full name on hover),
-accuracy sits on an axis fitted to the data with its 95% interval drawn, differences within
-noise are drawn pale, the Pareto chart labels only its frontier, and every swept setting gets
+Legible at 30 variants: short labels on the axes (the full name on hover); accuracy is a dot
+with its 95% interval on an axis fitted to the data (never a bar from a truncated axis), its
+marker saying whether the change is a finding; a noisy latency is hatched; what a marker or
+a pattern means is in the legend, never in text on the chart; the Pareto chart labels only
+its frontier, and every swept setting gets
 curves of accuracy, latency and size against its values. The roofline sets each variant's
 achieved FLOP/s against the device's measured roofs.
 """
@@ -22,6 +24,7 @@ from benchmarks.report.scaling import bytes_chart, efficiency_chart, throughput_
 from benchmarks.report.style import (  # noqa: F401
     BASELINE_COLOR,
     CHART_HEIGHT,
+    INK,
     NOISY_COLOR,
     PLOTLY_CONFIG,
     SHORT_LABEL,
@@ -29,11 +32,13 @@ from benchmarks.report.style import (  # noqa: F401
     axis_labels,
     bar_colors,
     is_baseline,
+    keep_order,
     layout,
     mark_baseline,
     num,
     ok_rows,
     short,
+    with_legend,
 )
 from benchmarks.report.tradeoffs import (  # noqa: F401
     curve_chart,
@@ -45,28 +50,59 @@ from benchmarks.report.tradeoffs import (  # noqa: F401
 )
 
 
+# How a variant's accuracy change reads against the baseline: a marker each, explained in the
+# legend (no text on the chart to pile up at 30 variants).
+ACCURACY_GROUPS = (
+    ("baseline", dict(symbol="diamond", color=BASELINE_COLOR, size=11)),
+    ("differs from the baseline (paired test, p < 0.05)",
+     dict(symbol="circle", color=VARIANT_COLOR, size=10)),
+    ("within noise (p >= 0.05): not a finding",
+     dict(symbol="circle-open", color=VARIANT_COLOR, size=10, line=dict(width=2))),
+    ("no paired test", dict(symbol="square-open", color=BASELINE_COLOR, size=9,
+                            line=dict(width=2))),
+)
+
+
+def _accuracy_group(row: dict) -> str:
+    if is_baseline(row):
+        return ACCURACY_GROUPS[0][0]
+    if row.get("p_value_vs_base") is None:
+        return ACCURACY_GROUPS[3][0]
+    return ACCURACY_GROUPS[2][0] if row.get("within_noise") else ACCURACY_GROUPS[1][0]
+
+
 def accuracy_chart(rows: list[dict]) -> go.Figure:
-    """Accuracy with its 95% interval, on an axis fitted to the data: a 2-point loss shows.
-    Pale bars: the change against the baseline is within noise (paired test)."""
+    """Accuracy as a dot with its 95% interval, on an axis fitted to the data: a 2-point loss
+    shows, and no bar length exaggerates it (dots carry no length). The marker says whether
+    the change against the baseline is a finding (the paired test); the legend says how."""
     rows = [r for r in ok_rows(rows) if num(r.get("accuracy")) is not None]
+    labels = axis_labels(rows)
     acc = [100 * r["accuracy"] for r in rows]
     low = [100 * (num(r.get("accuracy_ci_low")) or r["accuracy"]) for r in rows]
     high = [100 * (num(r.get("accuracy_ci_high")) or r["accuracy"]) for r in rows]
-    fig = go.Figure(go.Bar(
-        y=axis_labels(rows), x=acc, orientation="h", marker_color=bar_colors(rows),
-        error_x=dict(type="data", symmetric=False, array=[h - a for h, a in zip(high, acc)],
-                     arrayminus=[a - lo for a, lo in zip(acc, low)], color="#374151",
-                     thickness=1.2, width=4),
-        text=[f"{a:.1f}" for a in acc], textposition="inside", insidetextanchor="end",
-        customdata=[[r["variant"], lo, h, _noise_text(r)] for r, lo, h in zip(rows, low, high)],
-        hovertemplate="%{customdata[0]}<br>%{x:.2f}% (95% CI %{customdata[1]:.1f}-"
-                      "%{customdata[2]:.1f})<br>%{customdata[3]}<extra></extra>"))
+    fig = go.Figure()
+    for group, marker in ACCURACY_GROUPS:
+        idx = [i for i, r in enumerate(rows) if _accuracy_group(r) == group]
+        if not idx:
+            continue
+        fig.add_scatter(
+            y=[labels[i] for i in idx], x=[acc[i] for i in idx], mode="markers", name=group,
+            marker=marker,
+            error_x=dict(type="data", symmetric=False, array=[high[i] - acc[i] for i in idx],
+                         arrayminus=[acc[i] - low[i] for i in idx], color=INK, thickness=1.5,
+                         width=4),
+            customdata=[[rows[i]["variant"], low[i], high[i], _noise_text(rows[i])]
+                        for i in idx],
+            hovertemplate="%{customdata[0]}<br>%{x:.2f}% (95% CI %{customdata[1]:.1f}-"
+                          "%{customdata[2]:.1f})<br>%{customdata[3]}<extra></extra>")
     if acc:
         span = max(high) - min(low)
         pad = max(0.5, 0.1 * span)
         fig.update_xaxes(range=[max(0.0, min(low) - pad), min(100.0, max(high) + pad)])
     mark_baseline(fig, rows, "accuracy", 100.0)
-    return layout(fig, "Accuracy (95% interval; pale: within noise)", "%", len(rows))
+    fig = layout(fig, "Accuracy with its 95% interval", "% of the test split", len(rows))
+    keep_order(fig, labels)
+    return with_legend(fig)
 
 
 def _noise_text(row: dict) -> str:
@@ -79,33 +115,54 @@ def _noise_text(row: dict) -> str:
                                            else "a real difference")
 
 
+# A latency bar's pattern says what to doubt about it; the legend says why.
+LATENCY_GROUPS = (
+    ("baseline", dict(color=BASELINE_COLOR)),
+    ("variant", dict(color=VARIANT_COLOR)),
+    ("noisy: IQR above 10% of the median, rerun before trusting small differences",
+     dict(color=NOISY_COLOR, pattern=dict(shape="/", solidity=0.45))),
+    ("launch-bound: the GPU waits on the host issuing calls",
+     dict(color=VARIANT_COLOR, pattern=dict(shape=".", solidity=0.5))),
+)
+
+
+def _latency_group(row: dict) -> str:
+    if row.get("noisy"):
+        return LATENCY_GROUPS[2][0]
+    if row.get("launch_bound"):
+        return LATENCY_GROUPS[3][0]
+    return LATENCY_GROUPS[0][0] if is_baseline(row) else LATENCY_GROUPS[1][0]
+
+
 def latency_chart(rows: list[dict]) -> go.Figure:
-    """p50 bars with whiskers up to p90 (thick) and p99 (thin); noisy latencies in amber
-    and marked with a '!'."""
+    """p50 bars from zero with whiskers up to p90 (thick) and p99 (thin); a noisy or
+    launch-bound latency hatched, explained in the legend."""
     rows = [r for r in ok_rows(rows) if num(r.get("p50_ms")) is not None]
     labels = axis_labels(rows)
     p50 = [r["p50_ms"] for r in rows]
     p90 = [max(0.0, (num(r.get("p90_ms")) or r["p50_ms"]) - r["p50_ms"]) for r in rows]
     p99 = [max(0.0, (num(r.get("p99_ms")) or r["p50_ms"]) - r["p50_ms"]) for r in rows]
-    colors = [NOISY_COLOR if r.get("noisy") else
-              (BASELINE_COLOR if is_baseline(r) else VARIANT_COLOR) for r in rows]
-    text = ["noisy!" if r.get("noisy") else ("launch-bound" if r.get("launch_bound") else "")
-            for r in rows]
     fig = go.Figure()
-    fig.add_bar(y=labels, x=p50, orientation="h", marker_color=colors, name="p50", text=text,
-                textposition="outside", cliponaxis=False,
-                error_x=dict(type="data", symmetric=False, array=p99, arrayminus=[0] * len(p99),
-                             thickness=1, width=6, color="#374151"),
-                customdata=[[r["variant"], r.get("p90_ms"), r.get("p99_ms"), r.get("noisy"),
-                             r.get("device"), r.get("timing")] for r in rows],
-                hovertemplate="%{customdata[0]} (%{customdata[4]})<br>p50 %{x:.3f} ms<br>p90 "
-                              "%{customdata[1]:.3f} ms<br>p99 %{customdata[2]:.3f} ms<br>"
-                              "noisy: %{customdata[3]}; timed %{customdata[5]}<extra></extra>")
-    # p90 whisker drawn as an invisible bar's error bar so both tails show on one bar.
-    fig.add_bar(y=labels, x=p50, orientation="h", marker_color="rgba(0,0,0,0)",
-                hoverinfo="skip", name="p90",
-                error_x=dict(type="data", symmetric=False, array=p90, arrayminus=[0] * len(p90),
-                             thickness=3, width=0, color="#111827"))
+    for group, marker in LATENCY_GROUPS:
+        idx = [i for i, r in enumerate(rows) if _latency_group(r) == group]
+        if not idx:
+            continue
+        fig.add_bar(
+            y=[labels[i] for i in idx], x=[p50[i] for i in idx], orientation="h", name=group,
+            marker=marker, showlegend=group not in ("baseline", "variant"),
+            error_x=dict(type="data", symmetric=False, array=[p99[i] for i in idx],
+                         arrayminus=[0] * len(idx), thickness=1, width=6, color=INK),
+            customdata=[[rows[i]["variant"], rows[i].get("p90_ms"), rows[i].get("p99_ms"),
+                         rows[i].get("noisy"), rows[i].get("device"), rows[i].get("timing")]
+                        for i in idx],
+            hovertemplate="%{customdata[0]} (%{customdata[4]})<br>p50 %{x:.3f} ms<br>p90 "
+                          "%{customdata[1]:.3f} ms<br>p99 %{customdata[2]:.3f} ms<br>"
+                          "noisy: %{customdata[3]}; timed %{customdata[5]}<extra></extra>")
+    # The p90 whisker: an invisible point's thicker error bar, so both tails show on a bar.
+    fig.add_scatter(y=labels, x=p50, mode="markers", marker=dict(size=1, opacity=0),
+                    hoverinfo="skip", showlegend=False, name="p90",
+                    error_x=dict(type="data", symmetric=False, array=p90,
+                                 arrayminus=[0] * len(p90), thickness=3, width=0, color=INK))
     fig.update_layout(barmode="overlay")
     mark_baseline(fig, rows, "p50_ms")
     # A disturbed run can have p99 tails many times the median; a log axis keeps the p50 bars
@@ -114,8 +171,12 @@ def latency_chart(rows: list[dict]) -> go.Figure:
     log = bool(p50) and top > 4 * max(p50)
     if log:
         fig.update_xaxes(type="log")
-    return layout(fig, "Latency p50 (whiskers p90 / p99)" + (", log" if log else ""),
-                   "ms per batch", len(rows))
+    fig = layout(fig, "Latency p50 (whiskers p90 / p99)" + (", log" if log else ""),
+                 "ms per batch", len(rows))
+    keep_order(fig, labels)
+    if any(_latency_group(r) not in ("baseline", "variant") for r in rows):
+        with_legend(fig)
+    return fig
 
 
 def memory_chart(rows: list[dict]) -> go.Figure:
@@ -167,6 +228,19 @@ def sparsity_chart(per_variant: dict[str, dict[str, float]]) -> go.Figure:
                       margin=dict(l=10, r=10, t=40, b=10), yaxis_autorange="reversed")
     fig.update_xaxes(tickangle=-30)
     return fig
+
+
+def layer_chart(name: str, sparsity: dict[str, float]) -> go.Figure:
+    """One variant's per-layer sparsity: a bar per layer from zero (what the selected
+    variant's details show)."""
+    layers = list(sparsity)
+    fig = go.Figure(go.Bar(y=layers, x=[100 * sparsity[k] for k in layers], orientation="h",
+                           marker_color=VARIANT_COLOR, customdata=[name] * len(layers),
+                           hovertemplate="%{customdata}<br>%{y}: %{x:.1f}% zeros"
+                                         "<extra></extra>"))
+    fig.update_xaxes(range=[0, 100])
+    return layout(fig, f"Zeros per layer: {short(name, 40)}", "% of the layer's weights",
+                  len(layers))
 
 
 # -- every chart of a run ------------------------------------------------------------------------
