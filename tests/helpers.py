@@ -273,3 +273,39 @@ def png_folder(root: Path, count: int, classes: int = 2, size: int = 8) -> Path:
         for i in range(1, per_class):
             os.link(first, folder / f"{i}.png")
     return root
+
+
+def store_history(store_path: Path, runs: int = 5, slow_run: int = 3,
+                  machine: str = "bench-a") -> list[str]:
+    """``runs`` stored sweeps of seed_cnn on digits, a day apart, a commit each, all timed on
+    ``machine``: the baseline and prune-l1-0.5, the same test examples right each time, five
+    timing rounds each. Run ``slow_run`` (0-based) is made twice as slow on purpose. Returns
+    the run ids, oldest first."""
+    import sqlite3
+
+    from benchmarks.report import stats
+    from benchmarks.report.results import VariantResult
+    from benchmarks.store.database import ResultsStore
+    s = ResultsStore(store_path)
+    ids = []
+    for i in range(runs):
+        slow = 2.0 if i == slow_run else 1.0
+        run_id = s.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
+                             environment={"host": machine, "git_commit": f"c0ffee{i}",
+                                          "cpu": "test"})
+        for name, base_ms, wrong in (("baseline", 1.0, 20), ("prune-l1-0.5", 0.8, 24)):
+            right = [True] * (360 - wrong) + [False] * wrong
+            rounds = [slow * base_ms * (1 + 0.01 * ((r + i) % 3)) for r in range(5)]
+            s.add_variant(run_id, VariantResult(
+                name=name, techniques=[] if name == "baseline" else ["prune"],
+                accuracy=sum(right) / 360, correct_bits=stats.pack_bits(right), n_test=360,
+                latency_samples_ms=[x * (1 + 0.002 * k) for x in rounds for k in range(8)],
+                round_p50_ms=rounds, batch_size=32, size_bytes=400_000,
+                timing={"method": "interleaved", "rounds": 5}))
+        s.finish_run(run_id, "complete")
+        ids.append(run_id)
+    with sqlite3.connect(store_path) as db:  # a day apart, oldest first
+        for day, run_id in enumerate(ids):
+            db.execute("UPDATE runs SET created_at=? WHERE run_id=?",
+                       (f"2026-01-{day + 1:02d}T09:00:00.000+00:00", run_id))
+    return ids
