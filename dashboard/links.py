@@ -27,6 +27,7 @@ from optimizers.errors import first_line
 RESERVED = ("session",)
 DEFAULT = "default"   # a nullable setting left to its default
 WRITTEN = "cb_url_written"  # session state: what a page last wrote into the URL
+FIRST = "cb_url_first"      # session state: the first value each live widget was drawn with
 ON, OFF = "on", "off"
 
 
@@ -56,13 +57,23 @@ class UrlForm:
         """The widget's first value. ``parse`` raises ValueError for text it refuses; the
         widget then starts at ``default`` and the parameter is named in the warning."""
         text = self.given.get(name)
-        if text is None or (key is not None and key in st.session_state):
+        first = st.session_state.setdefault(FIRST, {})
+        if key is not None and key in st.session_state:
+            # The widget lives: its default stays what it was first drawn with. (A browser
+            # sends back only the widgets a person touched; the others take their default
+            # again, so a default that changed would undo what the link set.)
+            return first.get(key, default)
+        first.pop(key, None)
+        if text is None:
             return default
         try:
-            return parse(text)
+            value = parse(text)
         except ValueError as exc:
             self.bad.setdefault(name, first_line(exc))
             return default
+        if key is not None:
+            first[key] = value
+        return value
 
     def refuse(self, name: str, why: str) -> None:
         """A parameter the page found unusable after parsing (a folder that is not there)."""

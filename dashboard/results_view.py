@@ -71,11 +71,12 @@ def further_views(run: dict) -> dict[str, Callable]:
     return out
 
 
-def tab_labels(figs: dict, extra: dict) -> list[str]:
+def tab_labels(names: list[str], extra: dict) -> list[str]:
+    """The tabs of a run whose figures are ``names`` (``charts.figure_names``)."""
     labels = [OVERVIEW]
-    if any(name.startswith("curve:") for name in figs):
+    if any(name.startswith("curve:") for name in names):
         labels.append(CURVES)
-    if "pareto" in figs or "roofline" in figs:
+    if "pareto" in names or "roofline" in names:
         labels.append(PARETO)
     return labels + [TABLE, *extra, ENVIRONMENT]
 
@@ -101,9 +102,9 @@ def run_report(run: dict, key: str, *, url=None, export: bool = False,
             f"- **{r['variant']}**: {r['error']}" for r in failed))
     names = [r["variant"] for r in rows]
     chosen = _selected(key, names, answer.variant or _first_variant(rows), url)
-    figs = charts.run_figures(report, rows)
+    names_of_figures = charts.figure_names(report, rows)  # built by the tab that shows them
     extra = further_views(run)
-    labels = tab_labels(figs, extra)
+    labels = tab_labels(names_of_figures, extra)
     tab_key = f"{key}-tab"
     if st.session_state.get(tab_key, OVERVIEW) not in labels:
         st.session_state[tab_key] = OVERVIEW  # a tab this run no longer has
@@ -119,7 +120,7 @@ def run_report(run: dict, key: str, *, url=None, export: bool = False,
             if label in extra:
                 extra[label](run, key)
             else:
-                drawers[label](report, rows, figs, key)
+                drawers[label](report, rows, names_of_figures, key)
     if url is not None:
         url.keep("tab", st.session_state.get(tab_key) or first, OVERVIEW)
         url.keep("variant", chosen)
@@ -137,10 +138,11 @@ def _first_variant(rows: list[dict]) -> str | None:
 
 
 def _selected(key: str, names: list[str], default: str | None, url) -> str | None:
-    if url is not None:
-        first = url.initial("variant", selection.state_key(key), lambda t: links.parse_choice(
-            t, names, "a variant of this run"), None)
-        selection.pick(key, first)
+    if url is not None and selection.state_key(key) not in st.session_state:
+        # The link's variant, once: later picks (a click, the menu) are the person's.
+        selection.pick(key, url.initial("variant", selection.state_key(key),
+                                        lambda t: links.parse_choice(
+                                            t, names, "a variant of this run"), None))
     return selection.selected(key, names, default)
 
 
@@ -149,12 +151,17 @@ def _chart(fig, name: str, key: str, on_select=None) -> None:
     st.plotly_chart(fig, config=charts.PLOTLY_CONFIG, key=f"{key}-{name}", **extra)
 
 
-def _overview(report, rows, figs, key) -> None:
+def _figures(report, rows, names, wanted) -> dict:
+    return charts.run_figures(report, rows, only={n for n in names if wanted(n)})
+
+
+def _overview(report, rows, names, key) -> None:
     st.caption(report.measurement_line())
     good = charts.ok_rows(rows)
     if not good:
         st.info("Every variant failed: nothing to chart.")
         return
+    figs = _figures(report, rows, names, lambda n: n in charts.FOUR)
     for pair in (charts.FOUR[:2], charts.FOUR[2:]):  # a 2x2 grid: long names stay legible
         for col, name in zip(st.columns(2), pair):
             with col:
@@ -164,21 +171,21 @@ def _overview(report, rows, figs, key) -> None:
         st.warning(f"Noisy latency (hatched bars; IQR above 10% of the median): "
                    f"{', '.join(noisy)}. Other work on the machine disturbed the timing; "
                    f"rerun before trusting small differences.")
-    if "pareto" not in figs:
+    if "pareto" not in names:
         st.info("Latency is timed once every variant is built: the Pareto view follows.")
     # Drawn when asked for: a heatmap of every pruned variant's layers is a big chart.
-    if "sparsity" in figs and st.toggle("Per-layer sparsity of every pruned variant",
-                                        key=f"{key}-show-sparsity"):
-        _chart(figs["sparsity"], "sparsity", key)
+    if "sparsity" in names and st.toggle("Per-layer sparsity of every pruned variant",
+                                         key=f"{key}-show-sparsity"):
+        _chart(_figures(report, rows, names, lambda n: n == "sparsity")["sparsity"],
+               "sparsity", key)
     st.caption("Save any chart as PNG with the camera button of its toolbar (top right of "
                "the chart; the browser renders it), or every chart at once in the HTML "
                "report below.")
 
 
-def _curves(report, rows, figs, key) -> None:
-    for name in figs:
-        if name.startswith("curve:"):
-            _chart(figs[name], name, key)
+def _curves(report, rows, names, key) -> None:
+    for name, fig in _figures(report, rows, names, lambda n: n.startswith("curve:")).items():
+        _chart(fig, name, key)
 
 
 def _beside(fig, name: str, key: str, on_select=None):
@@ -188,7 +195,8 @@ def _beside(fig, name: str, key: str, on_select=None):
     return right
 
 
-def _pareto(report, rows, figs, key) -> None:
+def _pareto(report, rows, names, key) -> None:
+    figs = _figures(report, rows, names, lambda n: n in ("pareto", "roofline"))
     if "pareto" in figs:
         with _beside(figs["pareto"], "pareto", key,
                      selection.on_chart(key, f"{key}-pareto")):
@@ -209,7 +217,7 @@ def _pareto(report, rows, figs, key) -> None:
                    "were): no roofline.")
 
 
-def _table(report, rows, figs, key) -> None:
+def _table(report, rows, names, key) -> None:
     table_key = f"{key}-table"
     names = [r["variant"] for r in rows]
     tables.comparison_table(rows, table_key, selection.on_table(key, table_key, names))
@@ -219,7 +227,7 @@ def _table(report, rows, figs, key) -> None:
                "the same interleaved rounds. — : the figure does not apply.")
 
 
-def _environment(report, rows, figs, key) -> None:
+def _environment(report, rows, names, key) -> None:
     st.caption(report.measurement_line())
     st.json(report.environment, expanded=True)
 

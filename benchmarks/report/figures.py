@@ -248,26 +248,44 @@ def layer_chart(name: str, sparsity: dict[str, float]) -> go.Figure:
 FOUR = ("accuracy", "latency", "memory", "size")
 
 
-def run_figures(report, rows: list[dict] | None = None) -> dict[str, go.Figure]:
+def figure_names(report, rows: list[dict]) -> list[str]:
+    """The names ``run_figures`` would give, in its order, without building a figure (what a
+    page needs to lay out its tabs before drawing only the open one)."""
+    if not ok_rows(rows):
+        return []
+    names = [*FOUR, *(f"curve:{axis}" for axis in swept_axes(rows))]
+    if pareto_front_of(rows):
+        names.append("pareto")
+    if report.peaks and roofline_points(rows):
+        names.append("roofline")
+    if any(v.layer_sparsity for v in report.variants):
+        names.append("sparsity")
+    return names
+
+
+def run_figures(report, rows: list[dict] | None = None,
+                only: set[str] | None = None) -> dict[str, go.Figure]:
     """Every chart of one sweep (a ``RunReport``), in reading order, by name: the four figures
     side by side, a trade-off curve per swept setting (``curve:<axis>``), Pareto, the roofline
     (where the device's peaks were measured), per-layer sparsity of pruned variants. The
-    Results page draws them and the HTML report holds them: one list, so the two agree."""
+    Results page draws them and the HTML report holds them: one list, so the two agree.
+    ``only``: just those names (a page draws one tab at a time)."""
     rows = report.rows() if rows is None else rows
+    wanted = figure_names(report, rows)
+    if only is not None:
+        wanted = [name for name in wanted if name in only]
     figs: dict[str, go.Figure] = {}
-    if not ok_rows(rows):
-        return figs
-    figs.update(accuracy=accuracy_chart(rows), latency=latency_chart(rows),
-                memory=memory_chart(rows), size=size_chart(rows))
-    for axis in swept_axes(rows):
-        figs[f"curve:{axis}"] = curve_chart(rows, axis)
-    front = pareto_front_of(rows)
-    if front:
-        figs["pareto"] = pareto_chart(rows, front)
-    if report.peaks and roofline_points(rows):
-        figs["roofline"] = roofline_chart(rows, report.peaks)
-    # Any variant that recorded per-layer sparsity, whichever technique made it.
-    sparse = {v.name: v.layer_sparsity for v in report.variants if v.layer_sparsity}
-    if sparse:
-        figs["sparsity"] = sparsity_chart(sparse)
+    for name in wanted:
+        if name in FOUR:
+            figs[name] = {"accuracy": accuracy_chart, "latency": latency_chart,
+                          "memory": memory_chart, "size": size_chart}[name](rows)
+        elif name.startswith("curve:"):
+            figs[name] = curve_chart(rows, name[len("curve:"):])
+        elif name == "pareto":
+            figs[name] = pareto_chart(rows, pareto_front_of(rows))
+        elif name == "roofline":
+            figs[name] = roofline_chart(rows, report.peaks)
+        else:  # per-layer sparsity, whichever technique recorded it
+            figs[name] = sparsity_chart({v.name: v.layer_sparsity for v in report.variants
+                                         if v.layer_sparsity})
     return figs

@@ -214,10 +214,20 @@ def curve_chart(rows: list[dict], axis: str) -> go.Figure:
                                 customdata=[f"{r['variant']}: {r['error']}" for r in failed],
                                 hovertemplate="%{customdata}<extra>failed</extra>",
                                 row=1, col=col)
-            if base is not None and num(base.get(figure)) is not None:
-                note = {"annotation_text": "baseline"} if g == 0 else {}
-                fig.add_hline(y=base[figure] * scale, line_dash="dash",
-                              line_color=BASELINE_COLOR, row=1, col=col, **note)
+    # The baseline: one dashed line across each subplot, added in one go (plotly's add_hline
+    # re-validates every shape at each call: at 30 variants a line per group took seconds).
+    shapes, notes = [], []
+    for col, (figure, _, scale) in enumerate(CURVE_FIGURES, start=1):
+        if base is not None and num(base.get(figure)) is not None:
+            axis_id = "" if col == 1 else str(col)
+            y = base[figure] * scale
+            shapes.append(dict(type="line", xref=f"x{axis_id} domain", x0=0, x1=1,
+                               yref=f"y{axis_id}", y0=y, y1=y,
+                               line=dict(dash="dash", color=BASELINE_COLOR)))
+            notes.append(dict(text="baseline", xref=f"x{axis_id} domain", x=1,
+                              yref=f"y{axis_id}", y=y, showarrow=False, xanchor="right",
+                              yanchor="bottom"))
+    fig.update_layout(shapes=shapes, annotations=[*fig.layout.annotations, *notes])
     fig.update_xaxes(title=axis)
     fig.update_layout(title=f"Trade-off against {axis}", height=CHART_HEIGHT + 40,
                       margin=dict(l=10, r=10, t=60, b=10),

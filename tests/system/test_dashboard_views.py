@@ -12,7 +12,7 @@ import types
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from helpers import ROOT, store_history
+from helpers import ROOT, store_answer_run, store_history
 
 APP = str(ROOT / "app.py")
 
@@ -98,37 +98,8 @@ def test_bad_parameters_fall_back_to_defaults_with_one_warning_and_no_job(app_en
     assert JobQueue(app_env).jobs() == []
 
 
-def _store_run(store_path, extra: dict | None = None) -> str:
-    """A small complete run: a baseline and three pruned variants (scored on the same 2,000
-    examples, losing 2, 40 and 200 of those the baseline got right; timed in five rounds,
-    each faster than the one before), one variant carrying ``extra`` fields."""
-    from benchmarks.report import stats
-    from benchmarks.report.results import VariantResult
-    from benchmarks.store.database import ResultsStore
-    s = ResultsStore(store_path)
-    run_id = s.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
-                         environment={"torch": "-", "cpu": "test", "threads": 1})
-    for i, name in enumerate(["baseline", "prune-l1-0.2", "prune-l1-0.5", "prune-l1-0.8"]):
-        lost = (0, 2, 40, 200)[i]
-        right = [True] * (1900 - lost) + [False] * (100 + lost)
-        rounds = [1.0 - 0.2 * i + 0.01 * r for r in range(5)]
-        data = VariantResult(
-            name=name, techniques=[] if i == 0 else ["prune"], accuracy=sum(right) / 2000,
-            correct_bits=stats.pack_bits(right), n_test=2000, batch_size=32,
-            latency_samples_ms=[x + 0.001 * k for x in rounds for k in range(8)],
-            round_p50_ms=rounds, size_bytes=400_000 - 50_000 * i, peak_memory_bytes=10**6,
-            memory_method="live_tensor_bytes", layer_sparsity=None if i == 0 else
-            {"0": 0.2 * i, "2": 0.25 * i}, timing={"method": "interleaved", "rounds": 5},
-            axes={} if i == 0 else {"prune.ratio": [0.2, 0.5, 0.8][i - 1]}).to_dict()
-        if i == 1 and extra:
-            data.update(extra)
-        s.add_variant(run_id, data)
-    s.finish_run(run_id, "complete")
-    return run_id
-
-
 def test_the_answer_comes_first_and_a_results_link_opens_its_tab_and_variant(app_env):
-    run_id = _store_run(app_env)
+    run_id = store_answer_run(app_env)
     view = f"results-{run_id}"
     at = opened({"run": run_id}, "pages/results.py")
     labels = [m.label for m in at.metric]
@@ -165,7 +136,7 @@ def test_a_further_view_gets_its_tab_once_its_module_exists(app_env, monkeypatch
     """The Runtimes tab is drawn by dashboard/runtimes_view.py's draw(run, key) where a run
     has runtime cells; a stand-in module shows the dispatch needs no edit when it lands."""
     from dashboard import results_view
-    run_id = _store_run(app_env, {"runtime": {"name": "ort", "precision": "fp32"}})
+    run_id = store_answer_run(app_env, {"runtime": {"name": "ort", "precision": "fp32"}})
     plain = opened({"run": run_id, "tab": "Runtimes"}, "pages/results.py")
     if results_view.view_module("dashboard.runtimes_view") is None:
         assert "**tab**" in plain.warning[0].value  # no module yet: no tab
@@ -183,7 +154,7 @@ def test_a_further_view_gets_its_tab_once_its_module_exists(app_env, monkeypatch
     assert seen == [(run_id, f"results-{run_id}")]
     assert any(m.value == "stand-in runtimes view" for m in at.markdown)
     # A run without runtime cells has no such tab.
-    other = _store_run(app_env)
+    other = store_answer_run(app_env)
     opened({"run": other}, "pages/results.py")
     assert len(seen) == 1
     assert results_view.has_sensitivity({"sensitivity": [{"group": ["conv1"]}]})

@@ -194,7 +194,8 @@ def test_curves_are_built_per_swept_axis_with_a_line_per_method():
     failed = [t for t in fig.data if t.name == "failed"]
     assert failed and all(list(t.x) == [0.8] for t in failed)
     baselines = [s for s in fig.layout.shapes if s.line.dash == "dash"]
-    assert len(baselines) == 3 * 2  # accuracy, p50 and size: one reference line per group
+    assert len(baselines) == 3  # accuracy, p50 and size: the baseline across each subplot
+    assert sorted(s.y0 for s in baselines) == pytest.approx(sorted([98.0, 10.0, 4.0]))
 
 
 def test_charts_stay_legible_with_long_names_and_an_axis_fitted_to_accuracy():
