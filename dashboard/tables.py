@@ -141,8 +141,11 @@ def column_config(df) -> dict:
 
 
 def comparison_table(rows: list[dict], key: str, on_select=None):
-    """The comparison table; with ``on_select`` (a callback), a click on a row picks it."""
+    """The comparison table; with ``on_select`` (a callback), a click on a row picks it. A
+    column no variant has a figure for (the mean over seeds of a one-seed run) is left out;
+    a figure one variant lacks shows as "—"."""
     df = table_frame(rows)
+    df = df[[c for c in df.columns if c == "variant" or df[c].notna().any()]]
     selection = {} if on_select is None else dict(on_select=on_select,
                                                   selection_mode="single-row")
     st.dataframe(df, hide_index=True, column_config=column_config(df), key=key,

@@ -360,6 +360,16 @@ def test_cancel_stops_a_running_job(app_store):
     at.run()
     at.button(key="exp_run").click().run()
     assert_clean(at)
+
+    def steps():  # the running job as steps: its current variant and phase, the bar
+        at.run()
+        assert_clean(at)
+        found = [s for s in at.get("status") if s.label.startswith("Running:")
+                 and "baseline" in s.label]
+        return found and found[0]
+    status = wait_until(steps, 120, "the running job's steps", every=0.5)
+    texts = [str(m.value) for m in status.children.values() if hasattr(m, "value")]
+    assert any("**baseline" in t for t in texts), texts  # the current step, named
     at.button(key=f"cancel-{at.session_state['cb_job_id']}").click().run()
     wait_for_job(at)
     from benchmarks.service.queue import JobQueue
