@@ -23,8 +23,9 @@ import streamlit as st
 
 from optimizers.errors import first_line
 
-# Parameters the URL carries for other reasons: the session's key (dashboard.state).
-RESERVED = ("session",)
+# Parameters the URL carries for other reasons: the session's key and a shared run's id
+# (dashboard.state); no page's form reads or removes them.
+RESERVED = ("session", "run")
 DEFAULT = "default"   # a nullable setting left to its default
 WRITTEN = "cb_url_written"  # session state: what a page last wrote into the URL
 FIRST = "cb_url_first"      # session state: the first value each live widget was drawn with

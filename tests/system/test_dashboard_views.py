@@ -179,3 +179,21 @@ def test_history_draws_the_trend_and_flags_the_run_made_slower(app_env):
     assert set(flags["run"]) == {ids[3], ids[4]}  # the slow run, and the one back to normal
     assert set(flags["machine"]) == {"bench-a"} and set(flags["commit"]) == {"c0ffee3",
                                                                             "c0ffee4"}
+
+
+def test_a_click_event_names_its_variant():
+    """What st.dataframe's and st.plotly_chart's selection events say, read as a variant:
+    every figure puts the variant's name first in its points' customdata."""
+    from benchmarks.report.figures import pareto_chart, pareto_front_of
+    from dashboard.selection import point_picked, row_picked
+    names = ["baseline", "prune-l1-0.5"]
+    assert row_picked({"selection": {"rows": [1], "columns": []}}, names) == "prune-l1-0.5"
+    assert row_picked({"selection": {"rows": []}}, names) is None
+    rows = [{"variant": n, "accuracy": 0.9 - i / 10, "p50_ms": 1.0 - i / 2, "size_mb": 1.0,
+             "is_baseline": i == 0} for i, n in enumerate(names)]
+    fig = pareto_chart(rows, pareto_front_of(rows))
+    points = [{"curve_number": c, "point_index": i, "customdata": list(t.customdata[i])}
+              for c, t in enumerate(fig.data) if t.customdata is not None
+              for i in range(len(t.customdata))]
+    assert {point_picked({"selection": {"points": [p]}}) for p in points} == set(names)
+    assert point_picked({"selection": {"points": [{"x": 1, "y": 2}]}}) is None
