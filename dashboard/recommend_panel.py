@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import state, widgets
+from dashboard import jobs_view, state
 
 JOB_KEY = "cb_recommend_job_id"     # the recommendation this session asked for last
 MAX_TRIALS = 200
@@ -39,7 +39,7 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
     job_id = state.current_job_id(JOB_KEY, "recommend")
     if not job_id:
         return
-    job = widgets.track_job(job_id)
+    job = jobs_view.track_job(job_id)
     if job is not None and job.run_id and job.finished:
         run = state.store().run(job.run_id)
         if run and run.get("recommendation"):

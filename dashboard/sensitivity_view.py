@@ -21,7 +21,7 @@ import streamlit as st
 
 from benchmarks.report import sensitivity as figures
 from benchmarks.sensitivity.config import SensitivityConfig, is_pruning
-from dashboard import charts, settings_form, state, widgets
+from dashboard import charts, jobs_view, settings_form, state
 
 MAP_JOB_ID = "cb_sensitivity_job_id"        # the map this session asked for last
 SCHEDULE_JOB_ID = "cb_schedule_job_id"      # the verification sweep it queued last
@@ -81,7 +81,7 @@ def _map_form(run: dict, key: str, expanded: bool) -> None:
         job_id = st.session_state.get(MAP_JOB_ID)
         job = state.queue().get(job_id) if job_id else None
         if job is not None and job.payload.get("source_run") == run["run_id"]:
-            widgets.track_job(job_id)
+            jobs_view.track_job(job_id)
 
 
 def _submit_map(run: dict, values: dict) -> None:
@@ -187,7 +187,7 @@ def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
     if job is not None and any(v["name"] == schedule_variant(schedule).name
                                for v in job.payload.get("variants") or []):
         st.caption("The schedule's verification sweep:")
-        job = widgets.track_job(job_id)
+        job = jobs_view.track_job(job_id)
         if job is not None and job.run_id:
             st.markdown(f"Its results: [open the run]({state.run_link(job.run_id)})")
 

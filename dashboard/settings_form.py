@@ -50,13 +50,69 @@ def _values(text: str, integer: bool):
         return text
 
 
-def single(field, meta, default, key, options=()):
-    """One value for a setting (a tuple of a fixed length is typed as a,b,c)."""
-    name, help_ = label(field), help_text(meta)
+def _setting_text(meta, value) -> str:
+    """A setting's value as the URL writes it (``links``): 0.7, l1, on, 3,32,32, default."""
+    from dashboard import links
+    if value is None:
+        return links.DEFAULT
     if meta.kind == "bool":
-        return st.toggle(name, value=bool(default), key=key, help=help_)
+        return links.show_bool(value)
+    if isinstance(value, (tuple, list)):
+        return ",".join(links.show_number(v) if isinstance(v, (int, float)) else str(v)
+                        for v in value)
+    return links.show_number(value) if isinstance(value, (int, float)) else str(value)
+
+
+def _one_parser(meta, options=()):
+    """URL text -> one value of the setting, within what its widget offers."""
+    from dashboard import links
+
+    def parse(text: str):
+        if meta.nullable and text == links.DEFAULT:
+            return None
+        if meta.kind == "bool":
+            return links.parse_bool(text)
+        if meta.kind in ("choice", "text"):
+            return links.parse_choice(text, meta.choices if meta.kind == "choice" else
+                                      (meta.suggested or options))
+        low, high, _ = number_range(meta)
+        return links.parse_number(text, low, high, meta.integer)
+    return parse
+
+
+def _tuple_parser(meta):
+    """URL text -> a fixed-length tuple (C,H,W), as its text box holds it."""
+    def parse(text: str):
+        value = _values(text, meta.integer)
+        try:
+            meta.check("setting", "value", value)  # the setting's own check
+        except ValueError:
+            raise ValueError(f"must be {meta.accepted()}, got {text!r}") from None
+        return text
+    return parse
+
+
+def single(field, meta, default, key, options=(), *, url=None, name=None, title=None):
+    """One value for a setting (a tuple of a fixed length is typed as a,b,c). ``url``: a
+    ``links.UrlForm`` the widget reads its first value from and writes its value to, as
+    parameter ``name``; ``title``: the widget's label, where the field's name reads badly."""
+    label_, help_ = title or label(field), help_text(meta)
+    first = default
+    if url is not None:
+        parse = _tuple_parser(meta) if meta.length is not None else _one_parser(meta, options)
+        first = url.initial(name, key, parse, default)
+    value = _single(label_, help_, meta, default, first, key, options)
+    if url is not None:
+        url.keep(name, _setting_text(meta, value), _setting_text(meta, default))
+    return value
+
+
+def _single(name, help_, meta, default, first, key, options):
+    if meta.kind == "bool":
+        return st.toggle(name, value=bool(first), key=key, help=help_)
     if meta.length is not None:
-        shown = "" if default is None else ",".join(map(str, default))
+        shown = first if isinstance(first, str) else (
+            "" if first is None else ",".join(map(str, first)))
         empty = f" (empty: {meta.none_means})" if meta.nullable else ""
         return _values(st.text_input(f"{name}{empty}", shown, key=key, help=help_,
                                      placeholder=meta.metavar), meta.integer)
@@ -65,24 +121,27 @@ def single(field, meta, default, key, options=()):
         choices = ([AUTO] if meta.nullable else []) + listed
         if default is not None and default not in choices:
             choices.insert(0, default)
-        picked = default if default is not None else (AUTO if meta.nullable else choices[0])
+        picked = first if first is not None else (AUTO if meta.nullable else choices[0])
+        if picked not in choices:
+            picked = default if default is not None else choices[0]
         shown = {AUTO: f"default ({meta.none_means})"}
         value = st.selectbox(name, choices, key=key, help=help_, index=choices.index(picked),
                              format_func=lambda o: shown.get(o, o))
         return None if value == AUTO else value
     low, high, step = number_range(meta)
     if meta.nullable:
-        return st.number_input(f"{name} (empty: {meta.none_means})", low, high, None, step,
+        return st.number_input(f"{name} (empty: {meta.none_means})", low, high, first, step,
                                key=key, help=help_)
     if (high - low) / step <= MAX_SLIDER_STEPS:
-        return st.slider(name, low, high, type(low)(default), step, key=key, help=help_)
-    return st.number_input(name, low, high, type(low)(default), step, key=key, help=help_)
+        return st.slider(name, low, high, type(low)(first), step, key=key, help=help_)
+    return st.number_input(name, low, high, type(low)(first), step, key=key, help=help_)
 
 
-def several(field, meta, default, key, options=()):
+def several(field, meta, default, key, options=(), *, url=None, name=None):
     """Several values for a setting: picked among its choices (or suggested values), or a
-    range and a number of points. A technique's sweep, a config's ``many`` setting."""
-    name = label(field) + (" (sweep)" if meta.sweep else "")
+    range and a number of points. A technique's sweep, a config's ``many`` setting. With
+    ``url``, the values travel as parameter ``name``: ``l1,channel`` or ``0.1:0.9:5``."""
+    title = label(field) + (" (sweep)" if meta.sweep else "")
     help_ = help_text(meta)
     defaults = list(default) if isinstance(default, tuple) else [default]
     if meta.kind in ("choice", "text") or meta.suggested:
@@ -90,15 +149,32 @@ def several(field, meta, default, key, options=()):
                       if meta.suggested else options)
         if meta.nullable:
             listed = [AUTO] + listed
-        picked = st.multiselect(name, listed, key=f"{key}_multi", help=help_,
-                                default=[AUTO if d is None else d for d in defaults])
-        return tuple(None if p == AUTO else p for p in picked)
+        first = [AUTO if d is None else d for d in defaults]
+        if url is not None:
+            one = _one_parser(meta, options)
+            first = url.initial(name, f"{key}_multi", lambda text: [
+                AUTO if v is None else v for v in (one(t) for t in text.split(","))], first)
+        picked = st.multiselect(title, listed, key=f"{key}_multi", help=help_, default=first)
+        values = tuple(None if p == AUTO else p for p in picked)
+        if url is not None:
+            url.keep(name, ",".join(_setting_text(meta, v) for v in values),
+                     ",".join(_setting_text(meta, d) for d in defaults))
+        return values
     low, high, step = number_range(meta)
     start = type(low)(defaults[0] if defaults[0] is not None else low)
+    span, count = (low, max(start, low + step)), min(5, MAX_POINTS)
+    default_text = None
+    if url is not None:
+        from dashboard import links
+        default_text = links.show_range(*span, count)
+        span, count = url.initial(name, f"{key}_range", lambda text: links.parse_range(
+            text, low, high, meta.integer, MAX_POINTS), (span, count))
     a, b = st.columns([3, 1])
-    lo, hi = a.slider(f"{name} (from, to)", low, high, (low, max(start, low + step)), step,
+    lo, hi = a.slider(f"{label(field)} ({'sweep ' if meta.sweep else ''}from, to)", low, high, tuple(type(low)(v) for v in span), step,
                       key=f"{key}_range", help=help_)
-    count = b.number_input("points", 1, MAX_POINTS, min(5, MAX_POINTS), 1, key=f"{key}_count")
+    count = b.number_input("points", 1, MAX_POINTS, int(count), 1, key=f"{key}_count")
+    if url is not None:
+        url.keep(name, links.show_range(lo, hi, int(count)), default_text)
     from benchmarks.spec.plan import expand_range
     # Whole numbers over a short range repeat when rounded (0, 0, 1, 2, 2): once each.
     return tuple(dict.fromkeys(expand_range(lo, hi, int(count), meta.integer)))

@@ -202,10 +202,11 @@ def current_run_id(state_key: str, kind: str) -> str | None:
         return None
 
 
-def run_link(run_id: str) -> str:
-    """A read-only link to one run on the Results page (no session in it)."""
+def run_link(run_id: str, **view: str) -> str:
+    """A read-only link to one run on the Results page (no session in it); ``view``: what it
+    opens on (``tab``, ``variant``, ``margin``)."""
     from urllib.parse import urlencode, urlsplit, urlunsplit
-    query = urlencode({RUN_PARAM: run_id})
+    query = urlencode({RUN_PARAM: run_id, **view})
     try:
         url = st.context.url
     except Exception:  # no browser behind this session
@@ -215,6 +216,11 @@ def run_link(run_id: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rsplit("/", 1)[0] + "/results",
                        query, ""))
+
+
+def view_params(url) -> dict:
+    """What a page's ``links.UrlForm`` wrote into the URL: the view a link reopens."""
+    return dict(st.session_state.get(url.memory) or {})
 
 
 @st.cache_data(ttl=15, show_spinner=False)
@@ -427,3 +433,9 @@ def require_login() -> None:
     st.write("Sign in to run and compare experiments.")
     st.button("Log in", on_click=st.login, type="primary")
     st.stop()
+
+
+def export_allowed(run: dict) -> bool:
+    """Whether this session may export the models of ``run``: the one rule the Results page
+    asks (who may take a model away lives here, not in the page)."""
+    return run.get("kind", "sweep") == "sweep"

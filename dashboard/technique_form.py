@@ -7,6 +7,7 @@ registered tomorrow gets its controls here with no edit.
 Widget keys: ``exp_{technique}`` (on/off), ``exp_{technique}_sweep`` (sweep mode),
 ``exp_{technique}_{field}`` (one value), ``exp_{technique}_{field}_range`` and ``..._count``
 (a swept number: from, to, points), ``exp_{technique}_{field}_multi`` (swept choices).
+In the URL (``links``): ``prune=off``, ``prune.sweep=on``, ``prune.ratio=0.1:0.9:5``.
 """
 
 from __future__ import annotations
@@ -17,21 +18,52 @@ from dashboard.settings_form import several, single
 from optimizers import registry
 
 
+def url_names() -> list[str]:
+    """The URL's name of every technique control (``links``), from the registry: the switch
+    ``prune``, the sweep mode ``prune.sweep`` and a setting ``prune.ratio``."""
+    names = []
+    for technique in registry.techniques():
+        names.append(technique.name)
+        if _sweepable(technique):
+            names.append(f"{technique.name}.sweep")
+        names += [f"{technique.name}.{field}" for field, _, _ in _shown_fields(technique)]
+    return names
+
+
+def _shown_fields(technique: registry.Technique) -> list:
+    """The fields a page draws: not those for the CLI or its operator (a schedule's JSON)."""
+    return [(f, m, d) for f, m, d in technique.fields() if m.form and not m.hidden]
+
+
+def _sweepable(technique: registry.Technique) -> bool:
+    return any(meta.sweep and not meta.advanced for _, meta, _ in _shown_fields(technique))
+
+
+def _switch(name: str, title: str, default: bool, key: str, url, **kw) -> bool:
+    """A toggle (``checkbox=False``) or checkbox whose value travels in the URL as ``name``."""
+    from dashboard import links
+    make = st.checkbox if kw.pop("checkbox", False) else st.toggle
+    first = default if url is None else url.initial(name, key, links.parse_bool, default)
+    on = make(title, value=first, key=key, **kw)
+    if url is not None:
+        url.keep(name, links.show_bool(on), links.show_bool(default))
+    return on
+
+
 def technique_controls(technique: registry.Technique, models: list[str], *,
-                       default_on: bool = True) -> tuple[bool, dict]:
-    """(on, {(technique, field): value or tuple of values}) for one technique."""
+                       default_on: bool = True, url=None) -> tuple[bool, dict]:
+    """(on, {(technique, field): value or tuple of values}) for one technique. ``url``: the
+    page's ``links.UrlForm``, which every control reads its first value from and writes to."""
     name = technique.name
-    on = st.toggle(technique.description[:1].upper() + technique.description[1:],
-                   value=default_on, key=f"exp_{name}")
+    on = _switch(name, technique.description[:1].upper() + technique.description[1:],
+                 default_on, f"exp_{name}", url)
     if not on:
         return False, {}
-    # Fields for the CLI or its operator (a schedule file's JSON) draw no widget.
-    fields = [(f, m, d) for f, m, d in technique.fields() if m.form and not m.hidden]
-    sweepable = any(meta.sweep and not meta.advanced for _, meta, _ in fields)
-    sweep = sweepable and st.checkbox(f"Sweep {name} settings", key=f"exp_{name}_sweep",
-                                      help="Each swept setting takes several values: one "
-                                           "variant per point (cross product within the "
-                                           "technique).")
+    fields = _shown_fields(technique)
+    sweep = _sweepable(technique) and _switch(
+        f"{name}.sweep", f"Sweep {name} settings", False, f"exp_{name}_sweep", url,
+        checkbox=True, help="Each swept setting takes several values: one variant per point "
+                            "(cross product within the technique).")
     choices = {}
     primary = [(f, m, d) for f, m, d in fields if not m.advanced]
     advanced = [(f, m, d) for f, m, d in fields if m.advanced]
@@ -39,21 +71,22 @@ def technique_controls(technique: registry.Technique, models: list[str], *,
     for column, (field, meta, default) in zip(columns, primary):
         with column:
             make = several if sweep and meta.sweep else single
-            choices[(name, field)] = make(field, meta, default, f"exp_{name}_{field}", models)
+            choices[(name, field)] = make(field, meta, default, f"exp_{name}_{field}", models,
+                                          url=url, name=f"{name}.{field}")
     if advanced:
         # Budgets and such: one value each; a sweep of them is for the CLI.
         with st.expander(f"More {name} settings"):
             for field, meta, default in advanced:
                 choices[(name, field)] = single(field, meta, default, f"exp_{name}_{field}",
-                                                models)
+                                                models, url=url, name=f"{name}.{field}")
     return True, choices
 
 
-def all_controls(models: list[str]) -> tuple[set[str], dict]:
+def all_controls(models: list[str], url=None) -> tuple[set[str], dict]:
     """Every registered technique's controls: (enabled, choices)."""
     enabled, choices = set(), {}
     for technique in registry.techniques():
-        on, picked = technique_controls(technique, models)
+        on, picked = technique_controls(technique, models, url=url)
         if on:
             enabled.add(technique.name)
             choices.update(picked)

@@ -1,12 +1,13 @@
-"""History: everyone's past runs (one click opens any, read-only, on the Results page);
-compare two runs or two variants and download their HTML report; delete a run of your own."""
+"""History: everyone's past runs (one click opens any, read-only, on the Results page); a
+model's trend across runs with the changes bigger than their noise flagged; compare two runs
+or two variants and download their HTML report; delete a run of your own."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import shell, state, widgets
+from dashboard import history_view, shell, state, widgets
 
 shell.standalone()
 
@@ -29,6 +30,9 @@ st.dataframe(pd.DataFrame([{
     for r in runs]), hide_index=True, key="history_table",
     column_config={"open": st.column_config.LinkColumn("Open", display_text="results ↗"),
                    "yours": st.column_config.CheckboxColumn("Yours")})
+
+st.subheader("Trend")
+history_view.trend_section(runs)
 
 st.subheader("Compare")
 mode = st.radio("Compare", ["two runs", "two variants"], horizontal=True, key="history_mode",

@@ -1,19 +1,22 @@
-"""Results: every figure of one stored sweep, charts side by side, table, downloads (CSV,
-JSON, the HTML report), and a chosen variant's model as files.
+"""Results: the answer first (metric cards), then one stored sweep's figures in tabs
+(Overview, Curves, Pareto, Table, Environment, and further views where the run has them), the
+downloads (CSV, JSON, the HTML report), and the selected variant's details and model as files.
 
 By default this session's (or signed-in user's) own runs; ``?run=RUN_ID`` opens any run,
-read-only: that is the link to share, never the session's URL. Other people's runs are one
-click away under History."""
+read-only: that is the link to share, never the session's URL; it also carries the open tab,
+the selected variant and the margin (``&tab=Table&variant=prune-l1-0.5``). Other people's runs
+are one click away under History."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import recommend_panel, runtimes_view, sensitivity_view, shell, state, widgets
+from dashboard import links, results_view, sensitivity_view, shell, state, widgets
 
 shell.standalone()
 
 st.title("Results")
+url = links.UrlForm("results", ("tab", "variant", "margin"), reserved=(state.RUN_PARAM,))
 
 shared = st.query_params.get(state.RUN_PARAM)
 if shared:
@@ -35,18 +38,17 @@ if run is None:
     st.stop()
 if shared:
     st.caption(f"A shared run (read-only): {widgets.run_label(run)}")
-st.caption(f"Link to this run, read-only, for anyone who can open this dashboard: "
-           f"`{state.run_link(run_id)}`")
 if run.get("kind") == "sensitivity":  # a map opened by its link: the map alone
+    st.caption(f"Link to this map, read-only: `{state.run_link(run_id)}`")
     sensitivity_view.draw(run, key=f"results-{run_id}")
     st.stop()
+link = st.empty()  # filled once the view has said which tab and variant are shown
 if run.get("status") == "running":
     st.info("This run is still going: variants appear as they finish (reload to update).")
 elif run.get("error"):
     st.warning(f"Run {run['status']}: {run['error']}")
-if run.get("recommendation"):  # a recommend run leads with its certified answer
-    recommend_panel.show(run, key=f"results-rec-{run_id}")
-widgets.run_report(run, key=f"results-{run_id}")
-runtimes_view.draw(run, key=f"results-{run_id}")  # the runtime grid, where it was swept
-widgets.export_panel(run, key=f"results-{run_id}")
-sensitivity_view.draw(run, key=f"results-{run_id}")
+results_view.run_report(run, key=f"results-{run_id}", url=url, export=True)
+url.finish()
+link.caption("Link to this view (this run, read-only, with its tab and selected variant) for "
+             "anyone who can open this dashboard: "
+             f"`{state.run_link(run_id, **state.view_params(url))}`")

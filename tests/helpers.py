@@ -303,3 +303,68 @@ def small_tmpfs(folder: Path, size: str = "600k", leave_free: int | None = None)
         finally:
             subprocess.run(["umount", "-l", str(folder)], capture_output=True)
     return mounted()
+
+
+def store_history(store_path: Path, runs: int = 5, slow_run: int = 3,
+                  machine: str = "bench-a", model: str = "seed_cnn") -> list[str]:
+    """``runs`` stored sweeps of ``model`` on digits, a day apart, a commit each, all timed on
+    ``machine``: the baseline and prune-l1-0.5, the same test examples right each time, five
+    timing rounds each. Run ``slow_run`` (0-based) is made twice as slow on purpose. Returns
+    the run ids, oldest first."""
+    import sqlite3
+
+    from benchmarks.report import stats
+    from benchmarks.report.results import VariantResult
+    from benchmarks.store.database import ResultsStore
+    s = ResultsStore(store_path)
+    ids = []
+    for i in range(runs):
+        slow = 2.0 if i == slow_run else 1.0
+        run_id = s.start_run(model=model, dataset="digits", device="cpu", spec={},
+                             environment={"host": machine, "git_commit": f"c0ffee{i}",
+                                          "cpu": "test"})
+        for name, base_ms, wrong in (("baseline", 1.0, 20), ("prune-l1-0.5", 0.8, 24)):
+            right = [True] * (360 - wrong) + [False] * wrong
+            rounds = [slow * base_ms * (1 + 0.01 * ((r + i) % 3)) for r in range(5)]
+            s.add_variant(run_id, VariantResult(
+                name=name, techniques=[] if name == "baseline" else ["prune"],
+                accuracy=sum(right) / 360, correct_bits=stats.pack_bits(right), n_test=360,
+                latency_samples_ms=[x * (1 + 0.002 * k) for x in rounds for k in range(8)],
+                round_p50_ms=rounds, batch_size=32, size_bytes=400_000,
+                timing={"method": "interleaved", "rounds": 5}))
+        s.finish_run(run_id, "complete")
+        ids.append(run_id)
+    with sqlite3.connect(store_path) as db:  # a day apart, oldest first
+        for day, run_id in enumerate(ids):
+            db.execute("UPDATE runs SET created_at=? WHERE run_id=?",
+                       (f"2026-01-{day + 1:02d}T09:00:00.000+00:00", run_id))
+    return ids
+
+
+def store_answer_run(store_path, extra: dict | None = None) -> str:
+    """A small complete run: a baseline and three pruned variants (scored on the same 2,000
+    examples, losing 2, 40 and 200 of those the baseline got right; timed in five rounds,
+    each faster than the one before), one variant carrying ``extra`` fields."""
+    from benchmarks.report import stats
+    from benchmarks.report.results import VariantResult
+    from benchmarks.store.database import ResultsStore
+    s = ResultsStore(store_path)
+    run_id = s.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
+                         environment={"torch": "-", "cpu": "test", "threads": 1})
+    for i, name in enumerate(["baseline", "prune-l1-0.2", "prune-l1-0.5", "prune-l1-0.8"]):
+        lost = (0, 2, 40, 200)[i]
+        right = [True] * (1900 - lost) + [False] * (100 + lost)
+        rounds = [1.0 - 0.2 * i + 0.01 * r for r in range(5)]
+        data = VariantResult(
+            name=name, techniques=[] if i == 0 else ["prune"], accuracy=sum(right) / 2000,
+            correct_bits=stats.pack_bits(right), n_test=2000, batch_size=32,
+            latency_samples_ms=[x + 0.001 * k for x in rounds for k in range(8)],
+            round_p50_ms=rounds, size_bytes=400_000 - 50_000 * i, peak_memory_bytes=10**6,
+            memory_method="live_tensor_bytes", layer_sparsity=None if i == 0 else
+            {"0": 0.2 * i, "2": 0.25 * i}, timing={"method": "interleaved", "rounds": 5},
+            axes={} if i == 0 else {"prune.ratio": [0.2, 0.5, 0.8][i - 1]}).to_dict()
+        if i == 1 and extra:
+            data.update(extra)
+        s.add_variant(run_id, data)
+    s.finish_run(run_id, "complete")
+    return run_id

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 import subprocess
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -157,6 +158,8 @@ def environment_card(device: torch.device | None = None, threads: int | None = N
         "quantized_engine": torch.backends.quantized.engine,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
+        # Which machine timed the run: History compares latencies only within one.
+        "host": socket.gethostname(),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)

@@ -5,9 +5,11 @@ these modules), the HTML report and a notebook share one copy. Rows are the dict
 ``RunReport.rows()``; the baseline is the row marked ``is_baseline``. ``run_figures`` is every
 chart of one run, in reading order: what the Results page draws and the report holds.
 
-Legible at 30 variants: bars are horizontal with short labels (the full name on hover),
-accuracy sits on an axis fitted to the data with its 95% interval drawn, differences within
-noise are drawn pale, the Pareto chart labels only its frontier, and every swept setting gets
+Legible at 30 variants: short labels on the axes (the full name on hover); accuracy is a dot
+with its 95% interval on an axis fitted to the data (never a bar from a truncated axis), its
+marker saying whether the change is a finding; a noisy latency is hatched; what a marker or
+a pattern means is in the legend, never in text on the chart; the Pareto chart labels only
+its frontier, and every swept setting gets
 curves of accuracy, latency and size against its values. The roofline sets each variant's
 achieved FLOP/s against the device's measured roofs.
 """
@@ -23,6 +25,7 @@ from benchmarks.report.seeds import seeds_shown
 from benchmarks.report.style import (  # noqa: F401
     BASELINE_COLOR,
     CHART_HEIGHT,
+    INK,
     NOISY_COLOR,
     PLOTLY_CONFIG,
     SHORT_LABEL,
@@ -30,11 +33,13 @@ from benchmarks.report.style import (  # noqa: F401
     axis_labels,
     bar_colors,
     is_baseline,
+    keep_order,
     layout,
     mark_baseline,
     num,
     ok_rows,
     short,
+    with_legend,
 )
 from benchmarks.report.tradeoffs import (  # noqa: F401
     curve_chart,
@@ -47,35 +52,65 @@ from benchmarks.report.tradeoffs import (  # noqa: F401
 )
 
 
+# How a variant's accuracy change reads against the baseline: a marker each, explained in the
+# legend (no text on the chart to pile up at 30 variants).
+ACCURACY_GROUPS = (
+    ("baseline", dict(symbol="diamond", color=BASELINE_COLOR, size=11)),
+    ("differs from the baseline (paired test, p < 0.05)",
+     dict(symbol="circle", color=VARIANT_COLOR, size=10)),
+    ("within noise (p >= 0.05): not a finding",
+     dict(symbol="circle-open", color=VARIANT_COLOR, size=10, line=dict(width=2))),
+    ("no paired test", dict(symbol="square-open", color=BASELINE_COLOR, size=9,
+                            line=dict(width=2))),
+)
+
+
+def _accuracy_group(row: dict) -> str:
+    if is_baseline(row):
+        return ACCURACY_GROUPS[0][0]
+    if row.get("p_value_vs_base") is None:
+        return ACCURACY_GROUPS[3][0]
+    return ACCURACY_GROUPS[2][0] if row.get("within_noise") else ACCURACY_GROUPS[1][0]
+
+
 def accuracy_chart(rows: list[dict]) -> go.Figure:
-    """Accuracy with its 95% interval, on an axis fitted to the data: a 2-point loss shows.
-    Pale bars: the change against the baseline is within noise (paired test). Rows shown
-    over seeds (``RunReport.shown_rows``) draw the mean with its t interval, and say so."""
+    """Accuracy as a dot with its 95% interval, on an axis fitted to the data: a 2-point loss
+    shows, and no bar length exaggerates it (dots carry no length). The marker says whether
+    the change against the baseline is a finding (the paired test); the legend says how. Rows
+    shown over seeds (``RunReport.shown_rows``) draw the mean with its t interval, and say so."""
     seeds = seeds_shown(rows)
     rows = [r for r in ok_rows(rows) if num(r.get("accuracy")) is not None]
+    labels = axis_labels(rows)
     acc = [100 * r["accuracy"] for r in rows]
     low = [100 * (num(r.get("accuracy_ci_low")) or r["accuracy"]) for r in rows]
     high = [100 * (num(r.get("accuracy_ci_high")) or r["accuracy"]) for r in rows]
-    fig = go.Figure(go.Bar(
-        y=axis_labels(rows), x=acc, orientation="h", marker_color=bar_colors(rows),
-        error_x=dict(type="data", symmetric=False, array=[h - a for h, a in zip(high, acc)],
-                     arrayminus=[a - lo for a, lo in zip(acc, low)], color="#374151",
-                     thickness=1.2, width=4),
-        text=[f"{a:.1f}" for a in acc], textposition="inside", insidetextanchor="end",
-        customdata=[[r["variant"], lo, h, _noise_text(r)] for r, lo, h in zip(rows, low, high)],
-        hovertemplate="%{customdata[0]}<br>%{x:.2f}%" + (f" (mean of {seeds} seeds)"
-                                                        if seeds else "") +
-                      " (95% CI %{customdata[1]:.1f}-%{customdata[2]:.1f})<br>"
-                      "%{customdata[3]}<extra></extra>"))
+    fig = go.Figure()
+    for group, marker in ACCURACY_GROUPS:
+        idx = [i for i, r in enumerate(rows) if _accuracy_group(r) == group]
+        if not idx:
+            continue
+        fig.add_scatter(
+            y=[labels[i] for i in idx], x=[acc[i] for i in idx], mode="markers", name=group,
+            marker=marker,
+            error_x=dict(type="data", symmetric=False, array=[high[i] - acc[i] for i in idx],
+                         arrayminus=[acc[i] - low[i] for i in idx], color=INK, thickness=1.5,
+                         width=4),
+            customdata=[[rows[i]["variant"], low[i], high[i], _noise_text(rows[i])]
+                        for i in idx],
+            hovertemplate="%{customdata[0]}<br>%{x:.2f}%" + (f" (mean of {seeds} seeds)"
+                                                            if seeds else "") +
+                          " (95% CI %{customdata[1]:.1f}-%{customdata[2]:.1f})<br>"
+                          "%{customdata[3]}<extra></extra>")
     if acc:
         span = max(high) - min(low)
         pad = max(0.5, 0.1 * span)
         fig.update_xaxes(range=[max(0.0, min(low) - pad), min(100.0, max(high) + pad)])
     mark_baseline(fig, rows, "accuracy", 100.0)
-    title = (f"Accuracy, mean of {seeds} seeds (95% t interval; pale: within noise, "
-             f"paired t-test over seeds)" if seeds else
-             "Accuracy (95% interval; pale: within noise)")
-    return layout(fig, title, "%", len(rows))
+    title = (f"Accuracy, mean of {seeds} seeds, with its 95% t interval" if seeds else
+             "Accuracy with its 95% interval")
+    fig = layout(fig, title, "% of the test split", len(rows))
+    keep_order(fig, labels)
+    return with_legend(fig)
 
 
 def _noise_text(row: dict) -> str:
@@ -90,35 +125,55 @@ def _noise_text(row: dict) -> str:
                                                     else "a real difference")
 
 
+# A latency bar's pattern says what to doubt about it; the legend says why.
+LATENCY_GROUPS = (
+    ("baseline", dict(color=BASELINE_COLOR)),
+    ("variant", dict(color=VARIANT_COLOR)),
+    ("noisy: IQR above 10% of the median, rerun before trusting small differences",
+     dict(color=NOISY_COLOR, pattern=dict(shape="/", solidity=0.45))),
+    ("launch-bound: the GPU waits on the host issuing calls",
+     dict(color=VARIANT_COLOR, pattern=dict(shape=".", solidity=0.5))),
+)
+
+
+def _latency_group(row: dict) -> str:
+    if row.get("noisy"):
+        return LATENCY_GROUPS[2][0]
+    if row.get("launch_bound"):
+        return LATENCY_GROUPS[3][0]
+    return LATENCY_GROUPS[0][0] if is_baseline(row) else LATENCY_GROUPS[1][0]
+
+
 def latency_chart(rows: list[dict]) -> go.Figure:
-    """p50 bars with whiskers up to p90 (thick) and p99 (thin); noisy latencies in amber
-    and marked with a '!'."""
+    """p50 bars from zero with whiskers up to p90 (thick) and p99 (thin); a noisy or
+    launch-bound latency hatched, explained in the legend."""
     rows = [r for r in ok_rows(rows) if num(r.get("p50_ms")) is not None]
     labels = axis_labels(rows)
     p50 = [r["p50_ms"] for r in rows]
     p90 = [max(0.0, (num(r.get("p90_ms")) or r["p50_ms"]) - r["p50_ms"]) for r in rows]
     p99 = [max(0.0, (num(r.get("p99_ms")) or r["p50_ms"]) - r["p50_ms"]) for r in rows]
-    colors = [NOISY_COLOR if r.get("noisy") else
-              (BASELINE_COLOR if is_baseline(r) else VARIANT_COLOR) for r in rows]
-    text = ["noisy!" if r.get("noisy") else ("launch-bound" if r.get("launch_bound") else "")
-            for r in rows]
     fig = go.Figure()
-    fig.add_bar(y=labels, x=p50, orientation="h", marker_color=colors, name="p50", text=text,
-                textposition="outside", cliponaxis=False,
-                error_x=dict(type="data", symmetric=False, array=p99, arrayminus=[0] * len(p99),
-                             thickness=1, width=6, color="#374151"),
-                customdata=[[r["variant"], r.get("p90_ms"), r.get("p99_ms"), r.get("noisy"),
-                             r.get("device"), r.get("timing"), throughput_text(r)]
-                            for r in rows],
-                hovertemplate="%{customdata[0]} (%{customdata[4]})<br>p50 %{x:.3f} ms<br>p90 "
-                              "%{customdata[1]:.3f} ms<br>p99 %{customdata[2]:.3f} ms<br>"
-                              "noisy: %{customdata[3]}; timed %{customdata[5]}<br>"
-                              "%{customdata[6]}<extra></extra>")
-    # p90 whisker drawn as an invisible bar's error bar so both tails show on one bar.
-    fig.add_bar(y=labels, x=p50, orientation="h", marker_color="rgba(0,0,0,0)",
-                hoverinfo="skip", name="p90",
-                error_x=dict(type="data", symmetric=False, array=p90, arrayminus=[0] * len(p90),
-                             thickness=3, width=0, color="#111827"))
+    for group, marker in LATENCY_GROUPS:
+        idx = [i for i, r in enumerate(rows) if _latency_group(r) == group]
+        if not idx:
+            continue
+        fig.add_bar(
+            y=[labels[i] for i in idx], x=[p50[i] for i in idx], orientation="h", name=group,
+            marker=marker, showlegend=group not in ("baseline", "variant"),
+            error_x=dict(type="data", symmetric=False, array=[p99[i] for i in idx],
+                         arrayminus=[0] * len(idx), thickness=1, width=6, color=INK),
+            customdata=[[rows[i]["variant"], rows[i].get("p90_ms"), rows[i].get("p99_ms"),
+                         rows[i].get("noisy"), rows[i].get("device"), rows[i].get("timing"),
+                         throughput_text(rows[i])] for i in idx],
+            hovertemplate="%{customdata[0]} (%{customdata[4]})<br>p50 %{x:.3f} ms<br>p90 "
+                          "%{customdata[1]:.3f} ms<br>p99 %{customdata[2]:.3f} ms<br>"
+                          "noisy: %{customdata[3]}; timed %{customdata[5]}<br>"
+                          "%{customdata[6]}<extra></extra>")
+    # The p90 whisker: an invisible point's thicker error bar, so both tails show on a bar.
+    fig.add_scatter(y=labels, x=p50, mode="markers", marker=dict(size=1, opacity=0),
+                    hoverinfo="skip", showlegend=False, name="p90",
+                    error_x=dict(type="data", symmetric=False, array=p90,
+                                 arrayminus=[0] * len(p90), thickness=3, width=0, color=INK))
     fig.update_layout(barmode="overlay")
     mark_baseline(fig, rows, "p50_ms")
     # A disturbed run can have p99 tails many times the median; a log axis keeps the p50 bars
@@ -127,8 +182,12 @@ def latency_chart(rows: list[dict]) -> go.Figure:
     log = bool(p50) and top > 4 * max(p50)
     if log:
         fig.update_xaxes(type="log")
-    return layout(fig, "Latency p50 (whiskers p90 / p99)" + (", log" if log else ""),
-                   "ms per batch", len(rows))
+    fig = layout(fig, "Latency p50 (whiskers p90 / p99)" + (", log" if log else ""),
+                 "ms per batch", len(rows))
+    keep_order(fig, labels)
+    if any(_latency_group(r) not in ("baseline", "variant") for r in rows):
+        with_legend(fig)
+    return fig
 
 
 def memory_chart(rows: list[dict]) -> go.Figure:
@@ -182,36 +241,76 @@ def sparsity_chart(per_variant: dict[str, dict[str, float]]) -> go.Figure:
     return fig
 
 
+def layer_chart(name: str, sparsity: dict[str, float]) -> go.Figure:
+    """One variant's per-layer sparsity: a bar per layer from zero (what the selected
+    variant's details show)."""
+    layers = list(sparsity)
+    fig = go.Figure(go.Bar(y=layers, x=[100 * sparsity[k] for k in layers], orientation="h",
+                           marker_color=VARIANT_COLOR, customdata=[name] * len(layers),
+                           hovertemplate="%{customdata}<br>%{y}: %{x:.1f}% zeros"
+                                         "<extra></extra>"))
+    fig.update_xaxes(range=[0, 100])
+    return layout(fig, f"Zeros per layer: {short(name, 40)}", "% of the layer's weights",
+                  len(layers))
+
+
 # -- every chart of a run ------------------------------------------------------------------------
 
 FOUR = ("accuracy", "latency", "memory", "size")
 
 
-def run_figures(report, rows: list[dict] | None = None) -> dict[str, go.Figure]:
+def sparse_layers(report) -> dict:
+    """Per-layer sparsity of every variant that recorded it, whichever technique made it (a
+    runtime cell shares its variant's)."""
+    return {v.name: v.layer_sparsity for v in report.variants if v.layer_sparsity
+            and (v.runtime or {}).get("variant", v.name) == v.name}
+
+
+def primary_rows(rows: list[dict]) -> list[dict]:
+    """With deployment axes, each variant's own row (eager, the first batch size and thread
+    count): these charts show it; its runtime cells are drawn by report/runtimes.py."""
+    primary = [r for r in rows if r.get("runtime_variant", r["variant"]) == r["variant"]]
+    return primary if ok_rows(primary) else rows
+
+
+def figure_names(report, rows: list[dict]) -> list[str]:
+    """The names ``run_figures`` would give, in its order, without building a figure (what a
+    page needs to lay out its tabs before drawing only the open one)."""
+    rows = primary_rows(rows)
+    if not ok_rows(rows):
+        return []
+    names = [*FOUR, *(f"curve:{axis}" for axis in swept_axes(rows))]
+    if pareto_front_of(rows):
+        names.append("pareto")
+    if report.peaks and roofline_points(rows):
+        names.append("roofline")
+    if sparse_layers(report):
+        names.append("sparsity")
+    return names
+
+
+def run_figures(report, rows: list[dict] | None = None,
+                only: set[str] | None = None) -> dict[str, go.Figure]:
     """Every chart of one sweep (a ``RunReport``), in reading order, by name: the four figures
     side by side, a trade-off curve per swept setting (``curve:<axis>``), Pareto, the roofline
     (where the device's peaks were measured), per-layer sparsity of pruned variants. The
-    Results page draws them and the HTML report holds them: one list, so the two agree."""
-    rows = report.shown_rows() if rows is None else rows
+    Results page draws them and the HTML report holds them: one list, so the two agree.
+    ``only``: just those names (a page draws one tab at a time)."""
+    rows = primary_rows(report.shown_rows() if rows is None else rows)
+    wanted = figure_names(report, rows)
+    if only is not None:
+        wanted = [name for name in wanted if name in only]
     figs: dict[str, go.Figure] = {}
-    if not ok_rows(rows):
-        return figs
-    # With deployment axes, these charts show each variant's own row (eager, the first batch
-    # size and thread count); its runtime cells are drawn by report/runtimes.py.
-    primary = [r for r in rows if r.get("runtime_variant", r["variant"]) == r["variant"]]
-    rows = primary if ok_rows(primary) else rows
-    figs.update(accuracy=accuracy_chart(rows), latency=latency_chart(rows),
-                memory=memory_chart(rows), size=size_chart(rows))
-    for axis in swept_axes(rows):
-        figs[f"curve:{axis}"] = curve_chart(rows, axis)
-    front = pareto_front_of(rows)
-    if front:
-        figs["pareto"] = pareto_chart(rows, front)
-    if report.peaks and roofline_points(rows):
-        figs["roofline"] = roofline_chart(rows, report.peaks)
-    # Any variant that recorded per-layer sparsity, whichever technique made it.
-    sparse = {v.name: v.layer_sparsity for v in report.variants if v.layer_sparsity
-              and (v.runtime or {}).get("variant", v.name) == v.name}
-    if sparse:
-        figs["sparsity"] = sparsity_chart(sparse)
+    for name in wanted:
+        if name in FOUR:
+            figs[name] = {"accuracy": accuracy_chart, "latency": latency_chart,
+                          "memory": memory_chart, "size": size_chart}[name](rows)
+        elif name.startswith("curve:"):
+            figs[name] = curve_chart(rows, name[len("curve:"):])
+        elif name == "pareto":
+            figs[name] = pareto_chart(rows, pareto_front_of(rows))
+        elif name == "roofline":
+            figs[name] = roofline_chart(rows, report.peaks)
+        else:  # per-layer sparsity, whichever technique recorded it
+            figs[name] = sparsity_chart(sparse_layers(report))
     return figs

@@ -1,5 +1,11 @@
 """What every chart shares: colours, the layout, labels that fit an axis, which row is the
-baseline. Figures only: no Streamlit, no torch."""
+baseline. Figures only: no Streamlit, no torch.
+
+Colours read on a light and a dark page alike: mid-tones for marks and lines (``INK`` for
+whiskers and outlines, never near-black), and no colour for text at all: titles, ticks,
+legends and annotations take the font colour of the template they are drawn with (the
+Results page draws with Streamlit's theme, light or dark as the browser asks; the HTML report
+with plotly's light one)."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from collections import defaultdict
 import plotly.graph_objects as go
 
 BASELINE_COLOR = "#6b7280"
+INK = "#8b93a1"              # whiskers, outlines: a grey with contrast on white and on black
 VARIANT_COLOR = "#2563eb"
 NOISE_COLOR = "#93c5fd"      # a change within noise: drawn pale
 NOISY_COLOR = "#f59e0b"
@@ -74,6 +81,19 @@ def layout(fig: go.Figure, title: str, axis_title: str, n: int) -> go.Figure:
                       margin=dict(l=10, r=10, t=40, b=10), showlegend=False, bargap=0.25)
     fig.update_xaxes(title=axis_title)
     fig.update_yaxes(autorange="reversed", automargin=True)  # first variant on top
+    return fig
+
+
+def keep_order(fig: go.Figure, labels: list[str]) -> None:
+    """The variants in the rows' order down the axis, whichever trace each is drawn in."""
+    fig.update_yaxes(categoryorder="array", categoryarray=labels)
+
+
+def with_legend(fig: go.Figure) -> go.Figure:
+    """The legend under the chart, in one or two lines: what each marker or pattern says."""
+    fig.update_layout(showlegend=True, height=fig.layout.height + 44,
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom",
+                                  x=0, xanchor="left", font=dict(size=11)))
     return fig
 
 

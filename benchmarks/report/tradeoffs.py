@@ -16,6 +16,7 @@ from benchmarks.report.style import (
     CHART_HEIGHT,
     FAILED_COLOR,
     FRONT_COLOR,
+    INK,
     NOISY_COLOR,
     PALETTE,
     VARIANT_COLOR,
@@ -23,6 +24,7 @@ from benchmarks.report.style import (
     num,
     ok_rows,
     short,
+    with_legend,
 )
 
 
@@ -94,53 +96,65 @@ def _overlap(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
+PARETO_GROUPS = (("Pareto front", FRONT_COLOR), ("baseline", BASELINE_COLOR),
+                 ("dominated", VARIANT_COLOR))
+NOISY_RING = "amber ring: noisy latency (rerun before trusting small differences)"
+
+
 def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
     """Accuracy against latency, marker area proportional to size, the non-dominated
     variants (``front``, ordered by latency) joined by a line and labelled; the others are
-    named on hover only, so labels never pile up."""
+    named on hover only, so labels never pile up. Each point's ``customdata`` starts with its
+    variant's name: what a click on it picks."""
     rows = pareto_points(rows)
     sizes = [num(r.get("size_mb")) or 0.0 for r in rows]
     biggest = max(sizes) if sizes and max(sizes) > 0 else 1.0
-    # sizemode="area": marker area, not diameter, grows with the model's size.
-    marker_size = [max(8.0, 40.0 * s / biggest) for s in sizes]
     on_front = set(front)
-    err = [[100 * (r["accuracy"] - (num(r.get("accuracy_ci_low")) or r["accuracy"])),
-            100 * ((num(r.get("accuracy_ci_high")) or r["accuracy"]) - r["accuracy"])]
-           for r in rows]
-    fig = go.Figure()
     positions = _label_positions(rows, front)
-    fig.add_scatter(x=[r["p50_ms"] for r in rows], y=[100 * r["accuracy"] for r in rows],
-                    mode="markers+text",
-                    text=[short(r["variant"]) if r["variant"] in positions else ""
-                          for r in rows],
-                    textposition=[positions.get(r["variant"], "top center") for r in rows],
-                    name="variants",
-                    error_y=dict(type="data", symmetric=False, array=[e[1] for e in err],
-                                 arrayminus=[e[0] for e in err], thickness=1, width=0,
-                                 color="#9ca3af"),
-                    marker=dict(size=marker_size, sizemode="area",
-                                sizeref=2.0 * 40.0 / (40.0 ** 2),
-                                color=[FRONT_COLOR if r["variant"] in on_front else
-                                       (BASELINE_COLOR if is_baseline(r) else VARIANT_COLOR)
-                                       for r in rows],
-                                line=dict(width=[3 if r.get("noisy") else 0 for r in rows],
-                                          color=NOISY_COLOR), opacity=0.8),
-                    customdata=[[r["variant"], s, throughput_text(r)]
-                                for r, s in zip(rows, sizes)],
-                    hovertemplate="%{customdata[0]}<br>%{x:.3f} ms, %{y:.2f}%<br>"
-                                  "%{customdata[1]:.3f} MB<br>%{customdata[2]}"
-                                  "<extra></extra>")
+    fig = go.Figure()
+
+    def group_of(r):
+        return "Pareto front" if r["variant"] in on_front else \
+            "baseline" if is_baseline(r) else "dominated"
+    for group, color in PARETO_GROUPS:
+        idx = [i for i, r in enumerate(rows) if group_of(r) == group]
+        if not idx:
+            continue
+        pts = [rows[i] for i in idx]
+        fig.add_scatter(
+            x=[r["p50_ms"] for r in pts], y=[100 * r["accuracy"] for r in pts],
+            mode="markers+text", name=group,
+            text=[short(r["variant"]) if r["variant"] in positions else "" for r in pts],
+            textposition=[positions.get(r["variant"], "top center") for r in pts],
+            error_y=dict(type="data", symmetric=False,
+                         array=[100 * ((num(r.get("accuracy_ci_high")) or r["accuracy"])
+                                       - r["accuracy"]) for r in pts],
+                         arrayminus=[100 * (r["accuracy"] - (num(r.get("accuracy_ci_low"))
+                                                             or r["accuracy"])) for r in pts],
+                         thickness=1, width=0, color=INK),
+            # sizemode="area": marker area, not diameter, grows with the model's size.
+            marker=dict(size=[max(8.0, 40.0 * sizes[i] / biggest) for i in idx],
+                        sizemode="area", sizeref=2.0 * 40.0 / (40.0 ** 2), color=color,
+                        line=dict(width=[3 if r.get("noisy") else 0 for r in pts],
+                                  color=NOISY_COLOR), opacity=0.85),
+            customdata=[[r["variant"], sizes[i], throughput_text(r)] for r, i in zip(pts, idx)],
+            hovertemplate="%{customdata[0]}<br>%{x:.3f} ms, %{y:.2f}%<br>"
+                          "%{customdata[1]:.3f} MB<br>%{customdata[2]}<extra></extra>")
     by_name = {r["variant"]: r for r in rows}
     pts = [by_name[n] for n in front if n in by_name]
     if pts:
         fig.add_scatter(x=[r["p50_ms"] for r in pts], y=[100 * r["accuracy"] for r in pts],
-                        mode="lines", name="Pareto front", hoverinfo="skip",
-                        line=dict(color=FRONT_COLOR, dash="dot"))
-    fig.update_layout(title="Accuracy vs latency (marker area: size; green: Pareto front)",
+                        mode="lines", name="Pareto front line", hoverinfo="skip",
+                        showlegend=False, line=dict(color=FRONT_COLOR, dash="dot"))
+    if any(r.get("noisy") for r in rows):
+        fig.add_scatter(x=[None], y=[None], mode="markers", name=NOISY_RING, hoverinfo="skip",
+                        marker=dict(size=10, color="rgba(0,0,0,0)",
+                                    line=dict(width=3, color=NOISY_COLOR)))
+    fig.update_layout(title="Accuracy vs latency (marker area: size)",
                       height=CHART_HEIGHT + 80, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis_title="p50 latency (ms per batch)", yaxis_title="accuracy (%)",
-                      showlegend=False)
-    return fig
+                      clickmode="event+select")
+    return with_legend(fig)
 
 
 def swept_axes(rows: list[dict]) -> list[str]:
@@ -200,10 +214,20 @@ def curve_chart(rows: list[dict], axis: str) -> go.Figure:
                                 customdata=[f"{r['variant']}: {r['error']}" for r in failed],
                                 hovertemplate="%{customdata}<extra>failed</extra>",
                                 row=1, col=col)
-            if base is not None and num(base.get(figure)) is not None:
-                note = {"annotation_text": "baseline"} if g == 0 else {}
-                fig.add_hline(y=base[figure] * scale, line_dash="dash",
-                              line_color=BASELINE_COLOR, row=1, col=col, **note)
+    # The baseline: one dashed line across each subplot, added in one go (plotly's add_hline
+    # re-validates every shape at each call: at 30 variants a line per group took seconds).
+    shapes, notes = [], []
+    for col, (figure, _, scale) in enumerate(CURVE_FIGURES, start=1):
+        if base is not None and num(base.get(figure)) is not None:
+            axis_id = "" if col == 1 else str(col)
+            y = base[figure] * scale
+            shapes.append(dict(type="line", xref=f"x{axis_id} domain", x0=0, x1=1,
+                               yref=f"y{axis_id}", y0=y, y1=y,
+                               line=dict(dash="dash", color=BASELINE_COLOR)))
+            notes.append(dict(text="baseline", xref=f"x{axis_id} domain", x=1,
+                              yref=f"y{axis_id}", y=y, showarrow=False, xanchor="right",
+                              yanchor="bottom"))
+    fig.update_layout(shapes=shapes, annotations=[*fig.layout.annotations, *notes])
     fig.update_xaxes(title=axis)
     fig.update_layout(title=f"Trade-off against {axis}", height=CHART_HEIGHT + 40,
                       margin=dict(l=10, r=10, t=60, b=10),
@@ -297,7 +321,7 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
             name=f"{short(r['variant'])} ({r.get('precision')})",
             marker=dict(size=12, color=PRECISION_COLORS.get(r.get("precision"), VARIANT_COLOR),
                         symbol="diamond" if is_baseline(r) else symbols[n % len(symbols)],
-                        line=dict(width=1, color="#111827")),
+                        line=dict(width=1, color=INK)),
             customdata=[[r["variant"], num(r.get("percent_of_peak")) or 0.0,
                          r.get("bound") or "-", r.get("device"), _peak_flag(r),
                          throughput_text(r)]],

@@ -65,6 +65,21 @@ def wait_for_job(at: AppTest) -> AppTest:
     return at
 
 
+def job_run(at: AppTest, app_store) -> str:
+    """The run of the session's sweep job."""
+    from benchmarks.service.queue import JobQueue
+    return JobQueue(app_store).get(at.session_state["cb_job_id"]).run_id
+
+
+def table_tab(at: AppTest, view: str):
+    """The comparison table of a run's view (``exp-RUN`` or ``results-RUN``): its Table tab
+    opened (only the open tab is drawn), as a click on the tab does."""
+    at.session_state[f"{view}-tab"] = "Table"
+    at.run()
+    assert_clean(at)
+    return at.dataframe[0].value
+
+
 def test_every_page_draws(app_store):
     at = new_app()
     assert_clean(at)
@@ -102,12 +117,16 @@ def test_small_sweep_end_to_end(app_store):
     wait_for_job(at)
     assert not errors(at), errors(at)
     assert [s.value for s in at.success] == ["Complete."]
-    table = at.dataframe[0].value
+    # The answer first: its cards, then the Overview tab's four figures.
+    assert [m.label for m in at.metric][:3] == ["Variant (exploratory)", "Speed-up (p50)",
+                                                "Accuracy change"]
+    assert len(at.get("plotly_chart")) >= 4
+    run_id = job_run(at, app_store)
+    table = table_tab(at, f"exp-{run_id}")
     assert list(table["variant"]) == ["baseline", "prune-l1-0.5"]
     assert table["accuracy"].between(0.5, 1.0).all()
     assert (table["p50_ms"] > 0).all()
     assert table.loc[0, "size_mb_vs_base"] == pytest.approx(1.0)
-    assert len(at.get("plotly_chart")) >= 5  # four figures side by side and the Pareto chart
 
     # A refreshed page (new session state, same URL) finds the session's job again.
     key = at.session_state["cb_session"]
@@ -115,18 +134,18 @@ def test_small_sweep_end_to_end(app_store):
     again.query_params["session"] = key
     again.run()
     assert_clean(again)
-    assert list(again.dataframe[0].value["variant"]) == ["baseline", "prune-l1-0.5"]
+    assert list(table_tab(again, f"exp-{run_id}")["variant"]) == ["baseline", "prune-l1-0.5"]
 
     # Results shows this session's run by default.
     at.switch_page("pages/results.py").run()
     assert_clean(at)
-    assert list(at.dataframe[0].value["variant"]) == ["baseline", "prune-l1-0.5"]
+    assert list(table_tab(at, f"results-{run_id}")["variant"]) == ["baseline",
+                                                                   "prune-l1-0.5"]
     assert [b.label for b in at.get("download_button")] == [
         "Download CSV", "Download JSON", "Download report"]
 
     # History lists it; deleting removes it from the store.
     from benchmarks.store.database import ResultsStore
-    run_id = ResultsStore(app_store).runs()[0]["run_id"]
     at.switch_page("pages/history.py").run()
     assert_clean(at)
     assert run_id in list(at.dataframe[0].value["run"])
@@ -203,10 +222,10 @@ def test_results_page_draws_20_variants(app_store):
     at.run()
     elapsed = time.perf_counter() - start
     assert_clean(at)
-    assert len(at.dataframe[0].value) == 20
     assert any("boom" in w.value for w in at.warning)      # failed variant listed
     assert any("Noisy latency" in w.value for w in at.warning)
     assert elapsed < 3.0, f"Results page with 20 variants took {elapsed:.2f} s"
+    assert len(table_tab(at, f"results-{run_id}")) == 20
 
 
 def test_distributed_page_charts_a_stored_run(app_store):
@@ -330,7 +349,7 @@ def test_a_torchvision_model_from_the_catalogue(app_store, tmp_path, monkeypatch
     at.button(key="exp_run").click().run()
     wait_for_job(at)
     assert not errors(at), errors(at)
-    table = at.dataframe[0].value
+    table = table_tab(at, f"exp-{job_run(at, app_store)}")
     assert list(table["variant"]) == ["baseline", "prune-l1-0.5"]
     assert table["accuracy"].notna().all()
 
@@ -341,6 +360,16 @@ def test_cancel_stops_a_running_job(app_store):
     at.run()
     at.button(key="exp_run").click().run()
     assert_clean(at)
+
+    def steps():  # the running job as steps: its current variant and phase, the bar
+        at.run()
+        assert_clean(at)
+        found = [s for s in at.get("status") if s.label.startswith("Running:")
+                 and "baseline" in s.label]
+        return found and found[0]
+    status = wait_until(steps, 120, "the running job's steps", every=0.5)
+    texts = [str(m.value) for m in status.children.values() if hasattr(m, "value")]
+    assert any("**baseline" in t for t in texts), texts  # the current step, named
     at.button(key=f"cancel-{at.session_state['cb_job_id']}").click().run()
     wait_for_job(at)
     from benchmarks.service.queue import JobQueue

@@ -69,8 +69,11 @@ def test_two_sessions_run_the_default_sweep(server):
             t0 = time.monotonic()
             page.get_by_role("link", name="Results").click()
             expect(page.get_by_role("heading", name="Results")).to_be_visible(timeout=30_000)
+            # The answer first, then the Overview tab's four charts.
+            expect(page.locator('[data-testid="stMetric"]').first).to_be_visible(
+                timeout=30_000)
             page.wait_for_function(
-                "document.querySelectorAll('.js-plotly-plot').length >= 5", timeout=30_000)
+                "document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=30_000)
             switch_s = time.monotonic() - t0
             page.wait_for_timeout(1000)  # let plotly finish laying out before the picture
             page.screenshot(path=str(SCREENSHOT), full_page=True)

@@ -174,12 +174,14 @@ def test_a_new_session_sees_only_its_own_results_and_cannot_delete_others_runs(a
     assert not [s for s in bob.selectbox if s.key == "history_delete_pick"]
     with pytest.raises(PermissionError):
         queue.store.delete_run(run["run_id"], by=owner_of(bob))
-    # The shared link opens the run read-only.
+    # The shared link opens the run read-only (here on its Table tab).
     shared = clean(app({"run": run["run_id"]}))
+    shared.session_state[f"results-{run['run_id']}-tab"] = "Table"
     shared.switch_page("pages/results.py").run()
     clean(shared)
     assert list(shared.dataframe[0].value["variant"]) == ["baseline"]
     # Alice's own Results page opens on her run, and she may delete it.
+    alice.session_state[f"results-{run['run_id']}-tab"] = "Table"
     alice.switch_page("pages/results.py").run()
     clean(alice)
     assert list(alice.dataframe[0].value["variant"]) == ["baseline"]

@@ -1,0 +1,111 @@
+"""The answer first: what a run says, in metric cards at the top of its results. The fastest
+variant that keeps accuracy within the page's margin (``benchmarks.report.answer``: Tango's
+paired interval for the accuracy change, a bootstrap over timing rounds for the speed-up),
+its speed-up and accuracy change with their intervals, its size and memory against the
+baseline; "none", with the reason, when no variant qualifies. Marked *exploratory*: the same
+test examples chose it and judge it; a run whose document carries a ``certificate`` (the
+``recommend`` command's) shows that answer instead, marked *certified*."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from benchmarks.report.style import short
+from dashboard import links
+
+MARGIN_RANGE = (0.1, 10.0)  # points; the answer refuses (0, 50], the page offers a sane part
+DEFAULT_MARGIN = 1.0
+NONE = "none"
+DASH = "—"
+
+
+def certificate_of(run: dict) -> dict | None:
+    """The run's certificate, where a ``recommend`` run stored one (the document's top level,
+    or its environment card)."""
+    for where in (run, run.get("environment") or {}):
+        cert = where.get("certificate")
+        if isinstance(cert, dict) and cert:
+            return cert
+    return None
+
+
+def margin_control(key: str, url=None) -> float:
+    """How many accuracy points the answer may give up: the page's one knob."""
+    low, high = MARGIN_RANGE
+    first = DEFAULT_MARGIN if url is None else url.initial(
+        "margin", f"{key}-margin", lambda t: links.parse_number(t, low, high, False),
+        DEFAULT_MARGIN)
+    margin = st.number_input(
+        "Accuracy margin (points)", low, high, float(first), 0.5, key=f"{key}-margin",
+        help="The answer is the fastest variant whose accuracy is, at 95% confidence, at "
+             "most this many points below the baseline's (the one-sided lower limit of "
+             "Tango's interval for the paired change).")
+    if url is not None:
+        url.keep("margin", links.show_number(float(margin)),
+                 links.show_number(DEFAULT_MARGIN))
+    return float(margin)
+
+
+def _ratio_text(ratio, ci) -> tuple[str, str | None]:
+    if ratio is None:
+        return DASH, None
+    return f"{ratio:.2f}×", (f"95% CI {ci[0]:.2f}–{ci[1]:.2f}×" if ci else
+                             "no interval (one timing round)")
+
+
+def _against(row: dict, figure: str) -> tuple[str, str | None]:
+    value, ratio = row.get(figure), row.get(f"{figure}_vs_base")
+    if value is None:
+        return DASH, None
+    return f"{value:.2f} MB", (None if ratio is None else f"{ratio:.2f}× the baseline")
+
+
+def answer_of(report, margin: float):
+    from benchmarks.report.answer import exploratory_answer
+    return exploratory_answer(report.variants, report.baseline, margin_pts=margin)
+
+
+def cards(run: dict, report, rows: list[dict], key: str, url=None):
+    """The margin, then the cards. Returns the exploratory Answer (its variant: the page's
+    default selection)."""
+    head, knob = st.columns([5, 1], vertical_alignment="bottom")
+    with knob:
+        margin = margin_control(key, url)
+    answer = answer_of(report, margin)
+    cert = certificate_of(run)
+    name = (cert.get("variant") or cert.get("chosen")) if cert else answer.variant
+    kind = "certified" if cert else "exploratory"
+    with head:
+        st.markdown(f"**The answer** ({kind}): the fastest variant within {margin:g} "
+                    f"accuracy point{'s' if margin != 1 else ''} of the baseline at 95% "
+                    f"confidence")
+    chosen = next((c for c in answer.candidates if c.name == name), None)
+    row = next((r for r in rows if r["variant"] == name), {})
+    columns = st.columns([3, 2, 2, 2, 2], border=True)
+    columns[0].metric(f"Variant ({kind})", short(name, 28) if name else NONE,
+                      help=(name + ": " if name else "") + (answer.reason if not cert else
+                                                            "certified by its run"))
+    speed, speed_ci = _ratio_text(chosen.ratio, chosen.ratio_ci) if chosen else (DASH, None)
+    columns[1].metric("Speed-up (p50)", speed, speed_ci, delta_color="off", delta_arrow="off",
+                      help="Baseline p50 over the variant's; the interval is a bootstrap "
+                           "over the interleaved timing rounds.")
+    if chosen:
+        low, high = chosen.accuracy_ci_pts
+        acc, acc_ci = f"{chosen.accuracy_change_pts:+.2f} pts", \
+            f"95% CI {low:+.2f} to {high:+.2f}"
+    else:
+        acc, acc_ci = DASH, None
+    columns[2].metric("Accuracy change", acc, acc_ci, delta_color="off", delta_arrow="off",
+                      help="Against the baseline on the same test examples (Tango's score "
+                           "interval for the paired difference).")
+    for column, (title, figure) in zip(columns[3:], (("Size", "size_mb"),
+                                                     ("Peak memory", "peak_memory_mb"))):
+        value, delta = _against(row, figure) if name else (DASH, None)
+        column.metric(title, value, delta, delta_color="off", delta_arrow="off")
+    if not name:
+        st.caption(f"No answer: {answer.reason}.")
+    elif not cert:
+        st.caption("Exploratory: the same test examples chose this variant and judge it, so "
+                   "its confidence is not a guarantee; `compression-bench recommend` keeps "
+                   "them apart and certifies.")
+    return answer

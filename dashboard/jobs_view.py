@@ -1,0 +1,236 @@
+"""A job as it runs, and My jobs: where a job stands, a running sweep as steps (``st.status``:
+the current variant and phase, the variants done with their headline figures as they land,
+the estimate counting down), Cancel, and every job of this session's owner."""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from dashboard import readback, state
+from dashboard.state import POLL_S, SEEN_VARIANTS, one_line, queue, store
+
+ACTIVE = ("queued", "running")
+REDRAW_S = 4.0
+MY_JOBS_POLL_S = 2.0
+MY_JOBS_ACTIVE = "cb_my_jobs_active"
+STEPS = "cb_job_steps"   # session state: per job, the variants done and the estimate then
+
+
+def job_fraction(progress: dict | None) -> float:
+    p = progress or {}
+    total, index = p.get("total") or 0, p.get("index")
+    frac = p.get("fraction") or 0.0
+    if not total or index is None or index < 0:
+        return 0.0
+    return min(1.0, max(0.0, (index + frac) / total))
+
+
+def progress_text(job) -> str:
+    p = job.progress or {}
+    return p.get("message") or (f"{p.get('variant', '')}: {p.get('phase', '')}".strip(": ")
+                                or "starting")
+
+
+def headline(variant: dict) -> str:
+    """A finished variant's figures in a few words: accuracy, p50, size."""
+    parts = []
+    if variant.get("error"):
+        return f"failed: {one_line(variant['error'])}"
+    if variant.get("accuracy") is not None:
+        parts.append(f"accuracy {100 * variant['accuracy']:.2f}%")
+    latency = variant.get("latency_ms") or {}
+    parts.append(f"p50 {latency['p50']:.3f} ms" if latency.get("p50") is not None
+                 else "latency: timed with the others at the end")
+    if variant.get("size_mb") is not None:
+        parts.append(f"{variant['size_mb']:.2f} MB")
+    if variant.get("throughput") is not None and variant.get("workers"):
+        parts.append(f"{variant['throughput']:,.0f} samples/s")
+    return " · ".join(parts)
+
+
+def _steps(job) -> tuple[list[dict], float | None]:
+    """The job's variants stored so far, and the seconds the rest should take as estimated
+    when the last one landed (read again only when one lands)."""
+    count = store().variant_count(job.run_id) if job.run_id else 0
+    memo = st.session_state.setdefault(STEPS, {}).get(job.job_id)
+    if memo is None or memo["count"] != count:
+        run = store().run(job.run_id) if job.run_id and count else None
+        done = list((run or {}).get("variants") or [])
+        memo = {"count": count, "done": done, "left": _estimate_left(job, done),
+                "at": time.monotonic()}
+        st.session_state[STEPS][job.job_id] = memo
+    left = memo["left"]
+    if left is not None:
+        left = max(0.0, left - (time.monotonic() - memo["at"]))
+    return memo["done"], left
+
+
+def _estimate_left(job, done: list[dict]) -> float | None:
+    """The estimate (``benchmarks.run.estimate``) of the variants not done yet."""
+    if job.kind != "sweep":
+        return None
+    from benchmarks.run.estimate import estimate_sweep
+    names = {v.get("name") for v in done}
+    spec = dict(job.payload or {})
+    spec["variants"] = [v for v in spec.get("variants") or [] if v.get("name") not in names]
+    try:
+        runs = store().runs(limit=20, kind="sweep", model=spec.get("model"),
+                            dataset=spec.get("dataset"))
+        return estimate_sweep(spec, [r for r in runs if r.get("run_id") != job.run_id]).seconds
+    except Exception:  # no estimate is no reason to stop showing the job
+        return None
+
+
+def running_steps(job) -> None:
+    """A running job as steps: done variants with their figures, the current one and its
+    phase, the bar, the estimate counting down."""
+    from benchmarks.run.estimate import format_seconds
+    p = job.progress or {}
+    done, left = _steps(job)
+    current = p.get("variant") or "preparing"
+    label = f"Running: {progress_text(job)}" + (" (cancelling…)" if job.cancel_requested
+                                                else "")
+    with st.status(label, expanded=True, state="running"):
+        for variant in done:
+            st.markdown(f":material/check_circle: **{variant.get('name')}**: "
+                        f"{headline(variant)}")
+        total, index = p.get("total") or 0, p.get("index")
+        where = f" ({index + 1} of {total})" if total and index is not None and index >= 0 \
+            else ""
+        st.markdown(f":material/progress_activity: **{current}**{where}: "
+                    f"{p.get('phase') or 'starting'}")
+        if total and total > len(done) + 1:
+            st.caption(f"{total - len(done) - 1} more to come")
+        st.progress(job_fraction(p), text=None if left is None else
+                    f"about {format_seconds(left)} left (estimated from earlier runs here)")
+
+
+def job_status(job) -> None:
+    """Where a job stands, with the settings it runs with (read from the job, so a value the
+    page did not send as chosen shows); a running one as steps; an error as st.error."""
+    if job.status in ACTIVE:
+        st.caption(readback.settings_line(job.kind, job.payload))
+    if job.status == "queued":
+        ahead = job.position or 0
+        st.info(f"Queued: place {ahead} in line. One job per device runs at a time so "
+                f"timings do not disturb each other; this one starts when those ahead finish.")
+    elif job.status == "running":
+        running_steps(job)
+    elif job.status == "complete":
+        st.success("Complete.")
+    elif job.status == "failed":
+        st.error(f"The job failed: {job.error or 'no reason recorded'}")
+    elif job.status == "cancelled":
+        st.warning("Cancelled. The variants finished before the cancel are kept.")
+    elif job.status == "interrupted":
+        st.warning(f"Interrupted: {job.error or 'its worker stopped before it finished'}. "
+                   f"The variants finished before are kept.")
+
+
+def cancel_button(job, key: str) -> None:
+    """Cancel for an active job of this session's owner; a refusal is one line."""
+    if st.button("Cancel", key=key, help="A queued job is dropped at once; a running sweep "
+                 "stops between phases (the variants already measured are kept), a "
+                 "distributed run at once."):
+        try:
+            if state.cancel(job.job_id):
+                st.toast("Cancelling." if job.status == "running" else "Cancelled.")
+        except PermissionError as exc:
+            st.error(str(exc))
+
+
+def _variant_count(run_id: str | None) -> int:
+    if not run_id:
+        return 0
+    return store().variant_count(run_id)
+
+
+@st.fragment(run_every=POLL_S)
+def poll_job(job_id: str) -> None:
+    """Polled every POLL_S seconds while the job is active: shows its steps and a Cancel
+    button; redraws the whole page when variants land (at most every REDRAW_S) or the job
+    ends."""
+    try:
+        job = queue().get(job_id)
+    except Exception as exc:
+        st.error(f"Cannot read the job queue: {one_line(exc)}")
+        return
+    if job is None:
+        st.warning("This job is no longer in the queue.")
+        return
+    seen_key = f"{SEEN_VARIANTS}:{job_id}"
+    drawn_key = f"{seen_key}:drawn_at"
+    count = _variant_count(job.run_id)
+    # New variants redraw the page at most every REDRAW_S: each redraw renders every chart
+    # again, and on a small machine that slowed other people's page loads while a sweep ran.
+    landed = count != st.session_state.get(seen_key, count) and \
+        time.monotonic() - st.session_state.get(drawn_key, 0.0) >= REDRAW_S
+    if job.status not in ACTIVE or landed:
+        st.session_state[seen_key] = count
+        st.session_state[drawn_key] = time.monotonic()
+        st.rerun(scope="app")
+    job_status(job)
+    cancel_button(job, key=f"cancel-{job_id}")
+
+
+def track_job(job_id: str):
+    """Show a job: polled progress while active, final state otherwise. Returns the Job."""
+    try:
+        job = queue().get(job_id)
+    except Exception as exc:
+        st.error(f"Cannot read the job queue: {one_line(exc)}")
+        return None
+    if job is None:
+        return None
+    if job.status in ACTIVE:
+        st.session_state[f"{SEEN_VARIANTS}:{job_id}"] = _variant_count(job.run_id)
+        poll_job(job_id)
+    else:
+        job_status(job)
+    return job
+
+
+# -- My jobs -----------------------------------------------------------------------------------
+
+def job_label(job) -> str:
+    p = job.payload or {}
+    what = f"{p.get('model', '?')} on {p.get('dataset', '?')}"
+    if job.kind == "distributed":
+        what += f", {'/'.join(map(str, p.get('workers') or []))} workers"
+    return f"{job.kind} · {what} · {(job.submitted_at or '')[11:19]}"
+
+
+def my_jobs_panel() -> None:
+    """Every job of this session's owner (the signed-in user, else the browser session):
+    where each stands, and Cancel for those queued or running. Polled while any is."""
+    try:
+        jobs = state.my_jobs()
+    except Exception as exc:
+        st.caption(f"My jobs: cannot read the queue ({one_line(exc)})")
+        return
+    active = [j.job_id for j in jobs if j.status in ACTIVE]
+    st.session_state[MY_JOBS_ACTIVE] = active
+    st.fragment(_my_jobs, run_every=MY_JOBS_POLL_S if active else None)()
+
+
+def _my_jobs() -> None:
+    jobs = state.my_jobs()
+    active = [j.job_id for j in jobs if j.status in ACTIVE]
+    if active != st.session_state.get(MY_JOBS_ACTIVE):
+        st.rerun(scope="app")  # a job started or ended: the pages show it too
+    with st.expander(f"My jobs ({len(active)} active)", expanded=bool(active)):
+        if not jobs:
+            st.caption("None yet: a benchmark you run appears here.")
+        for job in jobs:
+            status = job.status
+            if status == "queued":
+                status += f", place {job.position}"
+            elif status == "running":
+                status += f": {progress_text(job)}"
+            elif job.error:
+                status += f": {job.error}"
+            st.markdown(f"**{job_label(job)}**  \n{status}")
+            if job.status in ACTIVE:
+                cancel_button(job, key=f"myjobs-cancel-{job.job_id}")
