@@ -170,7 +170,9 @@ def several(field, meta, default, key, options=(), *, url=None, name=None):
         span, count = url.initial(name, f"{key}_range", lambda text: links.parse_range(
             text, low, high, meta.integer, MAX_POINTS), (span, count))
     a, b = st.columns([3, 1])
-    lo, hi = a.slider(f"{label(field)} ({'sweep ' if meta.sweep else ''}from, to)", low, high, tuple(type(low)(v) for v in span), step,
+    # "Ratio (sweep from, to)": the range's own title, not the menu's "(sweep)" twice.
+    span_title = f"{label(field)} ({'sweep ' if meta.sweep else ''}from, to)"
+    lo, hi = a.slider(span_title, low, high, tuple(type(low)(v) for v in span), step,
                       key=f"{key}_range", help=help_)
     count = b.number_input("points", 1, MAX_POINTS, int(count), 1, key=f"{key}_count")
     if url is not None:
