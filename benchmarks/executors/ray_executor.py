@@ -123,6 +123,26 @@ def _resources(device_type: str) -> dict:
     return {"num_gpus": 1} if device_type == "cuda" else {"resources": {SLOT: 1}}
 
 
+def build_nodes(device_type: str) -> list[str]:
+    """The alive nodes that can build (a GPU, or a bench slot), in a fixed order: the builds
+    are dealt across them in turn."""
+    import ray
+    need = "GPU" if device_type == "cuda" else SLOT
+    return sorted(n["NodeID"] for n in ray.nodes()
+                  if n.get("Alive") and n["Resources"].get(need, 0) > 0)
+
+
+def dealt(index: int, nodes: list[str]) -> dict:
+    """The scheduling option of the ``index``-th build: its node in turn, soft (elsewhere
+    where that node died or cannot take it). Ray's SPREAD alone left every build on one node
+    of two when the other's raylet was slow to report its free slot (a loaded machine)."""
+    if not nodes:
+        return {"scheduling_strategy": "SPREAD"}
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(
+        node_id=nodes[index % len(nodes)], soft=True)}
+
+
 class RaySweep:
     """A prepared sweep (validated here, on the driver) run on the cluster. It offers what
     the CLI and the queue's worker use of ``PreparedSweep``: ``run``, ``environment``,
@@ -171,10 +191,14 @@ class RaySweep:
         cancelled."""
         import ray
         spec = self.spec
-        # SPREAD: Ray's default would place every variant beside the baseline's weights (data
-        # locality) and queue them on that node's one slot.
-        remote_train = ray.remote(train).options(max_retries=1, retry_exceptions=False,
-                                                 scheduling_strategy="SPREAD", **res)
+        # Dealt across the nodes in turn: Ray's default would place every variant beside the
+        # baseline's weights (data locality) and queue them on that node's one slot.
+        nodes = build_nodes(self.device.type)
+        train_task = ray.remote(train)
+
+        def remote_train(turn: int):
+            return train_task.options(max_retries=1, retry_exceptions=False, **res,
+                                      **dealt(turn, nodes))
 
         def tell(task: TrainTask, phase: str):
             name = spec.variants[task.index].name if task.index else "baseline"
@@ -182,14 +206,12 @@ class RaySweep:
 
         tasks = plan(spec, self.prepared.data.labelled, with_baseline=True)
         refs: dict = {}
-        for task in tasks:
-            if task.index == 0:
-                refs[task] = remote_train.remote(spec_dict, task, None, files)
-        for task in tasks:
-            if task.index > 0:
-                base = refs.get(TrainTask(0, task.seed))
-                refs[task] = remote_train.remote(spec_dict, task, base, files)
-                tell(task, f"build on the cluster (seed {task.seed})")
+        for turn, task in enumerate(t for t in tasks if t.index == 0):
+            refs[task] = remote_train(turn).remote(spec_dict, task, None, files)
+        for turn, task in enumerate((t for t in tasks if t.index > 0), start=1):
+            base = refs.get(TrainTask(0, task.seed))
+            refs[task] = remote_train(turn).remote(spec_dict, task, base, files)
+            tell(task, f"build on the cluster (seed {task.seed})")
         of = {ref: task for task, ref in refs.items()}
         trained: dict[TrainTask, Trained] = {}
         pending = list(refs.values())
