@@ -3,8 +3,9 @@ variant that keeps accuracy within the page's margin (``benchmarks.report.answer
 paired interval for the accuracy change, a bootstrap over timing rounds for the speed-up),
 its speed-up and accuracy change with their intervals, its size and memory against the
 baseline; "none", with the reason, when no variant qualifies. Marked *exploratory*: the same
-test examples chose it and judge it; a run whose document carries a ``certificate`` (the
-``recommend`` command's) shows that answer instead, marked *certified*."""
+test examples chose it and judge it; a ``recommend`` run shows its certificate's answer
+instead, marked *certified*: the winner, the margin it was tested at, and its figures from the
+held-out split."""
 
 from __future__ import annotations
 
@@ -20,13 +21,24 @@ DASH = "—"
 
 
 def certificate_of(run: dict) -> dict | None:
-    """The run's certificate, where a ``recommend`` run stored one (the document's top level,
-    or its environment card)."""
-    for where in (run, run.get("environment") or {}):
-        cert = where.get("certificate")
-        if isinstance(cert, dict) and cert:
-            return cert
-    return None
+    """The run's certificate, where a ``recommend`` run stored one (its recommendation
+    block: the held-out split's test of every candidate, and the winner)."""
+    cert = (run.get("recommendation") or {}).get("certificate")
+    return cert if isinstance(cert, dict) and cert else None
+
+
+def certified_figures(cert: dict) -> tuple:
+    """(speed-up text, its interval, accuracy change text, its interval) of the winner as
+    the certificate measured them: on the certify split, timed again beside the baseline."""
+    winner = next((t for t in cert.get("candidates") or [] if t.get("name") ==
+                   cert.get("winner")), None)
+    speed = cert.get("speedup") or {}
+    speed_text = _ratio_text(speed.get("ratio"), speed.get("ci"))
+    if winner is None or winner.get("theta_pts") is None:
+        return (*speed_text, DASH, None)
+    interval = winner.get("interval_pts")
+    return (*speed_text, f"{winner['theta_pts']:+.2f} pts",
+            f"95% CI {interval[0]:+.2f} to {interval[1]:+.2f}" if interval else None)
 
 
 def margin_control(key: str, url=None) -> float:
@@ -73,8 +85,10 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
         margin = margin_control(key, url)
     answer = answer_of(report, margin)
     cert = certificate_of(run)
-    name = (cert.get("variant") or cert.get("chosen")) if cert else answer.variant
+    name = cert.get("winner") if cert else answer.variant
     kind = "certified" if cert else "exploratory"
+    if cert:  # the margin the certificate tested, not the knob's
+        margin = float(cert.get("margin_pts") or margin)
     with head:
         st.markdown(f"**The answer** ({kind}): the fastest variant within {margin:g} "
                     f"accuracy point{'s' if margin != 1 else ''} of the baseline at 95% "
@@ -85,11 +99,17 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
     columns[0].metric(f"Variant ({kind})", short(name, 28) if name else NONE,
                       help=(name + ": " if name else "") + (answer.reason if not cert else
                                                             "certified by its run"))
-    speed, speed_ci = _ratio_text(chosen.ratio, chosen.ratio_ci) if chosen else (DASH, None)
+    if cert:
+        speed, speed_ci, acc, acc_ci = certified_figures(cert)
+    else:
+        speed, speed_ci = _ratio_text(chosen.ratio, chosen.ratio_ci) if chosen else \
+            (DASH, None)
     columns[1].metric("Speed-up (p50)", speed, speed_ci, delta_color="off", delta_arrow="off",
                       help="Baseline p50 over the variant's; the interval is a bootstrap "
                            "over the interleaved timing rounds.")
-    if chosen:
+    if cert:
+        pass  # the certificate's figures, above
+    elif chosen:
         low, high = chosen.accuracy_ci_pts
         acc, acc_ci = f"{chosen.accuracy_change_pts:+.2f} pts", \
             f"95% CI {low:+.2f} to {high:+.2f}"
@@ -103,7 +123,7 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
         value, delta = _against(row, figure) if name else (DASH, None)
         column.metric(title, value, delta, delta_color="off", delta_arrow="off")
     if not name:
-        st.caption(f"No answer: {answer.reason}.")
+        st.caption(f"No answer: {cert.get('reason') if cert else answer.reason}.")
     elif not cert:
         st.caption("Exploratory: the same test examples chose this variant and judge it, so "
                    "its confidence is not a guarantee; `compression-bench recommend` keeps "

@@ -94,9 +94,9 @@ def run_report(run: dict, key: str, *, url=None, export: bool = False,
     if not rows:
         st.info("No variant has finished yet.")
         return
-    if run.get("recommendation"):  # a recommend run leads with its certified answer
+    answer = answer_cards.cards(run, report, rows, key, url)  # certified for a recommend run
+    if run.get("recommendation"):  # then its certificate: the candidates, the trials
         recommend_panel.show(run, key=f"{key}-rec")
-    answer = answer_cards.cards(run, report, rows, key, url)
     for warning in report.warnings:
         st.warning(warning)
     failed = [r for r in rows if r.get("error")]

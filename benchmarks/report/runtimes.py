@@ -212,9 +212,9 @@ def curves_chart(rows: list[dict]) -> go.Figure:
         if not r.get("error") and num(r.get("p50_ms")) and num(r.get("throughput")):
             series[(_variant(r), r.get("runtime") or EAGER, r.get("threads"))].append(r)
     for i, ((variant, runtime, threads), members) in enumerate(series.items()):
-        members.sort(key=lambda r: r["batch_size"])
+        members.sort(key=lambda r: r.get("batch_size") or 0)  # a stored row may lack one
         fig.add_scatter(x=[r["p50_ms"] for r in members], y=[r["throughput"] for r in members],
-                        mode="lines+markers+text", text=[f"b{r['batch_size']}" for r in members],
+                        mode="lines+markers+text", text=[f"b{r.get('batch_size') or '?'}" for r in members],
                         textposition="top center", name=f"{short(variant)} · {runtime}"
                         + (f" · t{threads}" if threads else ""),
                         line=dict(color=PALETTE[i % len(PALETTE)]),

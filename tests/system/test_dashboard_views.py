@@ -98,7 +98,11 @@ def test_bad_parameters_fall_back_to_defaults_with_one_warning_and_no_job(app_en
     assert JobQueue(app_env).jobs() == []
 
 
-def test_the_answer_comes_first_and_a_results_link_opens_its_tab_and_variant(app_env):
+def test_the_answer_comes_first_and_a_results_link_opens_its_tab_and_variant(app_env,
+                                                                            monkeypatch):
+    # A link opens someone else's run: its export menu is there where the operator shares
+    # exports (by default only the owner's page has one, tests/system/test_read_only.py).
+    monkeypatch.setenv("COMPRESSION_BENCH_SHARED_EXPORTS", "1")
     run_id = store_answer_run(app_env)
     view = f"results-{run_id}"
     at = opened({"run": run_id}, "pages/results.py")
@@ -136,7 +140,9 @@ def test_a_further_view_gets_its_tab_once_its_module_exists(app_env, monkeypatch
     """The Runtimes tab is drawn by dashboard/runtimes_view.py's draw(run, key) where a run
     has runtime cells; a stand-in module shows the dispatch needs no edit when it lands."""
     from dashboard import results_view
-    run_id = store_answer_run(app_env, {"runtime": {"name": "ort", "precision": "fp32"}})
+    run_id = store_answer_run(app_env, {"runtime": {"name": "ort", "precision": "fp32",
+                                                 "variant": "prune-l1-0.2", "batch_size": 32,
+                                                 "threads": 1}})
     plain = opened({"run": run_id, "tab": "Runtimes"}, "pages/results.py")
     if results_view.view_module("dashboard.runtimes_view") is None:
         assert "**tab**" in plain.warning[0].value  # no module yet: no tab
@@ -160,12 +166,20 @@ def test_a_further_view_gets_its_tab_once_its_module_exists(app_env, monkeypatch
     assert results_view.has_sensitivity({"sensitivity": [{"group": ["conv1"]}]})
 
 
-def test_a_certificate_is_read_where_a_run_carries_one():
-    from dashboard.answer_cards import certificate_of
+def test_a_recommend_runs_answer_is_its_certificates():
+    from benchmarks.recommend.certificate import Certificate, Tested
+    from dashboard.answer_cards import certificate_of, certified_figures
     assert certificate_of({"variants": []}) is None
-    cert = {"variant": "int8-static", "delta": 1.0}
-    assert certificate_of({"certificate": cert}) == cert
-    assert certificate_of({"environment": {"certificate": cert}}) == cert
+    assert certificate_of({"recommendation": None}) is None
+    cert = Certificate(
+        margin_pts=1.5, margin="1.5pt", confidence=0.95, objective="p50", split={},
+        candidates=[Tested(0, "int8-static", 2.0, -0.5, tested=True, certified=True,
+                           theta_pts=-0.4, interval_pts=[-1.2, 0.4], lower_pts=-1.1)],
+        winner="int8-static", speedup={"ratio": 3.1, "ci": [2.5, 3.6]}).to_dict()
+    assert certificate_of({"recommendation": {"certificate": cert}}) == cert
+    # The winner's figures as the held-out split measured them, not the search's.
+    assert certified_figures(cert) == ("3.10×", "95% CI 2.50–3.60×", "-0.40 pts",
+                                       "95% CI -1.20 to +0.40")
 
 
 def test_history_draws_the_trend_and_flags_the_run_made_slower(app_env):
