@@ -33,6 +33,7 @@ def test_the_page_queues_a_map_owned_and_capped_like_any_job(sweep_store, monkey
     try:
         at = AppTest.from_file(str(ROOT / "pages" / "results.py"), default_timeout=120)
         at.query_params["run"] = run_id
+        at.query_params["tab"] = "Sensitivity"  # the run's Sensitivity tab, by its link
         at.run()
         assert not at.exception
         key = f"results-{run_id}-sens"
@@ -66,9 +67,10 @@ def test_a_map_drawn_and_applied_in_a_real_browser(sweep_store):
     with chromium() as browser, running_server(store) as (_, url):
         page = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
         page.goto(f"{url}/results?run={run_id}")
-        # The run's report drawn first (the page has settled), then the map's form.
+        # The run's report drawn first (the page has settled), then its Sensitivity tab.
         page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
                                timeout=60_000)
+        page.get_by_role("tab", name="Sensitivity").click()
         button = page.get_by_role("button", name="Draw sensitivity map")
         expect(button).to_be_visible(timeout=60_000)
         button.click()
