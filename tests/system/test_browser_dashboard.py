@@ -27,7 +27,10 @@ def site(tmp_path_factory):
     store = tmp_path_factory.mktemp("dashboard-browser") / "results.db"
     history = store_history(store, runs=5, slow_run=3, model="resnet10")
     run_id = store_answer_run(store)
-    with chromium() as browser, running_server(store) as (_, url):
+    # The stored runs are nobody's session's: their export panel is there for a link's
+    # viewer where the operator shares exports (by default only an owner's page has one).
+    with chromium() as browser, running_server(
+            store, env={"COMPRESSION_BENCH_SHARED_EXPORTS": "1"}) as (_, url):
         yield browser, url, run_id, history
 
 
