@@ -115,6 +115,7 @@ def test_loading_images_makes_no_float_or_repeated_copies(tmp_path):
     script = textwrap.dedent(f"""
         import resource
         import sklearn.model_selection, PIL.Image, torch  # imports are not the data
+        import torchvision.transforms.functional  # the crop's (inputs.cover_and_crop)
         from benchmarks.zoo.datasets import load_dataset, stored_size
         name = "imagefolder:{folder}"
         size = stored_size(name, None, (3, 64, 64))
