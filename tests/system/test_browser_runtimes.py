@@ -56,10 +56,14 @@ def test_runtimes_swept_from_the_page_draw_the_grid(tmp_path):
             page.get_by_role("button", name="Run benchmark").click()
             expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
                 timeout=SWEEP_TIMEOUT_MS)
+            # The run's Runtimes tab (only the open tab is drawn).
+            runtimes_tab = page.get_by_role("tab", name="Runtimes")
+            expect(runtimes_tab).to_be_visible(timeout=60_000)
+            runtimes_tab.click()
             expect(page.get_by_role("heading", name="Where it will run")).to_be_visible(
                 timeout=60_000)
             expect(page.get_by_text("int8-static@ort b8").first).to_be_visible(timeout=30_000)
-            # The grid drawn: a heatmap per batch size, beside the run's other charts.
+            # The grid drawn: a heatmap per batch size.
             page.wait_for_function(
                 "[...document.querySelectorAll('.js-plotly-plot .heatmaplayer')].length >= 2",
                 timeout=60_000)
