@@ -18,12 +18,12 @@ def build(num_classes, in_channels):
 '''
 
 
-def _one_line(p, *fragments):
+def assert_one_line(p, *fragments):
     assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
-    _line_of(p.stderr, *fragments)
+    assert_line_of(p.stderr, *fragments)
 
 
-def _line_of(stderr: str, *fragments):
+def assert_line_of(stderr: str, *fragments):
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), stderr
     for fragment in fragments:
@@ -31,11 +31,11 @@ def _line_of(stderr: str, *fragments):
     assert "Traceback" not in stderr
 
 
-def _refused(capsys, args, *fragments):
+def assert_refused(capsys, args, *fragments):
     """In process (torch is loaded once for the suite): exit 2 and one line."""
     from benchmarks.cli.main import main
     assert main(args) == 2
-    _line_of(capsys.readouterr().err, *fragments)
+    assert_line_of(capsys.readouterr().err, *fragments)
 
 
 @pytest.mark.parametrize("levels, message", [
@@ -44,18 +44,18 @@ def _refused(capsys, args, *fragments):
     ("", "sensitivity.levels needs at least one level in (0, 1)"),
 ])
 def test_levels_outside_0_1_or_none_at_all_are_refused(levels, message):
-    _one_line(run_cli("sensitivity", "--levels", levels, "--no-store"), message)
+    assert_one_line(run_cli("sensitivity", "--levels", levels, "--no-store"), message)
 
 
 def test_a_drop_budget_reads_as_points():
-    _one_line(run_cli("sensitivity", "--max-drop", "1%", "--no-store"),
+    assert_one_line(run_cli("sensitivity", "--max-drop", "1%", "--no-store"),
               "sensitivity.max_drop must be points of accuracy", "1pt")
 
 
 def test_a_technique_with_no_groups_on_this_model_names_the_model(tmp_path, capsys):
     model = tmp_path / "convs.py"
     model.write_text(CONVS_ONLY)
-    _refused(capsys, ["sensitivity", "--model", f"{model}:build", "--technique",
+    assert_refused(capsys, ["sensitivity", "--model", f"{model}:build", "--technique",
                       "int8.dynamic", "--no-store", *FAST_CLI],
              f"int8.dynamic finds no groups on model {model}:build",
              "Linear/LSTM/GRU layers and this model has none")
@@ -65,16 +65,16 @@ def test_a_schedule_for_another_model_or_naming_groups_it_lacks_is_refused(tmp_p
     schedule, store = tmp_path / "s.json", tmp_path / "s.db"
     schedule.write_text(json.dumps({"model": "resnet18", "technique": "prune.channel",
                                     "groups": {"conv1": 0.5}}))
-    _refused(capsys, ["run", "--schedule", str(schedule), *FAST_CLI],
+    assert_refused(capsys, ["run", "--schedule", str(schedule), *FAST_CLI],
              "was written for model resnet18; this run's model is seed_cnn")
     schedule.write_text(json.dumps({"model": "seed_cnn", "technique": "prune.channel",
                                     "groups": {"0": 0.5, "features.3": 0.25}}))
-    _refused(capsys, ["run", "--schedule", str(schedule), *FAST_CLI, "--store", str(store)],
+    assert_refused(capsys, ["run", "--schedule", str(schedule), *FAST_CLI, "--store", str(store)],
              "names groups model seed_cnn does not have for prune.channel: features.3",
              "(its groups: ")
     assert not store.exists()  # refused before the store records anything
     schedule.write_text("{not json")
-    _refused(capsys, ["run", "--schedule", str(schedule), *FAST_CLI],
+    assert_refused(capsys, ["run", "--schedule", str(schedule), *FAST_CLI],
              f"--schedule {schedule}: a schedule must be JSON")
 
 
