@@ -134,20 +134,10 @@ def listening_addresses(pids) -> list[str]:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every live process below ``pid`` (children, their children...)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
+    """Every live process below ``pid`` (children, their children...): the memory guard's
+    own walk of the process tree."""
+    from benchmarks.service.memory_guard import tree
+    return [p for p in tree(pid) if p != pid]
 
 
 def zombies_of(pid: int) -> list[int]:
