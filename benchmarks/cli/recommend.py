@@ -75,10 +75,12 @@ def cmd_recommend(args) -> int:
         result = recommender.run(recorder)
     print("\n".join(summary_lines(result.block)))
     print(table_text(result.block))
+    from benchmarks.report.document import RunReport
+    report = RunReport.from_stored(store.run(result.run_id))
+    for warning in report.warnings:  # a baseline that learned nothing, say: the run's own
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"run {result.run_id} stored in {store.path}", file=sys.stderr)
     if args.json_file:
-        from benchmarks.report.document import RunReport
-        report = RunReport.from_stored(store.run(result.run_id))
         Path(args.json_file).write_text(json.dumps(report.document(), indent=2, default=str))
     return EXIT_INTERRUPTED if recommender.stop.reason == "interrupted" else EXIT_OK
 

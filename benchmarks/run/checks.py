@@ -94,13 +94,30 @@ def model_card(spec: SweepSpec, source, data, keep_head: bool, warnings: list[st
     return card
 
 
+def _check_trained(spec, data, result: VariantResult) -> None:
+    """A baseline trained here that scores near chance learned nothing: every comparison
+    (and a recommendation's certificate) is then against an untrained model."""
+    chance = 100.0 / data.num_classes
+    if spec.epochs > 0 and 100 * result.accuracy <= chance + NEAR_CHANCE_POINTS:
+        result.warnings.append(
+            f"the baseline trained here ({spec.epochs} epochs) scores "
+            f"{100 * result.accuracy:.1f}%, near chance ({chance:.1f}%): it has not learned "
+            f"this data, so every variant is compared against an untrained model; give more "
+            f"--epochs, a model suited to input shape {'x'.join(map(str, data.input_shape))}, "
+            f"or a --checkpoint")
+
+
 def check_near_chance(sweep, result: VariantResult, model, device) -> None:
-    """Warn, on ``result``, when a loaded baseline's score says its inputs are scaled wrong."""
+    """Warn, on ``result``, when a loaded baseline's score says its inputs are scaled wrong,
+    or when one trained here learned nothing."""
     from benchmarks.zoo.datasets import renormalized
     from optimizers.training import correctness
     spec, data = sweep.spec, sweep.data
     pretrained = spec.weights is not None and sweep.keep_head
-    if not (spec.checkpoint or pretrained) or result.accuracy is None:
+    if result.accuracy is None:
+        return
+    if not (spec.checkpoint or pretrained):
+        _check_trained(spec, data, result)
         return
     name = Path(spec.checkpoint).name if spec.checkpoint else f"{spec.model} {spec.weights}"
     mode = (data.normalization or {}).get("mode")
