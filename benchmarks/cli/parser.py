@@ -157,16 +157,21 @@ def value_parser(flag: str, meta):
     return parse
 
 
+def literal(text: str) -> str:
+    """A help text as argparse prints it: its ``%`` are not format directives."""
+    return text.replace("%", "%%")
+
+
 def config_flags(parser, config_type) -> None:
     """A flag per ``setting(...)`` field of ``config_type``, with its help, accepted values
     and default; a hidden one (a test hook) is accepted but not listed in --help."""
     for field, meta, default in setting_fields(config_type):
         flag = config_flag(field, meta)
         text = argparse.SUPPRESS if meta.hidden else \
-            f"{meta.help} ({meta.accepted()}; default {_shown(default)})"
+            literal(f"{meta.help} ({meta.accepted()}; default {_shown(default)})")
         if meta.boolean:
             if not meta.hidden:
-                text = f"{meta.help} (default {'on' if default else 'off'})"
+                text = literal(f"{meta.help} (default {'on' if default else 'off'})")
             parser.add_argument(flag, dest=field, default=default, help=text,
                                 action="store_true" if default is False
                                 else argparse.BooleanOptionalAction)
@@ -257,7 +262,7 @@ def _add_recommend(rec) -> None:
     from benchmarks.spec.datasets import list_datasets
     from benchmarks.spec.sweep import DEVICES, EXECUTORS, FP32_MODES
     rec.add_argument("--within", default="1pt", metavar="MARGIN",
-                     help=f"the margin delta: {MARGIN_FORMS}; in (0, 50] (default 1pt)")
+                     help=literal(f"the margin delta: {MARGIN_FORMS}; in (0, 50] (default 1pt)"))
     rec.add_argument("--confidence", type=finite_float("--confidence"), default=0.95,
                      help="the confidence of the certificate, in (0.5, 1) (default 0.95)")
     rec.add_argument("--objective", default="p50", choices=OBJECTIVES,

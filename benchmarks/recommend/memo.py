@@ -17,6 +17,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from benchmarks.recommend.search import STOPPED_BEFORE
 from benchmarks.report.results import VariantResult
 
 # How many earlier runs of the same model and data are looked at.
@@ -42,15 +43,27 @@ class Hit:
 
 class Memo:
     def __init__(self, store=None, key: str | None = None, model: str | None = None,
-                 dataset: str | None = None):
+                 dataset: str | None = None, request: dict | None = None):
         self.hits: dict[str, Hit] = {}
+        # The trials to replay: where the same command (the same request, in the same
+        # context) ran before and its search ended on the wall-time budget, that search's
+        # length. A warm rerun reuses its trials in seconds and would otherwise spend the
+        # budget left on more: its answer would depend on the cache's state.
+        self.replay: int | None = None
         if store is None or key is None:
             return
+        asked = _canonical(request) if request is not None else None
         for summary in store.runs(limit=LOOKBACK_RUNS, model=model, dataset=dataset,
                                   with_variants=False):
             rec = summary.get("recommendation") or {}
             if rec.get("context") != key:
                 continue
+            search = rec.get("search") or {}
+            if self.replay is None and asked is not None and \
+                    _canonical(rec.get("request")) == asked and \
+                    "budget" in str(search.get("ended") or ""):
+                self.replay = sum(1 for t in search.get("trials") or []
+                                  if t.get("error") != STOPPED_BEFORE)
             run = store.run(summary["run_id"])
             stored = {v["name"]: v for v in run.get("variants") or []}
             waves = (rec.get("search") or {}).get("waves") or []
@@ -66,3 +79,8 @@ class Memo:
 
     def get(self, digest: str) -> Hit | None:
         return self.hits.get(digest)
+
+
+def _canonical(request) -> str:
+    """A request as stored (JSON), comparable across runs."""
+    return json.dumps(request, sort_keys=True, default=str)

@@ -15,6 +15,7 @@ are certified on the bits and timings the search already took, with no further t
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 
 from benchmarks.recommend.certificate import Certificate, certify, order_candidates
@@ -90,7 +91,8 @@ class Recommender:
         input is known good, so a refusal leaves no store file behind."""
         self.store = store
         if self.use_memo:
-            self.memo = Memo(store, self.context, self.spec.model, self.spec.dataset)
+            self.memo = Memo(store, self.context, self.spec.model, self.spec.dataset,
+                             json.loads(json.dumps(self.request.to_dict(), default=str)))
 
     @property
     def environment(self) -> dict:

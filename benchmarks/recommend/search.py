@@ -104,6 +104,9 @@ def make_sampler(name: str, seed: int):
                                       constraints_func=_constraint)
 
 
+STOPPED_BEFORE = "stopped before it was measured"  # a trial the budget cut
+
+
 class Search:
     def __init__(self, space, request, split: Split, baseline: VariantResult,
                  margin_pts: float, waves: Waves, stop, *, seed: int, memo=None,
@@ -112,6 +115,7 @@ class Search:
         self.space, self.request, self.split = space, request, split
         self.margin_pts, self.waves, self.stop = margin_pts, waves, stop
         self.memo, self.rung_bits, self.on_trial = memo, rung_bits, on_trial
+        self.replay = getattr(memo, "replay", None)
         self.wave_size, self.reserve_s = max(1, wave_size), reserve_s
         self.base_search = accuracy_at(baseline.correct_bits, baseline.n_test, split.search)
         self.log = SearchLog(sampler={"name": request.sampler, "seed": seed,
@@ -138,8 +142,9 @@ class Search:
                 if ended:
                     self.log.ended = ended
                     break
-                wave = self._ask_wave(self.wave_size if self.request.max_trials is None
-                                      else min(self.wave_size, self.request.max_trials - new))
+                cap = self.request.max_trials if self.replay is None else self.replay
+                wave = self._ask_wave(self.wave_size if cap is None
+                                      else min(self.wave_size, cap - new))
                 if not wave:  # every proposal was a point already measured
                     duplicates += 1
                     continue
@@ -160,6 +165,11 @@ class Search:
             return self.stop.describe()
         if r.max_trials is not None and new >= r.max_trials:
             return f"{new} trials, as asked" if r.trials else f"{new} trials (the default)"
+        if self.replay is not None:  # the same command's earlier search, trial for trial
+            if new >= self.replay:
+                return (f"{new} trials: this command's earlier search, replayed from the store "
+                        f"(it ended on the wall-time budget; --fresh searches anew)")
+            return None
         if r.converges and quiet >= r.patience and any(t.front for t in self.log.trials):
             return f"converged: {quiet} trials in a row found nothing better"
         if duplicates >= 2 or (
@@ -221,7 +231,7 @@ class Search:
             if result is None or base is None:
                 # Cut short by a stop: neither measured nor told; the study forgets it.
                 record.state = "failed"
-                record.error = "stopped before it was measured"
+                record.error = STOPPED_BEFORE
                 self.study.tell(trial, state=_quiet_optuna().trial.TrialState.FAIL)
                 self.log.trials.append(record)
                 done.append(record)

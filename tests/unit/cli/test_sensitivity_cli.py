@@ -109,3 +109,4 @@ def test_a_map_writes_its_schedule_and_run_schedule_measures_it(tmp_path):
     assert scheduled["p_value_vs_baseline"] is not None
     assert scheduled["diagnostics"]["output"]["sqnr_db"] is not None
     assert "flips_vs_baseline" in scheduled
+

@@ -178,3 +178,28 @@ def test_ctrl_c_stops_the_search_and_certifies_what_it_found(recommended, tmp_pa
     assert 2 <= sum(t["state"] == "complete" for t in rec["search"]["trials"]) < 40
     assert not rec["final_timing"]  # certified on the search's own bits and rounds
     assert out.startswith(("certified:", "no certified variant:"))
+
+
+@pytest.mark.slow
+def test_a_search_the_budget_ended_is_replayed_by_the_same_command(tmp_path):
+    """A warm rerun reuses the earlier trials in seconds: with the budget left it would go on
+    searching and could answer differently. It replays the earlier search instead."""
+    # The default space (every technique's settings): far more points than a minute holds.
+    args = ["recommend", *BUDGET, "--within", MARGIN, "--budget", "60s", "--patience", "1000",
+            "--store", str(tmp_path / "s.db"), "--quiet"]
+    env = {"COMPRESSION_BENCH_CACHE": str(tmp_path / "cache")}
+    docs = []
+    for name in ("cold", "warm"):
+        p = run_cli(*args, "--json", str(tmp_path / f"{name}.json"), env=env)
+        assert p.returncode == 0, p.stderr
+        docs.append(json.loads((tmp_path / f"{name}.json").read_text())["recommendation"])
+    cold, warm = docs
+    assert "budget" in cold["search"]["ended"], cold["search"]["ended"]
+    assert "replayed" in warm["search"]["ended"], warm["search"]["ended"]
+    measured = [t["name"] for t in cold["search"]["trials"]
+                if t.get("error") != "stopped before it was measured"]
+    assert [t["name"] for t in warm["search"]["trials"]] == measured
+    keep = ("order", "name", "b", "c", "n", "lower_pts", "interval_pts", "certified")
+    assert [{k: t[k] for k in keep} for t in cold["certificate"]["candidates"]] == \
+        [{k: t[k] for k in keep} for t in warm["certificate"]["candidates"]]
+    assert cold["certificate"]["winner"] == warm["certificate"]["winner"]
