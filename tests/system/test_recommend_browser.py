@@ -1,6 +1,6 @@
 """The Experiment page's Recommend panel in a real browser: a small recommendation (INT8 only,
 one trial, two epochs) run from the page shows its certified winner and certificate; *Run
-this* queues the winner's recipe as a sweep."""
+this* queues the winner's recipe as a sweep, whose results open below."""
 
 from __future__ import annotations
 
@@ -61,7 +61,8 @@ def test_a_recommendation_from_the_page_shows_its_winner_and_certificate(tmp_pat
             run = wait_until(rerun, 300, "the winner's sweep completing", every=0.5)
             assert [v["name"] for v in run["variants"]][0] == "baseline"
             assert run["variants"][1]["name"].startswith("int8-")
-            expect(page.get_by_text("Comparison with the baseline").first).to_be_visible(
+            # Its results: the answer first, then the tabs.
+            expect(page.get_by_role("tab", name="Overview").first).to_be_visible(
                 timeout=60_000)
         finally:
             browser.close()
