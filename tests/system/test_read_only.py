@@ -50,10 +50,12 @@ def test_a_non_owner_on_a_run_link_cannot_export_and_the_owner_can(own_store):
         ["Download CSV", "Download JSON", "Download report"]
     assert not [b for b in viewer.button if b.key == f"{key}-export"]
     assert any("Only the person who ran it can export" in c.value for c in viewer.caption)
+    # (The copied store holds the jobs earlier tests ran on the export sweep: none added.)
+    before = [j.job_id for j in queue.jobs()]
     with pytest.raises(PermissionError, match="only the person who ran it can export"):
         queue.submit("export", {"run_id": run_id, "variant": "amp"}, session="x",
                      owner=session_owner(viewer.session_state["cb_session"]))
-    assert queue.jobs() == []
+    assert [j.job_id for j in queue.jobs()] == before
     # Its owner, on the same link, is offered the export.
     with queue.store.transaction() as db:
         db.execute("UPDATE runs SET owner=? WHERE run_id=?",
