@@ -25,8 +25,11 @@ browser:
 	  else echo "chromium missing: the browser test will be skipped (apt-get install chromium)"; fi; \
 	fi
 
+# A local `make run` keeps its worker as the user who runs it, root included: a root checkout's
+# interpreter and folders (/root/...) are closed to an unprivileged worker user. A team server
+# names its worker user instead (COMPRESSION_BENCH_WORKER_USER, docs/team-server.md).
 run: setup
-	$(PY) -m streamlit run serve.py
+	COMPRESSION_BENCH_WORKER_USER=$${COMPRESSION_BENCH_WORKER_USER:-$$(id -un)} $(PY) -m streamlit run serve.py
 
 # The layers of pyproject.toml's import-linter contract: a cycle or an upward import fails here.
 lint: setup
