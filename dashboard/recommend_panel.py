@@ -18,6 +18,12 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
     """``sweep_fields()``: the page's SweepSpec keywords (ValueError while incomplete);
     ``choices``/``enabled``: the technique form's values and switches."""
     from benchmarks.report.answer import OBJECTIVES
+    job_id = state.current_job_id(JOB_KEY, "recommend")
+    # Drawn on demand (or while this session has a recommendation): its ten widgets cost the
+    # Experiment page about 0.9 s of every load in the browser (make perf's dashboard section).
+    if not st.toggle("Recommend: the fastest variant provably within a margin",
+                     value=bool(job_id), key="rec_open"):
+        return
     st.subheader("Recommend")
     st.caption("The fastest variant that is provably within a margin of the baseline: the "
                "search (Optuna) sees half of the test examples, the certificate is earned on "
@@ -36,7 +42,7 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
         _submit(sweep_fields, choices, enabled, device, dict(
             within=within, confidence=float(confidence), objective=objective,
             trials=int(trials), budget_s=60.0 * minutes if minutes else None), free)
-    job_id = state.current_job_id(JOB_KEY, "recommend")
+    job_id = state.current_job_id(JOB_KEY, "recommend")  # the one just submitted, too
     if not job_id:
         return
     job = jobs_view.track_job(job_id)

@@ -83,6 +83,9 @@ def table_tab(at: AppTest, view: str):
 def test_every_page_draws(app_store):
     at = new_app()
     assert_clean(at)
+    assert [b.label for b in at.button] == ["Run benchmark"]
+    # The Recommend panel is drawn on demand: its toggle, then its button.
+    at.toggle(key="rec_open").set_value(True).run()
     assert [b.label for b in at.button] == ["Run benchmark", "Recommend"]
     # The embedded default is selected, so a first click runs a full comparison.
     assert at.selectbox(key="exp_model").value == "seed_cnn"

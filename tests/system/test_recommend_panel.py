@@ -13,6 +13,7 @@ from helpers import ROOT
 def app(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(tmp_path / "results.db"))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.toggle(key="rec_open").set_value(True).run()  # the panel is drawn on demand
     yield at
     from benchmarks.service.queue import JobQueue
     JobQueue(tmp_path / "results.db").stop_worker("cpu")
