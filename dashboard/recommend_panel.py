@@ -17,13 +17,13 @@ MAX_TRIALS = 200
 def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
     """``sweep_fields()``: the page's SweepSpec keywords (ValueError while incomplete);
     ``choices``/``enabled``: the technique form's values and switches."""
-    from benchmarks.report.answer import OBJECTIVES
     job_id = state.current_job_id(JOB_KEY, "recommend")
     # Drawn on demand (or while this session has a recommendation): its ten widgets cost the
     # Experiment page about 0.9 s of every load in the browser (make perf's dashboard section).
     if not st.toggle("Recommend: the fastest variant provably within a margin",
                      value=bool(job_id), key="rec_open"):
         return
+    from benchmarks.report.answer import OBJECTIVES  # SciPy's import: not on the first page
     st.subheader("Recommend")
     st.caption("The fastest variant that is provably within a margin of the baseline: the "
                "search (Optuna) sees half of the test examples, the certificate is earned on "
