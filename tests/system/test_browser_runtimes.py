@@ -4,21 +4,13 @@ the page draws the variant x runtime grid; the stored run holds the cells."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from helpers import chromium
 
-from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
+from tools.browser import running_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SWEEP_TIMEOUT_MS = 300_000
-
-
-def _require_chromium():
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(f"{CHROMIUM} is missing and REQUIRE_BROWSER=1")
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
 
 
 def _pick(page, label: str, options: list[str]) -> None:
@@ -42,47 +34,42 @@ def _pick(page, label: str, options: list[str]) -> None:
 
 def test_runtimes_swept_from_the_page_draw_the_grid(tmp_path):
     pytest.importorskip("onnxruntime")
-    from playwright.sync_api import expect, sync_playwright
-    _require_chromium()
+    from playwright.sync_api import expect
     store = tmp_path / "results.db"
-    with running_server(store) as (_, url), sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
-            page.goto(url)
-            expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
-                timeout=60_000)
-            # INT8 alone, one epoch: the smallest sweep with a quantized variant.
-            for label in ("Pruning: l1", "Knowledge distillation", "Automatic mixed precision",
-                          "Combine (chain"):
-                page.get_by_text(label).first.click()
-            epochs = page.get_by_role("spinbutton", name="Training epochs")
-            epochs.fill("1")
-            epochs.press("Enter")
-            page.get_by_text("Where it will run: runtimes, batch sizes, threads").click()
-            page.wait_for_timeout(1000)  # the reruns of the settings above settle
-            _pick(page, "Runtimes", ["ort"])
-            _pick(page, "Eval batch sizes", ["1", "8"])
-            page.wait_for_timeout(1500)  # the rerun that takes the new values
-            page.get_by_role("button", name="Run benchmark").click()
-            expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
-                timeout=SWEEP_TIMEOUT_MS)
-            # The run's Runtimes tab (only the open tab is drawn).
-            runtimes_tab = page.get_by_role("tab", name="Runtimes")
-            expect(runtimes_tab).to_be_visible(timeout=60_000)
-            runtimes_tab.click()
-            expect(page.get_by_role("heading", name="Where it will run")).to_be_visible(
-                timeout=60_000)
-            # A grid per batch size: batch 8's among them.
-            expect(page.locator(".js-plotly-plot", has_text="batch 8").first).to_be_visible(
-                timeout=30_000)
-            # The grid drawn: a heatmap per batch size.
-            page.wait_for_function(
-                "[...document.querySelectorAll('.js-plotly-plot .heatmaplayer')].length >= 2",
-                timeout=60_000)
-            assert not page.get_by_text("Traceback").count()
-        finally:
-            browser.close()
+    with chromium() as browser, running_server(store) as (_, url):
+        page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
+        page.goto(url)
+        expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
+            timeout=60_000)
+        # INT8 alone, one epoch: the smallest sweep with a quantized variant.
+        for label in ("Pruning: l1", "Knowledge distillation", "Automatic mixed precision",
+                      "Combine (chain"):
+            page.get_by_text(label).first.click()
+        epochs = page.get_by_role("spinbutton", name="Training epochs")
+        epochs.fill("1")
+        epochs.press("Enter")
+        page.get_by_text("Where it will run: runtimes, batch sizes, threads").click()
+        page.wait_for_timeout(1000)  # the reruns of the settings above settle
+        _pick(page, "Runtimes", ["ort"])
+        _pick(page, "Eval batch sizes", ["1", "8"])
+        page.wait_for_timeout(1500)  # the rerun that takes the new values
+        page.get_by_role("button", name="Run benchmark").click()
+        expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
+            timeout=SWEEP_TIMEOUT_MS)
+        # The run's Runtimes tab (only the open tab is drawn).
+        runtimes_tab = page.get_by_role("tab", name="Runtimes")
+        expect(runtimes_tab).to_be_visible(timeout=60_000)
+        runtimes_tab.click()
+        expect(page.get_by_role("heading", name="Where it will run")).to_be_visible(
+            timeout=60_000)
+        # A grid per batch size: batch 8's among them.
+        expect(page.locator(".js-plotly-plot", has_text="batch 8").first).to_be_visible(
+            timeout=30_000)
+        # The grid drawn: a heatmap per batch size.
+        page.wait_for_function(
+            "[...document.querySelectorAll('.js-plotly-plot .heatmaplayer')].length >= 2",
+            timeout=60_000)
+        assert not page.get_by_text("Traceback").count()
     from benchmarks.store.database import ResultsStore
     run = ResultsStore(store).runs()[0]
     names = [v["name"] for v in run["variants"]]
