@@ -260,7 +260,7 @@ def _add_recommend(rec) -> None:
     )
     from benchmarks.report.answer import OBJECTIVES
     from benchmarks.spec.datasets import list_datasets
-    from benchmarks.spec.sweep import DEVICES, EXECUTORS, FP32_MODES
+    from benchmarks.spec.sweep import EXECUTORS, FP32_MODES
     rec.add_argument("--within", default="1pt", metavar="MARGIN",
                      help=literal(f"the margin delta: {MARGIN_FORMS}; in (0, 50] (default 1pt)"))
     rec.add_argument("--confidence", type=finite_float("--confidence"), default=0.95,
@@ -294,14 +294,8 @@ def _add_recommend(rec) -> None:
     rec.add_argument("--weights", metavar="NAME", help="as for run")
     _add_data(rec, list_datasets())
     _add_technique_flags(rec)
-    rec.add_argument("--device", default="auto", choices=DEVICES)
+    _add_baseline_budget(rec, "seconds of latency samples per variant and wave")
     rec.add_argument("--fp32", default="ieee", choices=FP32_MODES)
-    rec.add_argument("--batch-size", type=int, default=32)
-    rec.add_argument("--epochs", type=int, default=8, help="the baseline's training budget")
-    rec.add_argument("--seed", type=int, default=0)
-    rec.add_argument("--threads", type=positive_int("--threads"))
-    rec.add_argument("--min-time", type=finite_float("--min-time"), default=1.0,
-                     help="seconds of latency samples per variant and wave")
     rec.add_argument("--timing-rounds", type=positive_int("--timing-rounds"), default=10,
                      help="interleaved rounds of the final timing (the search's waves take 3)")
     rec.add_argument("--executor", default="local", choices=EXECUTORS,
@@ -434,10 +428,22 @@ def _add_distributed(dist) -> None:
     dist.add_argument("--no-store", action="store_true", help="do not record in the store")
 
 
+def _add_baseline_budget(cmd, min_time_help: str) -> None:
+    """The device and budget flags of a command that trains its own baseline (recommend,
+    sensitivity): one sweep's worth, not run's sweepable lists."""
+    from benchmarks.spec.sweep import DEVICES
+    cmd.add_argument("--device", default="auto", choices=DEVICES)
+    cmd.add_argument("--batch-size", type=int, default=32)
+    cmd.add_argument("--epochs", type=int, default=8, help="the baseline's training budget")
+    cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--threads", type=positive_int("--threads"))
+    cmd.add_argument("--min-time", type=finite_float("--min-time"), default=1.0,
+                     help=min_time_help)
+
+
 def _add_sensitivity(cmd) -> None:
     from benchmarks.sensitivity.config import SensitivityConfig
     from benchmarks.spec.datasets import list_datasets
-    from benchmarks.spec.sweep import DEVICES
     cmd.add_argument("--model", default="seed_cnn",
                      help="a zoo name, torchvision:NAME, timm:NAME or FILE.py:FACTORY")
     cmd.add_argument("--weights", metavar="NAME", help="pretrained weights (as for run)")
@@ -448,13 +454,7 @@ def _add_sensitivity(cmd) -> None:
     config_flags(cmd, SensitivityConfig)
     cmd.add_argument("--out", metavar="FILE", help="where --max-drop's schedule goes "
                                                    "(default schedule.json)")
-    cmd.add_argument("--device", default="auto", choices=DEVICES)
-    cmd.add_argument("--batch-size", type=int, default=32)
-    cmd.add_argument("--epochs", type=int, default=8, help="the baseline's training budget")
-    cmd.add_argument("--seed", type=int, default=0)
-    cmd.add_argument("--threads", type=positive_int("--threads"))
-    cmd.add_argument("--min-time", type=finite_float("--min-time"), default=1.0,
-                     help="seconds of the baseline's latency samples")
+    _add_baseline_budget(cmd, "seconds of the baseline's latency samples")
     cmd.add_argument("--json", dest="json_file", metavar="FILE")
     cmd.add_argument("--store", metavar="FILE", help="the SQLite results store")
     cmd.add_argument("--no-store", action="store_true", help="do not record in the store")
