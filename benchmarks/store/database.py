@@ -187,6 +187,24 @@ def process_state(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[0]
 
 
+def use_wal(db: sqlite3.Connection) -> None:
+    """Switch a connection's file to WAL mode (a no-op once it is: the mode is persistent).
+
+    The switch needs the file to itself, and SQLite answers "database is locked" at once
+    rather than calling the busy handler, so processes opening a fresh store together
+    (five browser sessions submitting at once) retry here, within the busy timeout.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class ResultsStore:
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path is not None else default_store_path()
@@ -222,7 +240,7 @@ class ResultsStore:
         """A read connection (autocommit); writes go through ``transaction``."""
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            use_wal(db)
             db.execute("PRAGMA foreign_keys=ON")
             # NORMAL is durable in WAL mode against process crashes (a SIGKILL loses nothing
             # committed); only an OS crash could lose the last transactions.

@@ -4,6 +4,7 @@ the space's refusals, successive halving's rungs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -133,6 +134,36 @@ def test_fixed_sequence_tests_slowest_first_and_stops_at_the_first_failure():
     none = certify(order_candidates([{"name": "C", "ratio": 3.0}]), results, base, split,
                    margin_pts=2.0, margin="2pt", confidence=0.95, objective="p50")
     assert none.winner is None and none.stopped_at == 0 and "C, failed" in none.reason
+
+
+def test_the_winner_is_the_searchs_fastest_unless_the_final_timing_shows_another_faster():
+    # Two certified candidates as fast as each other: the one with the better point ratio in
+    # this run's final timing is noise. The search's fastest (last in the order) is named,
+    # so a rerun that replays the search names the same one.
+    split, base, results, _ = _sequence_case()
+    bits = [True] * 360 + [False] * 40
+    found = [{"name": "P", "ratio": 2.0, "change_pts": 0.0},
+             {"name": "Q", "ratio": 2.3, "change_pts": 0.0}]
+
+    def winner(p_rounds):
+        results = {"P": _result("P", bits, p_rounds),
+                   "Q": _result("Q", bits, [5.1, 5.0, 5.2, 4.9, 5.3])}
+        return certify(order_candidates(found), results, base, split, margin_pts=2.0,
+                       margin="2pt", confidence=0.95, objective="p50")
+
+    tie = winner([5.0, 5.3, 4.8, 5.2, 4.9])   # P's median a little lower, within noise
+    assert [t.name for t in tie.certified] == ["P", "Q"]
+    assert tie.candidates[0].ratio > tie.candidates[1].ratio
+    assert tie.winner == "Q" and tie.speedup["faster"]
+    clear = winner([3.0, 3.1, 2.9, 3.0, 3.1])  # P faster beyond noise in the final timing
+    assert clear.winner == "P" and clear.speedup["ratio"] == pytest.approx(10 / 3, rel=0.05)
+    # Sizes are counted, not timed: the smaller one is named.
+    small = {"P": dataclasses.replace(_result("P", bits), size_bytes=100),
+             "Q": dataclasses.replace(_result("Q", bits), size_bytes=120)}
+    base_sized = dataclasses.replace(base, size_bytes=400)
+    by_size = certify(order_candidates(found), small, base_sized, split, margin_pts=2.0,
+                      margin="2pt", confidence=0.95, objective="size")
+    assert by_size.winner == "P" and by_size.speedup["ratio"] == 4.0
 
 
 def test_the_certificate_round_trips_through_json():
