@@ -257,6 +257,7 @@ def _add_recommend(rec) -> None:
         DEFAULT_TRIALS,
         MARGIN_FORMS,
         SAMPLERS,
+        STARTUP_TRIALS,
     )
     from benchmarks.report.answer import OBJECTIVES
     from benchmarks.spec.datasets import list_datasets
@@ -273,7 +274,9 @@ def _add_recommend(rec) -> None:
                      help=f"new trials at most (default {DEFAULT_TRIALS} without --budget; "
                           f"the search also stops when it converges)")
     rec.add_argument("--patience", type=positive_int("--patience"), default=DEFAULT_PATIENCE,
-                     help="trials in a row that find nothing better before the search stops")
+                     help="trials in a row that find nothing better before the search stops "
+                          f"(counted after the sampler's first {STARTUP_TRIALS}, its random "
+                          f"start)")
     rec.add_argument("--certify-fraction", type=finite_float("--certify-fraction"),
                      default=DEFAULT_CERTIFY_FRACTION,
                      help=f"the share of the test examples kept to certify, in "

@@ -16,7 +16,8 @@ accuracy is below the margin (0 when within it, so every trial within the margin
 a pruned trial is never timed.
 
 The search ends at --trials, at the budget (leaving the final timing its time), when it has
-converged (``patience`` trials in a row add nothing to the front of feasible, faster trials),
+converged (``patience`` trials in a row, after the sampler's random start, add nothing to the
+front of feasible, faster trials),
 when the space is exhausted, or when it is stopped; what it found so far is its result.
 """
 
@@ -26,6 +27,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 
+from benchmarks.recommend.request import STARTUP_TRIALS
 from benchmarks.recommend.split import Split, accuracy_at
 from benchmarks.recommend.waves import Waves, reference_of
 from benchmarks.report.answer import objective_ratio
@@ -98,9 +100,9 @@ def _constraint(trial) -> list[float]:
 def make_sampler(name: str, seed: int):
     optuna = _quiet_optuna()
     if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed, population_size=8,
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=STARTUP_TRIALS,
                                              constraints_func=_constraint)
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=8,
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=STARTUP_TRIALS,
                                       constraints_func=_constraint)
 
 
@@ -130,6 +132,8 @@ class Search:
         for params in space.starting_points():
             self.study.enqueue_trial(params, skip_if_exists=True)
         self.seen: dict[str, TrialRecord] = {}
+        # Convergence is counted from the first trial the sampler's model proposed.
+        self.startup = max(STARTUP_TRIALS, len(space.starting_points()))
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -152,7 +156,8 @@ class Search:
                 for record in self._measure(wave):
                     new += 1
                     improved = record.state == "complete" and record.front
-                    quiet = 0 if improved else quiet + (record.state != "failed")
+                    quiet = 0 if improved or new <= self.startup else \
+                        quiet + (record.state != "failed")
         except KeyboardInterrupt:
             self.stop.interrupt()
             self.log.ended = self.stop.describe()

@@ -19,6 +19,7 @@ import pytest
 
 from benchmarks.cli.main import main
 from benchmarks.recommend.certificate import recompute
+from benchmarks.recommend.request import STARTUP_TRIALS
 from benchmarks.recommend.split import accuracy_at
 from benchmarks.report.stats import pack_bits, tango_interval, tango_lower, unpack_bits
 from helpers import ROOT, run_cli
@@ -153,6 +154,19 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_runs(capsys, tmp_path,
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not store.exists()
+
+
+def test_the_search_does_not_converge_inside_the_samplers_random_start(recommended, tmp_path):
+    # Patience 1: before, the second quiet trial after the first on the front ended it, while
+    # the sampler was still drawing at random (2 trials here). Calibration 1..16: 16 points.
+    p = run_cli("recommend", "--int8", "static", "--calibration-batches", "1:16:16", *BUDGET,
+                "--within", MARGIN, "--patience", "1", "--store", str(tmp_path / "s.db"),
+                "--json", str(tmp_path / "r.json"), "--quiet",
+                env={"COMPRESSION_BENCH_CACHE": str(recommended[2])})
+    assert p.returncode == 0, p.stderr
+    search = json.loads((tmp_path / "r.json").read_text())["recommendation"]["search"]
+    assert search["ended"].startswith("converged"), search["ended"]
+    assert len(search["trials"]) >= STARTUP_TRIALS + 1
 
 
 def test_ctrl_c_stops_the_search_and_certifies_what_it_found(recommended, tmp_path):
