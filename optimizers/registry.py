@@ -45,6 +45,7 @@ class Preflight:
     epochs: int
     check_model: Callable[[str], None]
     default_student: Callable[[str], str | None]
+    chain: tuple[str, ...] = ()    # the techniques of the variant, in chain order
 
 
 def _none(*_):
@@ -238,7 +239,11 @@ def _student(config: dict) -> str | None:
 
 
 def _check_student(settings, sweep: Preflight) -> None:
-    """The student must exist before anything runs: a bad name is the user's mistake."""
+    """The student must exist before anything runs: a bad name is the user's mistake. After
+    pruning in a chain, the pruned model is the student (``distillation.apply``)."""
+    chain = sweep.chain
+    if "distill" in chain and "prune" in chain[:chain.index("distill")]:
+        return
     student = settings.student or sweep.default_student(sweep.model)
     if student is None:
         raise ValueError(f"model {sweep.model} has no obvious smaller sibling to distil into; "

@@ -68,7 +68,7 @@ def cmd_recommend(args) -> int:
                               memo=not args.fresh)
     store = ResultsStore(args.store)  # opened once the power check has passed
     recommender.attach(store)
-    say(f"search space: {space.describe()}")
+    say(f"search space: {recommender.space.describe()}")
     say(f"split: {recommender.split.card()}; training or loading the baseline")
     recommender.prepare_baseline()
     with store.record(**recommender.run_fields()) as recorder:

@@ -55,8 +55,14 @@ class Recommender:
                  executor=None, ray_address: str | None = None, should_stop=None,
                  allowed_models_dir=None, allowed_data_dir=None, memory_share=None,
                  on_progress=None, on_trial=None, memo: bool = True):
+        from benchmarks.run.checks import technique_preflight
         from benchmarks.run.runner import prepare_sweep
         check_labelled(spec.dataset)
+        # Chains that cannot apply to this model (distill with no student to distil into)
+        # leave the space, said in its description; a technique asked for by name that no
+        # chain can hold is refused here.
+        space = space.fitted(lambda name, settings, chain:
+                             technique_preflight(spec, name, settings, chain))
         self.request, self.space, self.store = request, space, store
         self.on_trial = on_trial
         self.stop = Stop(should_stop, request.budget_s)

@@ -11,6 +11,7 @@ point has nothing to search and is refused. Torch-free: ``VariantSpec`` is plain
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
@@ -97,14 +98,44 @@ class SearchSpace:
     techniques: tuple[str, ...]                    # enabled, in chain order
     knobs: tuple[Knob, ...]
     fixed: dict = field(default_factory=dict)      # (technique, field) -> the one value given
+    implicit: bool = False                         # every technique, none switched on by name
+    left_out: dict = field(default_factory=dict)   # chain -> why it cannot apply here
+
+    def fitted(self, refusal) -> "SearchSpace":
+        """The space without the chains that cannot apply to this model, asked of each
+        technique's own preflight (``refusal(name, settings, chain)`` raises ValueError with
+        its reason): distillation of a model with no student to distil into failed every
+        trial that chained it without pruning first. A chain left out is said, with its
+        reason, in ``describe``; a technique switched on by name that no chain can hold is
+        refused with its reason."""
+        left_out = dict(self.left_out)
+        reasons: dict[str, str] = {}
+        for chain in self.chains:
+            names = tuple(chain.split("+"))
+            for name in names:
+                chosen = {f: v for (t, f), v in self.fixed.items() if t == name}
+                try:
+                    refusal(name, registry.get(name).make(chosen), names)
+                except ValueError as exc:
+                    left_out[chain] = reasons[name] = str(exc)
+                    break
+        if len(left_out) == len(self.left_out):
+            return self
+        fitted = dataclasses.replace(self, left_out=left_out)
+        held = {name for chain in fitted.chains for name in chain.split("+")}
+        for name in self.techniques:
+            if name not in held and (not self.implicit or not held):
+                raise ValueError(reasons.get(name) or f"no chain of {name} applies here")
+        return fitted
 
     @property
     def chains(self) -> tuple[str, ...]:
-        """Every non-empty subset of the enabled techniques, in chain order, as 'a+b'."""
+        """Every non-empty subset of the enabled techniques, in chain order, as 'a+b' (less
+        those left out)."""
         out = []
         for k in range(1, len(self.techniques) + 1):
             out += ["+".join(c) for c in itertools.combinations(self.techniques, k)]
-        return tuple(out)
+        return tuple(c for c in out if c not in self.left_out)
 
     def knobs_of(self, technique: str) -> list[Knob]:
         return [k for k in self.knobs if k.technique == technique]
@@ -153,6 +184,8 @@ class SearchSpace:
         weights are found in the cache, and the search starts from what people try first."""
         points = []
         for name in self.techniques:
+            if name not in self.chains:
+                continue  # left out alone (a student to distil into, say)
             params = {} if len(self.chains) == 1 else {CHAIN: name}
             defaults = {f: d for f, _, d in registry.get(name).fields()}
             ok = True
@@ -170,18 +203,26 @@ class SearchSpace:
         parts = [k.name + (f" in {{{', '.join(map(str, k.choices))}}}" if k.kind == "choice"
                            else f" in [{k.low:g}, {k.high:g}]") for k in self.knobs]
         chains = f"{len(self.chains)} chains of {', '.join(self.techniques)}"
-        return f"{chains}; " + ("; ".join(parts) if parts else "no setting varies")
+        text = f"{chains}; " + ("; ".join(parts) if parts else "no setting varies")
+        by_reason: dict[str, list[str]] = {}
+        for chain, why in self.left_out.items():
+            by_reason.setdefault(why, []).append(chain)
+        for why, chains in by_reason.items():
+            text += f"; left out: {', '.join(chains)} ({why})"
+        return text
 
     def to_dict(self) -> dict:
         return {"techniques": list(self.techniques), "chains": list(self.chains),
                 "knobs": [k.to_dict() for k in self.knobs], "size": self.size(),
-                "fixed": {f"{t}.{f}": v for (t, f), v in self.fixed.items()}}
+                "fixed": {f"{t}.{f}": v for (t, f), v in self.fixed.items()},
+                "left_out": dict(self.left_out)}
 
 
 def search_space(choices: dict, enabled) -> SearchSpace:
     """The space from the axis flags as ``run`` parses them ({(technique, field): value or
     values}, the techniques switched on): every technique when none is switched on."""
-    enabled = set(enabled) or set(registry.names())
+    choices_enabled = set(enabled)
+    enabled = choices_enabled or set(registry.names())
     for (name, _), value in choices.items():
         if name not in enabled:
             technique = registry.get(name)
@@ -202,7 +243,7 @@ def search_space(choices: dict, enabled) -> SearchSpace:
             knob = _knob(technique, field_name, meta, given)
             if knob is not None:
                 knobs.append(knob)
-    space = SearchSpace(techniques, tuple(knobs), fixed)
+    space = SearchSpace(techniques, tuple(knobs), fixed, implicit=not choices_enabled)
     if space.size() == 1:
         flags = ", ".join(registry.get(t).switch_flag for t in techniques)
         raise ValueError(f"the search space has no sweepable knob: {flags} with every setting "

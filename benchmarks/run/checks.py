@@ -23,7 +23,8 @@ from optimizers.registry import Preflight
 if TYPE_CHECKING:
     from benchmarks.report.results import VariantResult
 
-__all__ = ["check_data_paths", "check_near_chance", "model_card", "normalization", "preflight"]
+__all__ = ["check_data_paths", "check_near_chance", "model_card", "normalization", "preflight",
+           "technique_preflight"]
 
 ACCURACY_BATCH = 256  # accuracy does not depend on the batch size; larger is faster
 # A baseline loaded from a checkpoint within this many points of chance is suspect; so is one
@@ -35,15 +36,24 @@ BETTER_NORMALIZE_POINTS = 10.0
 def preflight(spec: SweepSpec) -> None:
     """Each technique's own refusals (``Technique.preflight``: distillation's student must
     exist), once per distinct settings, before anything runs."""
-    sweep = Preflight(model=spec.model, epochs=spec.epochs, check_model=check_model,
-                      default_student=default_student)
     seen = set()
     for v in spec.variants:
+        chain = tuple(name for name, _ in v.settings)
         for name, settings in v.settings:
-            technique = registry.get(name)
-            if technique.preflight is not None and (name, settings) not in seen:
-                seen.add((name, settings))
-                technique.preflight(settings, sweep)
+            if (name, settings, chain) not in seen:
+                seen.add((name, settings, chain))
+                technique_preflight(spec, name, settings, chain)
+
+
+def technique_preflight(spec: SweepSpec, name: str, settings, chain: tuple = ()) -> None:
+    """One technique's refusal of these settings, in this chain, on this sweep's model
+    (ValueError)."""
+    technique = registry.get(name)
+    if technique.preflight is not None:
+        technique.preflight(settings, Preflight(model=spec.model, epochs=spec.epochs,
+                                                check_model=check_model,
+                                                default_student=default_student,
+                                                chain=chain))
 
 
 def check_data_paths(spec: SweepSpec, folder: Path) -> None:

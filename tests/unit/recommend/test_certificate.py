@@ -14,7 +14,7 @@ from benchmarks.recommend.certificate import Certificate, certify, judge, order_
 from benchmarks.recommend.power import certifiable_pts, check_power, smallest_margin_pts
 from benchmarks.recommend.request import Margin, RecommendRequest, parse_budget
 from benchmarks.recommend.search import rungs_of
-from benchmarks.recommend.space import search_space
+from benchmarks.recommend.space import CHAIN, search_space
 from benchmarks.recommend.split import Split, accuracy_at, discordant_at, make_split
 from benchmarks.report.results import VariantResult
 from benchmarks.report.stats import pack_bits
@@ -225,6 +225,38 @@ def test_the_space_comes_from_the_registry_and_the_flags_narrow_it():
         search_space({("prune", "ratio"): (0.2, 0.4)}, {"int8"})
     with pytest.raises(ValueError, match="prune.ratio"):
         search_space({("prune", "ratio"): (0.2, 1.5)}, {"prune"})
+
+
+def test_chains_that_cannot_apply_to_the_model_leave_the_default_space_said_why():
+    import optuna
+
+    from benchmarks.run.checks import technique_preflight
+    from benchmarks.spec.sweep import SweepSpec
+    # seed_cnn_narrow is seed_cnn's student: nothing smaller to distil it into. Every trial
+    # chaining distill without pruning first failed until the space left those chains out;
+    # after pruning, the pruned model is the student, and those chains stay.
+    narrow = SweepSpec(model="seed_cnn_narrow")
+
+    def fit(space, spec=narrow):
+        return space.fitted(lambda n, s, chain: technique_preflight(spec, n, s, chain))
+    every = search_space({}, set())
+    fitted = fit(every)
+    assert set(every.chains) - set(fitted.chains) == {
+        "distill", "distill+int8", "distill+amp", "distill+int8+amp"}
+    assert len(fitted.chains) == 11 and "prune+distill+int8" in fitted.chains
+    assert "left out: distill, distill+int8, distill+amp, distill+int8+amp (model " \
+        "seed_cnn_narrow has no obvious smaller sibling" in fitted.describe()
+    assert set(fitted.to_dict()["left_out"]) == set(every.chains) - set(fitted.chains)
+    assert {CHAIN: "distill"} not in [{CHAIN: p.get(CHAIN)} for p in fitted.starting_points()]
+    for point in fitted.starting_points():  # still inside the fitted space
+        assert fitted.suggest(optuna.trial.FixedTrial(point)).techniques == (point[CHAIN],)
+    # With a student given, or on a model that has one, every chain stays.
+    given = search_space({("distill", "student"): "mlp_small"}, set())
+    assert fit(given) is given and fit(every, SweepSpec()) is every
+    # Asked for by name, distill alone is refused with its reason: one line naming --student.
+    with pytest.raises(ValueError, match="give --student"):
+        fit(search_space({}, {"distill", "int8"}))
+    assert fit(search_space({}, {"prune", "distill"})).chains == ("prune", "prune+distill")
 
 
 def test_successive_halving_builds_a_trial_at_fewer_epochs_first():
