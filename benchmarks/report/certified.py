@@ -86,11 +86,34 @@ def summary_lines(block: dict) -> list[str]:
                 if cert.get("stopped_at") is not None else ", none failed")
              + ("" if block.get("final_timing") else
                 "; speed from the search's rounds (no final timing)")]
+    beyond = faster_outside(block)
+    if beyond:
+        lines.append(beyond)
     if block.get("stopped"):
         lines.append(f"stopped: {block['stopped']}; the certificate covers what was found")
     if block.get("recipe"):
         lines.append(f"recipe: {block['recipe']['command']}")
     return lines
+
+
+def faster_outside(block: dict) -> str | None:
+    """Why nothing faster was recommended: the fastest trial the search measured, where it
+    was faster than the winner (or than the baseline, with no winner) and lost more accuracy
+    on the search split than the margin allows."""
+    cert = block["certificate"]
+    trials = [t for t in block["search"].get("trials") or []
+              if t.get("state") == "complete" and t.get("ratio") is not None
+              and t.get("search_change_pts") is not None]
+    winner = next((t for t in trials if t["name"] == cert.get("winner")), None)
+    floor = winner["ratio"] if winner is not None else 1.0
+    outside = [t for t in trials if t["ratio"] > floor
+               and t["search_change_pts"] < -cert["margin_pts"]]
+    if not outside:
+        return None
+    fastest = max(outside, key=lambda t: (t["ratio"], t["name"]))
+    return (f"faster, outside the margin: {fastest['name']} at {fastest['ratio']:.2f}x in the "
+            f"search lost {-fastest['search_change_pts']:.2f} points on the search split "
+            f"(the margin: {cert['margin_pts']:g})")
 
 
 def table_text(block: dict) -> str:

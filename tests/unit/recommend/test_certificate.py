@@ -267,3 +267,22 @@ def test_successive_halving_builds_a_trial_at_fewer_epochs_first():
     assert rungs_of(prune(1)) == [] and rungs_of(prune(0)) == []
     assert rungs_of(VariantSpec("q", ("int8",), {"int8": Int8Settings("static")})) == []
     assert math.isclose(rungs_of(prune(3))[0][1].prune.ratio, 0.5)
+
+
+def test_the_summary_says_what_faster_the_search_found_outside_the_margin():
+    from benchmarks.report.certified import faster_outside
+
+    def block(winner, *trials):
+        return {"certificate": {"margin_pts": 1.0, "winner": winner},
+                "search": {"trials": [{"name": n, "state": "complete", "ratio": r,
+                                       "search_change_pts": d} for n, r, d in trials]}}
+    found = [("int8", 1.3, -0.2), ("prune-0.5", 2.6, -26.3), ("prune-0.3", 1.9, -4.0),
+             ("amp", 0.1, 0.0)]
+    assert faster_outside(block("int8", *found)) == (
+        "faster, outside the margin: prune-0.5 at 2.60x in the search lost 26.30 points on "
+        "the search split (the margin: 1)")
+    # Nothing faster than the winner lost accuracy: nothing to say.
+    assert faster_outside(block("prune-0.5", *found)) is None
+    # No winner: against the baseline's 1x.
+    assert faster_outside(block(None, ("prune-0.3", 1.9, -4.0), ("amp", 0.5, -3.0))) \
+        .startswith("faster, outside the margin: prune-0.3 at 1.90x")
