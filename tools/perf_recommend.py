@@ -28,8 +28,9 @@ FOLDER_COPIES = 3          # 3 x 1,797 digits = 5,391 images
 FOLDER_SIZE = 32
 # The article's seed_cnn does not learn at 32x32 (a 100,352-input classifier; chance after 8
 # epochs on this folder, docs/performance-notes.md): a baseline that learns makes the answer mean
-# something.
-FOLDER_MODEL = "mlp"
+# something. Its narrow sibling learns (87%) and is a CNN, where channel pruning buys speed.
+FOLDER_MODEL = "seed_cnn_narrow"
+TARGET_RATIO = 2.0
 BUDGET = "20m"
 KEEP = ("order", "name", "b", "c", "n", "lower_pts", "interval_pts", "certified")
 
@@ -123,7 +124,15 @@ def measure_recommend(copies: int = FOLDER_COPIES, budget: str = BUDGET) -> dict
     base = cold_doc["variants"][0]
     chance = 1.0 / 10
     speed = cert.get("speedup") or {}
-    fast = bool(cert.get("winner")) and speed.get("ratio", 0) >= 2 and bool(speed.get("ci"))
+    fast = bool(cert.get("winner")) and speed.get("ratio", 0) >= TARGET_RATIO and \
+        bool(speed.get("ci"))
+    # Or the one line why none is: the search found 2x, but only outside the margin.
+    from benchmarks.report.certified import faster_outside
+    why = faster_outside(a)
+    beyond = max((t["ratio"] for t in a["search"]["trials"] if t.get("state") == "complete"
+                  and t.get("ratio") is not None
+                  and (t.get("search_change_pts") or 0) < -cert["margin_pts"]), default=0)
+    answered = fast or (why is not None and beyond >= TARGET_RATIO)
     trials = a["search"]["trials"]
     checks += [
         # A certificate against a baseline that learned nothing is vacuous.
@@ -132,7 +141,8 @@ def measure_recommend(copies: int = FOLDER_COPIES, budget: str = BUDGET) -> dict
               f"+ 5 points", (base.get("accuracy") or 0) > chance + 0.05),
         check(f"image folder ({images:,} generated images, default space, --budget {budget}): "
               f"a certified variant >= 2x faster in p50, with its interval",
-              cert.get("reason") or "-", ">= 2x, or why none", fast,
+              (cert.get("reason") or "-") + (f"; {why}" if why else ""), ">= 2x, or why none",
+              answered,
               f"{len(trials)} trials, search ended: {a['search']['ended']}; {cold_s:.0f} s"),
         check("the same command warm: the same winner and certificate",
               "same" if _same_certificate(a, b) else "differs", "same", _same_certificate(a, b)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from benchmarks.recommend.request import RecommendRequest
 from benchmarks.recommend.space import search_space
+from benchmarks.run.checks import technique_preflight
 from benchmarks.spec.sweep import SweepSpec
 from benchmarks.spec.variant import BASELINE
 
@@ -13,7 +14,10 @@ from benchmarks.spec.variant import BASELINE
 def payload(spec: SweepSpec, request: RecommendRequest, choices: dict, enabled) -> dict:
     """``choices``: {(technique, field): value or values} as the technique form makes them;
     ``enabled``: the techniques switched on (none: every technique)."""
-    search_space(choices, enabled)  # refused here, on the page, when it has no knob
+    # Refused here, on the page: a space with no knob, or a technique asked for by name that
+    # cannot apply to this model (distill with no student to distil into).
+    search_space(choices, enabled).fitted(
+        lambda name, settings, chain: technique_preflight(spec, name, settings, chain))
     base = SweepSpec.from_dict({**spec.to_dict(), "variants": [BASELINE.to_dict()]})
     return {"model": spec.model, "dataset": spec.dataset, "spec": base.to_dict(),
             "request": request.to_dict(), "enabled": sorted(enabled),
