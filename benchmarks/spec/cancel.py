@@ -16,8 +16,14 @@ from collections.abc import Callable
 StopCheck = Callable[[], bool]
 
 
-class Cancelled(Exception):
-    """Raised between phases, files or chunks when ``should_stop()`` says so."""
+class Cancelled(BaseException):
+    """Raised between phases, files or chunks when ``should_stop()`` says so.
+
+    A BaseException, as ``KeyboardInterrupt`` and asyncio's ``CancelledError`` are: a stop is
+    not an error, and the many ``except Exception`` fallbacks that try another way (channel
+    pruning's block-by-block path, an exporter's "this format cannot carry it" note, an
+    image that will not decode) would otherwise take a cancel for a failure and go on: an
+    export cancelled mid-pruning ended "failed: channel pruning cannot handle this model"."""
 
 
 def check_stop(should_stop: StopCheck | None) -> None:

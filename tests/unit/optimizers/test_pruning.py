@@ -194,3 +194,30 @@ def test_unstructured_fine_tune_through_multihead_attention(method):
     assert not any("parametrizations" in n for n, _ in out.model.named_parameters())
     # The zeros survived the fine-tune (small layers round up: a few more than half).
     assert 0.5 <= out.config["prune"]["effective_sparsity"] <= 0.51
+
+
+def test_a_cancel_inside_channel_pruning_is_not_taken_for_a_failure():
+    """The worker's Cancel lands inside a long step as an exception at the next instruction
+    (benchmarks.service.interrupt): inside Torch-Pruning's graph over the model it was caught
+    as a graph that failed, the blocks were tried, and the export ended "failed: channel
+    pruning cannot handle this model". It must reach the worker as the cancel it is."""
+    from benchmarks.spec.cancel import Cancelled
+
+    class Interrupted(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3),
+                                      nn.ReLU(), nn.Flatten(), nn.Linear(8 * 4 * 4, 10))
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            if self.calls == 2:  # a pass inside the pruning, after the first
+                raise Cancelled()
+            return self.body(x)
+    x = torch.randn(4, 1, 8, 8)
+    context = Context(train=TrainData(x, torch.zeros(4, dtype=torch.long)), example_input=x,
+                      num_classes=10, in_channels=1)
+    model = Interrupted()
+    with pytest.raises(Cancelled):
+        pruning.apply(model, PruneSettings(0.5, "channel", 0), context)
