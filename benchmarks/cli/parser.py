@@ -273,10 +273,11 @@ def _add_recommend(rec) -> None:
     rec.add_argument("--trials", type=positive_int("--trials"),
                      help=f"new trials at most (default {DEFAULT_TRIALS} without --budget; "
                           f"the search also stops when it converges)")
-    rec.add_argument("--patience", type=positive_int("--patience"), default=DEFAULT_PATIENCE,
-                     help="trials in a row that find nothing better before the search stops "
+    rec.add_argument("--patience", type=positive_int("--patience"), default=None,
+                     help=f"trials in a row that find nothing better before the search stops "
                           f"(counted after the sampler's first {STARTUP_TRIALS}, its random "
-                          f"start)")
+                          f"start; default {DEFAULT_PATIENCE}, none with --budget: the search "
+                          f"uses its budget)")
     rec.add_argument("--certify-fraction", type=finite_float("--certify-fraction"),
                      default=DEFAULT_CERTIFY_FRACTION,
                      help=f"the share of the test examples kept to certify, in "

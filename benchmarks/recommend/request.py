@@ -4,9 +4,10 @@ worker and the dashboard's panel refuse a bad value alike, before anything runs.
 
 ``--within 1pt`` is a margin in accuracy points; ``--within 2%`` is relative, a share of the
 baseline's accuracy on the search split (known once the baseline is trained, before the
-search). ``--budget 20m`` caps the whole command's wall time, ``--trials N`` the number of
-new trials; without either, the search stops at ``DEFAULT_TRIALS`` or when ``patience``
-trials in a row add nothing to the front of what it found.
+search). ``--budget 20m`` caps the whole command's wall time (the search uses it, unless
+``--patience`` is given), ``--trials N`` the number of new trials; without either, the search
+stops at ``DEFAULT_TRIALS`` or when ``patience`` trials in a row add nothing to the front of
+what it found.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ class RecommendRequest:
     certify_fraction: float = DEFAULT_CERTIFY_FRACTION
     split_seed: int = 0
     sampler: str = "tpe"
-    patience: int = DEFAULT_PATIENCE
+    patience: int | None = None    # None: DEFAULT_PATIENCE without a budget (quiet_limit)
     max_candidates: int = DEFAULT_MAX_CANDIDATES
 
     def __post_init__(self):
@@ -148,10 +149,16 @@ class RecommendRequest:
         return None if self.budget_s is not None else DEFAULT_TRIALS
 
     @property
-    def converges(self) -> bool:
-        """Whether the search may stop on its own when it stops finding anything (not when
-        --trials asks for exactly N)."""
-        return self.trials is None
+    def quiet_limit(self) -> int | None:
+        """Trials in a row that find nothing better before the search ends on its own: the
+        --patience given; else DEFAULT_PATIENCE, unless --budget says how long to search
+        (a 20-minute search had ended after 4.5 minutes, its channel pruning barely tried);
+        never when --trials asks for exactly N."""
+        if self.trials is not None:
+            return None
+        if self.patience is not None:
+            return self.patience
+        return None if self.budget_s is not None else DEFAULT_PATIENCE
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -175,7 +175,8 @@ class Search:
                 return (f"{new} trials: this command's earlier search, replayed from the store "
                         f"(it ended on the wall-time budget; --fresh searches anew)")
             return None
-        if r.converges and quiet >= r.patience and any(t.front for t in self.log.trials):
+        limit = r.quiet_limit
+        if limit is not None and quiet >= limit and any(t.front for t in self.log.trials):
             return f"converged: {quiet} trials in a row found nothing better"
         if duplicates >= 2 or (
                 self.space.size() is not None and len(self.seen) >= self.space.size()):

@@ -200,6 +200,10 @@ def test_the_request_parses_margins_and_budgets_and_refuses_the_rest():
         with pytest.raises(ValueError, match=flag):
             RecommendRequest(**kwargs)
     assert RecommendRequest().max_trials == 32 and RecommendRequest(budget_s=60).max_trials is None
+    # A budget says how long to search: no early end on a quiet streak unless --patience asks.
+    assert RecommendRequest().quiet_limit == 10 and RecommendRequest(trials=5).quiet_limit is None
+    assert RecommendRequest(budget_s=60).quiet_limit is None
+    assert RecommendRequest(budget_s=60, patience=3).quiet_limit == 3
     assert RecommendRequest.from_dict(RecommendRequest(within="2%").to_dict()).within == "2%"
 
 
