@@ -50,6 +50,10 @@ class Memo:
         # length. A warm rerun reuses its trials in seconds and would otherwise spend the
         # budget left on more: its answer would depend on the cache's state.
         self.replay: int | None = None
+        # Whether that search's candidates were timed again after it (the budget may have
+        # ended before): a replay certifies as it did, or a warm rerun's new final timing
+        # answers differently from the cold run's search-round speeds.
+        self.replay_final = True
         if store is None or key is None:
             return
         asked = _canonical(request) if request is not None else None
@@ -64,6 +68,7 @@ class Memo:
                     "budget" in str(search.get("ended") or ""):
                 self.replay = sum(1 for t in search.get("trials") or []
                                   if t.get("error") != STOPPED_BEFORE)
+                self.replay_final = bool(rec.get("final_timing"))
             run = store.run(summary["run_id"])
             stored = {v["name"]: v for v in run.get("variants") or []}
             waves = (rec.get("search") or {}).get("waves") or []

@@ -189,7 +189,10 @@ class Recommender:
         references = {c["name"]: VariantResult.from_dict(log.waves[by_name[c["name"]].wave])
                       for c in chosen if by_name[c["name"]].wave is not None}
         base, final = self.base, False
-        if chosen and not self.stop():
+        # A replayed search whose run had no final timing (its budget ended first) is
+        # certified as that run was, on the search's own rounds.
+        replayed_without = self.memo.replay is not None and not self.memo.replay_final
+        if chosen and not self.stop() and not replayed_without:
             variants = [VariantSpec.from_dict(c["variant"]) for c in chosen]
             rounds = max(FINAL_ROUNDS_MIN, self.spec.timing_rounds)
             new_base, timed, cut = self.waves.measure(variants, rounds)

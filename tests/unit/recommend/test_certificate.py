@@ -290,3 +290,29 @@ def test_the_summary_says_what_faster_the_search_found_outside_the_margin():
     # No winner: against the baseline's 1x.
     assert faster_outside(block(None, ("prune-0.3", 1.9, -4.0), ("amp", 0.5, -3.0))) \
         .startswith("faster, outside the margin: prune-0.3 at 1.90x")
+
+
+def test_a_replay_certifies_as_the_earlier_run_did_with_or_without_its_final_timing(tmp_path):
+    # A budget that ended before the final timing left the cold run's certificate on the
+    # search's rounds; its warm replay timed the candidates again and named another winner.
+    from benchmarks.recommend.memo import Memo
+    from benchmarks.store.database import ResultsStore
+    store = ResultsStore(tmp_path / "s.db")
+    asked = RecommendRequest(within="1pt", budget_s=60).to_dict()
+
+    def earlier(final: bool) -> None:
+        run_id = store.start_run(model="m", dataset="d", device="cpu", spec={},
+                                 environment={})
+        store.set_recommendation(run_id, {
+            "context": "ctx", "request": asked, "final_timing": final,
+            "search": {"ended": "the wall-time budget ran out", "trials": [
+                {"name": "a", "state": "complete"}, {"name": "b", "state": "failed",
+                                                     "error": "stopped before it was measured"}]}})
+        store.finish_run(run_id, "complete")
+    earlier(final=False)
+    memo = Memo(store, "ctx", "m", "d", asked)
+    assert memo.replay == 1 and memo.replay_final is False
+    earlier(final=True)  # the newest run is the one replayed
+    assert Memo(store, "ctx", "m", "d", asked).replay_final is True
+    other = RecommendRequest(within="2pt", budget_s=60).to_dict()
+    assert Memo(store, "ctx", "m", "d", other).replay is None
