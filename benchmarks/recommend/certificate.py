@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 from benchmarks.recommend.split import Split, discordant_at
 from benchmarks.report import stats
-from benchmarks.report.answer import FEW_DISCORDANT, objective_ratio
+from benchmarks.report.answer import COUNTED_OBJECTIVES, FEW_DISCORDANT, objective_ratio
 from benchmarks.report.results import VariantResult
 
 TEST = ("non-inferiority of each candidate against the baseline, paired on the certify "
@@ -187,9 +187,8 @@ def _fastest(pool: list[Tested], results: dict[str, VariantResult], objective: s
     its interval above 1 (sizes and memory are counted: bigger is enough). Picking the best
     point ratio instead made the same replayed search name either of two candidates as fast
     as each other, depending on the timing noise of the run."""
-    best = pool[-1]
+    best, counted = pool[-1], objective in COUNTED_OBJECTIVES
     for tested in reversed(pool[:-1]):
-        counted = objective in ("size", "memory")
         if not counted and "search" in (tested.timed, best.timed):
             continue  # timed in different rounds: no paired comparison between them
         ratio, ci = objective_ratio(results[tested.name], results[best.name], objective)

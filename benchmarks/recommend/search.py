@@ -129,11 +129,12 @@ class Search:
         self.rungs = optuna.create_study(direction="maximize", pruner=optuna.pruners.
                                          SuccessiveHalvingPruner(min_resource=1,
                                                                  reduction_factor=HALVING))
-        for params in space.starting_points():
+        starting = space.starting_points()
+        for params in starting:
             self.study.enqueue_trial(params, skip_if_exists=True)
         self.seen: dict[str, TrialRecord] = {}
         # Convergence is counted from the first trial the sampler's model proposed.
-        self.startup = max(STARTUP_TRIALS, len(space.starting_points()))
+        self.startup = max(STARTUP_TRIALS, len(starting))
 
     # -- the loop ------------------------------------------------------------------------
 

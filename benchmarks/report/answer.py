@@ -62,12 +62,16 @@ class Answer:
         return asdict(self)
 
 
+# The objectives that are counted, not timed: their ratios carry no noise.
+COUNTED_OBJECTIVES = ("size", "memory")
+
+
 def objective_ratio(variant: VariantResult, base: VariantResult, objective: str
                     ) -> tuple[float | None, list[float] | None]:
     """(the objective's ratio, bigger is better, and its bootstrap interval over the timing
     rounds both were timed in; None where it has none): baseline over variant for latencies,
     sizes and memory, variant over baseline for throughput."""
-    if objective in ("size", "memory"):  # counted, not timed: no noise to bound
+    if objective in COUNTED_OBJECTIVES:  # counted, not timed: no noise to bound
         key = "size_bytes" if objective == "size" else "peak_memory_bytes"
         mine, ref = getattr(variant, key), getattr(base, key)
         return (ref / mine if mine and ref else None), None
@@ -104,7 +108,7 @@ def candidate(variant: VariantResult, base: VariantResult, margin_pts: float,
     notes = []
     if b + c < FEW_DISCORDANT:
         notes.append(f"few discordant pairs ({b + c})")
-    if ratio is not None and ratio_ci is None and objective not in ("size", "memory"):
+    if ratio is not None and ratio_ci is None and objective not in COUNTED_OBJECTIVES:
         notes.append("no interval for the speed-up (timed in one round)")
     faster = ratio is not None and (ratio_ci[0] > 1 if ratio_ci else ratio > 1)
     return Candidate(name=variant.name, accuracy_change_pts=100 * (b - c) / n,
