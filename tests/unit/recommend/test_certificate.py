@@ -10,14 +10,24 @@ import math
 
 import pytest
 
-from benchmarks.recommend.certificate import Certificate, certify, judge, order_candidates
-from benchmarks.recommend.power import certifiable_pts, check_power, smallest_margin_pts
+from benchmarks.recommend.certificate import (
+    Certificate,
+    certify,
+    judge,
+    order_candidates,
+)
+from benchmarks.recommend.power import (
+    certifiable_pts,
+    check_power,
+    smallest_margin_pts,
+    typical_margin_pts,
+)
 from benchmarks.recommend.request import Margin, RecommendRequest, parse_budget
 from benchmarks.recommend.search import rungs_of
 from benchmarks.recommend.space import CHAIN, search_space
 from benchmarks.recommend.split import Split, accuracy_at, discordant_at, make_split
 from benchmarks.report.results import VariantResult
-from benchmarks.report.stats import pack_bits
+from benchmarks.report.stats import pack_bits, tango_lower
 from benchmarks.spec.variant import VariantSpec
 from optimizers.settings import Int8Settings, PruneSettings
 
@@ -38,6 +48,21 @@ def test_power_names_the_smallest_margin_the_certify_split_can_certify():
     # More examples certify a smaller margin; more confidence needs a larger one.
     assert smallest_margin_pts(1000, 0.95) < smallest_margin_pts(180, 0.95)
     assert smallest_margin_pts(180, 0.99) > smallest_margin_pts(180, 0.95)
+
+
+def test_power_advises_the_margin_a_candidate_that_differs_on_some_examples_needs():
+    # At the smallest margin one loss and one gain already fail (b = c = 1: -1.95 points);
+    # the advice is the margin of a candidate that differs on 1 in 30 examples (3 lost, 3
+    # gained of 180), rounded up to a hundredth, and that candidate passes at it.
+    assert -100 * tango_lower(1, 1, 180, 0.95) > certifiable_pts(180, 0.95)
+    typical = typical_margin_pts(180, 0.95)
+    assert typical == math.ceil(-100 * tango_lower(3, 3, 180, 0.95) * 100) / 100 == 2.66
+    assert -100 * tango_lower(3, 3, 180, 0.95) < typical
+    with pytest.raises(ValueError) as refused:
+        check_power(1.0, 180, 0.95)
+    assert str(refused.value).endswith("(--within 2.66pt)")
+    assert check_power(typical, 180, 0.95) == 1.49  # the advice itself is accepted
+    assert typical_margin_pts(1000, 0.95) < typical  # more examples, a smaller margin
 
 
 def _split(n=400, certify=None):

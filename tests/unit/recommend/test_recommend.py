@@ -130,8 +130,10 @@ def test_a_margin_the_certify_split_cannot_certify_is_refused_with_the_one_it_ca
     assert main(["recommend", *SPACE, "--within", "1pt", "--store", str(store)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == ("error: the certify split of 180 test images cannot certify 1 point at "
-                   "95% confidence; it can certify 1.49 points; use a larger data set or a "
-                   "wider margin (--within 1.49pt)")
+                   "95% confidence; it can certify 1.49 points only for a candidate that "
+                   "agrees with the baseline on every example, and 2.66 points for one that "
+                   "differs on 1 in 30 of them, as often right as wrong; use a larger data set "
+                   "or a wider margin (--within 2.66pt)")
     assert not store.exists()  # refused before a run was recorded
 
 
