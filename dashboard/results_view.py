@@ -12,6 +12,7 @@ its data, and its tab appears once the module exists; nothing here changes when 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 from collections.abc import Callable
@@ -155,7 +156,23 @@ def _chart(fig, name: str, key: str, on_select=None) -> None:
 
 
 def _figures(report, rows, names, wanted) -> dict:
-    return charts.run_figures(report, rows, only={n for n in names if wanted(n)})
+    only = frozenset(n for n in names if wanted(n))
+    # What the figures are drawn from, and nothing else: a run still landing variants, or
+    # the same run in another session, gets the figures of exactly its figures.
+    drawn_from = [rows, report.peaks, charts.sparse_layers(report) if "sparsity" in only
+                  else None]
+    fingerprint = hashlib.sha256(json.dumps(drawn_from, sort_keys=True, default=str)
+                                 .encode()).hexdigest()
+    return _built_figures(fingerprint, only, report, rows)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _built_figures(fingerprint: str, only: frozenset, _report, _rows) -> dict:
+    """The figures of one fingerprint, shared by every rerun and session that shows them:
+    building the four of a 20-variant run was half the Results page's script. Kept as
+    objects (st.plotly_chart only reads a figure), not pickled copies: a copy is rebuilt
+    through the same validation that made building slow."""
+    return charts.run_figures(_report, _rows, only=set(only))
 
 
 def _overview(report, rows, names, key) -> None:
@@ -245,9 +262,11 @@ def _environment(report, rows, names, key) -> None:
 
 def download_row(run: dict, report, key: str) -> None:
     c1, c2, c3, _ = st.columns(4)
-    c1.download_button("Download CSV", report.csv_text(), file_name=f"{key}.csv",
+    # Built when clicked, as the HTML report is: on every rerun they cost the page's script
+    # a sixth of its time.
+    c1.download_button("Download CSV", report.csv_text, file_name=f"{key}.csv",
                        mime="text/csv", key=f"{key}-csv", on_click="ignore")
-    c2.download_button("Download JSON", report_json(run), file_name=f"{key}.json",
+    c2.download_button("Download JSON", lambda: report_json(run), file_name=f"{key}.json",
                        mime="application/json", key=f"{key}-json", on_click="ignore")
     with c3:
         report_download(run, key)

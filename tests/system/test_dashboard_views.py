@@ -98,6 +98,40 @@ def test_bad_parameters_fall_back_to_defaults_with_one_warning_and_no_job(app_en
     assert JobQueue(app_env).jobs() == []
 
 
+def test_the_results_figures_are_built_once_for_the_same_data_and_again_when_it_changes(
+        app_env, monkeypatch):
+    """The Overview's figures are shared by reruns and sessions showing the same data (a
+    fingerprint of what they are drawn from), never a stale copy once a variant lands."""
+    import json
+
+    from benchmarks.report.results import VariantResult
+    from benchmarks.store.database import ResultsStore
+    from dashboard import charts, results_view
+    run_id = store_answer_run(app_env)
+    built = []
+    real = charts.run_figures
+    monkeypatch.setattr(charts, "run_figures",
+                        lambda *a, **k: built.append(sorted(k["only"])) or real(*a, **k))
+    results_view._built_figures.clear()
+
+    def latency_bars(at) -> int:
+        specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+        [latency] = [f for f in specs if "Latency p50" in json.dumps(f["layout"]["title"])]
+        return sum(len(trace["y"]) for trace in latency["data"] if trace["type"] == "bar")
+
+    at = opened({"run": run_id}, "pages/results.py")
+    at.run()
+    opened({"run": run_id}, "pages/results.py")  # another session, the same run
+    assert built == [list(charts.FOUR)]
+    before = latency_bars(at)
+    ResultsStore(app_env).add_variant(run_id, VariantResult(
+        name="prune-l1-0.9", techniques=["prune"], accuracy=0.5, batch_size=32,
+        latency_samples_ms=[0.1 + 0.001 * k for k in range(40)],
+        size_bytes=100_000, peak_memory_bytes=10**6, memory_method="live_tensor_bytes"))
+    at.run()
+    assert len(built) == 2 and latency_bars(at) == before + 1
+
+
 def test_the_answer_comes_first_and_a_results_link_opens_its_tab_and_variant(app_env,
                                                                             monkeypatch):
     # A link opens someone else's run: its export menu is there where the operator shares
