@@ -176,9 +176,12 @@ def test_ctrl_c_stops_the_search_and_certifies_what_it_found(recommended, tmp_pa
     args = [sys.executable, "-m", "benchmarks", "recommend", "--prune", "0.1:0.9:17",
             "--prune-method", "l1,channel", "--finetune-epochs", "0", *BUDGET,
             "--within", MARGIN, "--trials", "40", "--store", str(store)]
+    # Ctrl-C as a terminal sends it: a suite started in the background (a non-interactive
+    # shell's `make test &`) hands its children SIGINT ignored, and Python then keeps ignoring it.
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ,  # the baseline trained already
-                                            "COMPRESSION_BENCH_CACHE": str(recommended[2])})
+                                            "COMPRESSION_BENCH_CACHE": str(recommended[2])},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in proc.stderr:  # one line per trial: interrupt after the second
         seen.append(line)
