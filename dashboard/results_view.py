@@ -157,8 +157,8 @@ def _chart(fig, name: str, key: str, on_select=None) -> None:
 
 def _figures(report, rows, names, wanted) -> dict:
     only = frozenset(n for n in names if wanted(n))
-    # What the figures are drawn from, and nothing else: a run still landing variants, or
-    # the same run in another session, gets the figures of exactly its figures.
+    # The key is what the figures are drawn from, and nothing else: a run still landing
+    # variants gets new figures as each lands; another session on the same data, the same.
     drawn_from = [rows, report.peaks, charts.sparse_layers(report) if "sparsity" in only
                   else None]
     fingerprint = hashlib.sha256(json.dumps(drawn_from, sort_keys=True, default=str)
