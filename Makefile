@@ -3,18 +3,23 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# `make run PORT=8600` serves the dashboard on another port.
+PORT ?= 8501
 
 .PHONY: setup run test test-fast lint bench perf perf-gpu coverage catalogue browser clean
 
 setup: $(STAMP)
 
 # requirements.txt pins the product, requirements-dev.txt adds the tests' tools; the project
-# itself is installed editable (the `compression-bench` command, imports without sys.path).
+# itself is installed editable (the `compression-bench` command, imports without sys.path);
+# setuptools' note that an editable install was made is informational, and silenced so a set-up
+# prints only what needs reading.
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	PYTHONWARNINGS="ignore:Editable installation" \
+	  $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 # The end-to-end test drives Debian's chromium; install it when it is missing and we can.
@@ -29,7 +34,7 @@ browser:
 # interpreter and folders (/root/...) are closed to an unprivileged worker user. A team server
 # names its worker user instead (COMPRESSION_BENCH_WORKER_USER, docs/team-server.md).
 run: setup
-	COMPRESSION_BENCH_WORKER_USER=$${COMPRESSION_BENCH_WORKER_USER:-$$(id -un)} $(PY) -m streamlit run serve.py
+	COMPRESSION_BENCH_WORKER_USER=$${COMPRESSION_BENCH_WORKER_USER:-$$(id -un)} $(PY) -m streamlit run serve.py --server.port $(PORT)
 
 # The layers of pyproject.toml's import-linter contract: a cycle or an upward import fails here.
 lint: setup
@@ -37,8 +42,9 @@ lint: setup
 
 # Everything: the layer contract, the unit tier, and the system tier (real worker processes,
 # servers, browsers, Ray clusters, DDP ranks).
+# The 20 slowest tests are listed at the end, so the suite's budget stays in view in CI's log.
 test: setup browser lint
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=20
 
 # The unit tier without its slow tests (marked slow: real models at 224, long trainings), for
 # a quick loop (a few minutes); make test runs everything.
