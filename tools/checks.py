@@ -3,6 +3,9 @@ docs, shared by ``make perf`` (tools/perf.py, tools/perf_ui.py) and ``make perf-
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,3 +30,11 @@ def unmet(results: dict) -> list[str]:
     """The checks that failed and the sections that broke, by name."""
     return ([c["target"] for s in results.values() for c in s.get("checks", []) if not c["ok"]]
             + [name for name, s in results.items() if "error" in s])
+
+
+def cli(args: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
+    """(wall seconds, the finished process) of one ``python -m benchmarks`` command."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    return time.perf_counter() - t0, proc

@@ -311,7 +311,7 @@ def ddp(device, quick: bool) -> dict:
 
 
 def _peaks(device, rounds: int) -> dict:
-    from tools.perf import peaks
+    from tools.perf_peaks import peaks
     return peaks(rounds, device.type)
 
 

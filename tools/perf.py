@@ -14,13 +14,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tools.checks import ROOT, check, check_rows, unmet  # noqa: F401 (gpu_check's too)
+from tools.checks import ROOT, check, check_rows, cli, unmet
+from tools.perf_peaks import peaks  # noqa: F401 (a section, called by its name)
 from tools.perf_runtimes import runtimes  # noqa: F401 (a section, called by its name)
 from tools.perf_sensitivity import TITLES as SENSITIVITY_TITLES
 from tools.perf_sensitivity import render_lines, schedule, sensitivity  # noqa: F401
@@ -59,13 +59,6 @@ RESNET_SWEEP = ["--dataset", "synthetic", "--input-shape", "3,64,64", "--batch-s
                 "--int8", "static", "--calibration-batches", "4"]
 DEFAULT_SWEEP = ["--prune", "0.5", "--distill", "--temperature", "4", "--amp", "--int8",
                  "static", "--combine"]
-
-
-def _cli(args: list[str], env: dict) -> tuple[float, subprocess.CompletedProcess]:
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
-    return time.perf_counter() - t0, proc
 
 
 # -- latency fidelity, repeatability, overhead -------------------------------------------
@@ -112,48 +105,6 @@ def fidelity(repeats: int) -> dict:
         ]}
 
 
-# -- the roofline's measured peaks -----------------------------------------------------------
-
-def peaks(repeats: int, device_name: str = "cpu") -> dict:
-    """The tool's fp32 GEMM peak against torch.utils.benchmark timing the same matmul, on the
-    same pinned threads (IEEE fp32 on a GPU), interleaved so drift hits both alike."""
-    import torch
-    from torch.utils import benchmark
-
-    from benchmarks.measure.environment import default_threads
-    from benchmarks.measure.latency import pinned_threads
-    from benchmarks.measure.peaks import GEMM_SIZE, fp32_matmuls, gemm_call, measure_peaks
-
-    threads = default_threads()
-    device = torch.device(device_name)
-    n = GEMM_SIZE[device.type]
-    _, call = gemm_call(device, "fp32", n)
-    tool, timer, last = [], [], {}
-    for _ in range(repeats):
-        last = measure_peaks(device, threads)
-        tool.append(last["gemm_flops_per_s"]["fp32"])
-        with pinned_threads(threads), fp32_matmuls(device, "ieee"):
-            t = benchmark.Timer("call()", globals={"call": call}, num_threads=threads)
-            timer.append(2.0 * n ** 3 / t.blocked_autorange(min_run_time=0.5).median)
-    # Medians of each: on a busy machine single pairs swing by 1.5x either way.
-    ratio = statistics.median(tool) / statistics.median(timer)
-    gflops = {k: round(v / 1e9, 1) for k, v in last["gemm_flops_per_s"].items()}
-    theory = ((last.get("theoretical") or {}).get("gemm_flops_per_s") or {}).get("fp32")
-    return {"threads": threads, "tool_fp32_flops": tool, "timer_fp32_flops": timer,
-            "peaks": last, "checks": [
-                check(f"{device_name} fp32 GEMM peak ({n}x{n}): the tool / "
-                      f"torch.utils.benchmark.Timer on the same matmul", round(ratio, 3),
-                      "0.80-1.20", 0.8 <= ratio <= 1.2,
-                      f"medians of {repeats} interleaved repeats; {threads} thread(s); peaks "
-                      f"GFLOP/s {gflops}, copy {last['memory_bytes_per_s'] / 1e9:.1f} GB/s"),
-                check(f"{device_name} fp32 peak / its theoretical peak",
-                      round(statistics.median(tool) / theory, 2) if theory else "-",
-                      ">= 0.5 (measured again below)", not theory or
-                      statistics.median(tool) >= 0.5 * theory,
-                      (last.get("theoretical") or {}).get("derivation", {}).get("fp32", "")),
-            ]}
-
-
 # -- the default sweep, cold and warm ------------------------------------------------------
 
 def bench() -> dict:
@@ -162,8 +113,8 @@ def bench() -> dict:
         env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
                "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
         base_json = f"{tmp}/base.json"
-        cold, p = _cli(["run", "--json", base_json, "--quiet"], env)
-        warm, p2 = _cli(["run", "--json", base_json, "--quiet"], env)
+        cold, p = cli(["run", "--json", base_json, "--quiet"], env)
+        warm, p2 = cli(["run", "--json", base_json, "--quiet"], env)
         if p.returncode or p2.returncode:
             raise RuntimeError(f"baseline run failed: {p.stderr[-500:]} {p2.stderr[-500:]}")
         acc = json.loads(Path(base_json).read_text())["variants"][0]["accuracy"]
@@ -176,8 +127,8 @@ def bench() -> dict:
         ]
         env["COMPRESSION_BENCH_CACHE"] = f"{tmp}/cache2"
         full_json = f"{tmp}/full.json"
-        cold_full, p = _cli(["run", *DEFAULT_SWEEP, "--json", full_json, "--quiet"], env)
-        warm_full, p2 = _cli(["run", *DEFAULT_SWEEP, "--json", full_json, "--quiet"], env)
+        cold_full, p = cli(["run", *DEFAULT_SWEEP, "--json", full_json, "--quiet"], env)
+        warm_full, p2 = cli(["run", *DEFAULT_SWEEP, "--json", full_json, "--quiet"], env)
         report = json.loads(Path(full_json).read_text())
         out["sweep"] = [{k: v.get(k) for k in ("name", "device", "accuracy", "size_mb",
                                                 "size_gzip_mb", "params", "nonzero_params",
@@ -233,11 +184,11 @@ def tradeoff() -> dict:
         env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
                "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
         out = f"{tmp}/sweep.json"
-        cold, p = _cli(["run", *TRADEOFF_SWEEP, "--json", out, "--quiet"], env)
+        cold, p = cli(["run", *TRADEOFF_SWEEP, "--json", out, "--quiet"], env)
         if p.returncode:
             raise RuntimeError(f"cold sweep failed: {p.stderr[-400:]}")
         cold_doc = json.loads(Path(out).read_text())
-        warm, p = _cli(["run", *TRADEOFF_SWEEP, "--json", out, "--quiet"], env)
+        warm, p = cli(["run", *TRADEOFF_SWEEP, "--json", out, "--quiet"], env)
         if p.returncode:
             raise RuntimeError(f"warm sweep failed: {p.stderr[-400:]}")
         doc = json.loads(Path(out).read_text())
@@ -294,14 +245,14 @@ def resnet(repeats: int = 3) -> dict:
         env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
                "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
         args = ["run", "--model", f"{tmp}/resnet18_user.py:build", *RESNET_SWEEP, "--quiet"]
-        _cli([*args, "--min-time", "0.1"], env)  # warms the cache and the page cache
+        cli([*args, "--min-time", "0.1"], env)  # warms the cache and the page cache
         speedups = {"channel": [], "int8": []}
         walls = {"interleaved": [], "sequential": []}
         params = None
         for i in range(repeats):
             for timing in ("interleaved", "sequential"):
                 out = f"{tmp}/{timing}-{i}.json"
-                wall, p = _cli([*args, "--timing", timing, "--json", out], env)
+                wall, p = cli([*args, "--timing", timing, "--json", out], env)
                 if p.returncode:
                     raise RuntimeError(f"{timing} run failed: {p.stderr[-400:]}")
                 walls[timing].append(wall)
@@ -349,7 +300,7 @@ def catalogue() -> dict:
             env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
                    "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
             out = f"{tmp}/run.json"
-            _, p = _cli(["run", "--model", model, *CATALOGUE_SWEEP, "--json", out, "--quiet"],
+            _, p = cli(["run", "--model", model, *CATALOGUE_SWEEP, "--json", out, "--quiet"],
                         env)
             if p.returncode:
                 raise RuntimeError(f"{model}: {p.stderr[-400:]}")
@@ -406,7 +357,7 @@ def _cluster_pair(tmp: str, address: str, sweep: list[str], tag: str) -> dict:
         env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache-{tag}-{name}",
                "COMPRESSION_BENCH_STORE": f"{tmp}/store.db", "RAY_USAGE_STATS_ENABLED": "0"}
         out = f"{tmp}/{tag}-{name}.json"
-        walls[name], p = _cli(["run", *sweep, *extra, "--json", out, "--quiet"], env)
+        walls[name], p = cli(["run", *sweep, *extra, "--json", out, "--quiet"], env)
         if p.returncode:
             raise RuntimeError(f"{name} sweep failed: {p.stderr[-400:]}")
         docs[name] = {v["name"]: v for v in json.loads(Path(out).read_text())["variants"]}
@@ -432,7 +383,7 @@ def cluster() -> dict:
         for name, extra in (("local", []), ("ray", ["--executor", "ray", "--ray-address",
                                                     address])):
             out = f"{tmp}/ddp-{name}.json"
-            _, p = _cli(["distributed", "--workers", "2", "--compression", "none,fp16",
+            _, p = cli(["distributed", "--workers", "2", "--compression", "none,fp16",
                          "--steps", "20", "--device", "cpu", "--no-store", *extra, "--json",
                          out], {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
             if p.returncode:

@@ -21,7 +21,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from tools.checks import check
+from tools.checks import check, cli
 
 RESNET_FILE = """import torchvision
 
@@ -144,14 +144,13 @@ def _name_only(tmp: str) -> dict:
 
 
 def runtimes() -> dict:
-    from tools.perf import _cli
     checks, tables = [], []
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "resnet18_user.py").write_text(RESNET_FILE)
         env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
                "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
         for shape in SHAPES:
-            rows, found = _resnet(_cli, tmp, env, shape)
+            rows, found = _resnet(cli, tmp, env, shape)
             checks += found
             tables.append(f"ResNet-18 (torchvision, random init) at {shape}, 1 thread "
                           f"(parity is judged on trained weights, below; random weights "
@@ -165,8 +164,8 @@ def runtimes() -> dict:
             "INT8 in name only", not signed["int8_real"],
             f"U8S8: {unsigned['verdict']} ({unsigned['int_kernels']} int, "
             f"{unsigned['float_kernels']} float)"))
-        checks += _seed(_cli, tmp, env, tables)
-        checks += _crossing(_cli, tmp, env, tables)
+        checks += _seed(cli, tmp, env, tables)
+        checks += _crossing(cli, tmp, env, tables)
     return {"checks": checks, "markdown": "\n\n".join(tables), "hand": HAND}
 
 
