@@ -124,6 +124,39 @@ def ray_address() -> str | None:
     return os.environ.get(RAY_ADDRESS_ENV) or None
 
 
+# The keys under which a payload names a stored run: an export's ``run_id``, a map's
+# ``source_run``, a schedule's ``map_run``, and any later ``..._run``/``..._run_id``.
+RUN_KEY_SUFFIXES = ("_run", "_run_id")
+
+
+def runs_named(payload) -> list[str]:
+    """Every stored run a payload names, however deep and under whatever run key: the one
+    owner check of ``JobQueue.submit`` sees them all. A schedule travels inside a variant's
+    settings as JSON text, so text that is a JSON object is read too."""
+    found: list[str] = []
+
+    def walk(value, depth: int) -> None:
+        if depth > 32:  # a payload is a few levels deep; nothing legitimate nests further
+            raise ValueError("a job's payload nests deeper than 32 levels")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if (key == "run_id" or str(key).endswith(RUN_KEY_SUFFIXES)) and \
+                        isinstance(item, (str, int)) and not isinstance(item, bool):
+                    found.append(str(item))
+                else:
+                    walk(item, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item, depth + 1)
+        elif isinstance(value, str) and value.lstrip().startswith("{"):
+            try:
+                walk(json.loads(value), depth + 1)
+            except ValueError:
+                pass
+    walk(payload, 0)
+    return list(dict.fromkeys(found))
+
+
 def lock_path(store_path: Path, device: str) -> Path:
     safe = device.replace(":", "-")
     return store_path.with_name(f"{store_path.name}.worker-{safe}.lock")
@@ -179,13 +212,15 @@ class JobQueue:
         that are moved into the job's own folder; the payload then names them there.
         ``client`` is where the request came from (a digest of the address), counted
         against the per-address cap for owners without sign-in. A job on a stored run
-        (its payload names ``run_id``: an export) is its owner's to ask for, or an admin's,
-        unless the operator shares exports: PermissionError otherwise."""
+        (any run its payload names, under any key: an export's ``run_id``, a map's
+        ``source_run``, a schedule's ``map_run``; ``runs_named``) is that run's owner's to
+        ask for, or an admin's (an export also anyone's where the operator shares exports):
+        PermissionError otherwise, in one line."""
         if kind not in JOB_KINDS:
             raise ValueError(f"job kind must be one of {', '.join(JOB_KINDS)}; got {kind!r}")
         owner = owner or session
-        if payload.get("run_id") is not None:
-            self._check_run_owner(str(payload["run_id"]), owner, admin)
+        for run_id in runs_named(payload):
+            self._check_run_owner(run_id, owner, admin, kind)
         with self.store.connect() as db:
             self._check_cap(db, owner, client)
         job_id = uuid.uuid4().hex[:12]
@@ -214,19 +249,24 @@ class JobQueue:
             raise
         return job_id
 
-    def _check_run_owner(self, run_id: str, owner: str, admin: bool) -> None:
-        """A job that runs on a stored run (an export hands out its weights) is for the
-        run's owner; others read the run (its link) but do not run anything on it."""
-        if admin or self.limits.shared_exports:
+    def _check_run_owner(self, run_id: str, owner: str, admin: bool, kind: str) -> None:
+        """A job that runs on a stored run (an export hands out its weights, a map or a
+        schedule's sweep runs its owner's model and data) is for the run's owner; others
+        read the run (its link) but do not run anything on it."""
+        if admin or (kind == "export" and self.limits.shared_exports):
             return
         with self.store.connect() as db:
             row = db.execute("SELECT owner FROM runs WHERE run_id=?", (run_id,)).fetchone()
         if row is None:
             raise ValueError(f"run {run_id!r} is not in the store")
-        if row["owner"] != owner:
+        if row["owner"] == owner:
+            return
+        if kind == "export":
             raise PermissionError("only the person who ran it can export this run's models "
                                   "(a shared link is read-only; the operator may allow it "
                                   "with COMPRESSION_BENCH_SHARED_EXPORTS=on)")
+        raise PermissionError(f"only the person who ran it can queue a {kind} job on run "
+                              f"{run_id} (a shared link is read-only)")
 
     def _check_cap(self, db, owner: str, client: str | None) -> None:
         """One person may have at most ``limits.max_jobs`` jobs queued or running. Without
