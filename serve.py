@@ -15,6 +15,7 @@ It also starts the job queue's supervisor with the server, so jobs left queued b
 run again without waiting for someone to open a page.
 """
 
+import sys
 from contextlib import asynccontextmanager
 
 import streamlit as st
@@ -23,6 +24,19 @@ from streamlit import config
 
 from dashboard.asgi import HostCheck
 from dashboard.upload_limits import UploadLimits, drop_unclaimed_forever
+
+def limits_or_exit():
+    """The operator's limits (``benchmarks.spec.limits``, their one validation) read before the
+    server listens: a bad value is its one line and exit 2, not the lifespan's traceback."""
+    from benchmarks.spec.limits import Limits
+    try:
+        return Limits.from_env()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+limits_or_exit()
 
 # An empty list means "any host" to Streamlit; here it falls back to the safe default.
 ALLOWED_HOSTS = list(config.get_option("server.allowedHosts") or ["localhost", "127.0.0.1"])

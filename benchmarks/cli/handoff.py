@@ -36,7 +36,8 @@ def cmd_report(args) -> int:
 def check_out_folder(out: str, force: bool) -> None:
     """``--out`` must be new or empty unless ``--force``: an export never replaces files
     silently."""
-    folder = Path(out).expanduser()
+    from benchmarks.export.files import check_folder
+    folder = check_folder(out)  # the one path check: name lengths, characters, its folder
     if not folder.is_dir() or force:
         return
     present = sorted(p.name for p in folder.iterdir())

@@ -86,5 +86,7 @@ def cmd_history(args) -> int:
         ok = sum(1 for v in run["variants"] if not v.get("error"))
         print(f"{run['run_id']}  {run['created_at'][:19]}  {run['kind']:<11} {run['model']:<20} "
               f"{run['dataset']:<12} {run['device'] or '-':<7} {run['status']:<11} "
-              f"{ok}/{len(run['variants'])} variants ok")
+              f"{ok}/{len(run['variants'])} variants ok"
+              + (f", {len(run['unreadable'])} stored row(s) unreadable (see below)"
+                 if run.get("unreadable") else ""))
     return EXIT_OK

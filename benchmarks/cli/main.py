@@ -10,6 +10,7 @@ naming the folder and its free space), never a traceback.
 
 from __future__ import annotations
 
+import errno
 import sys
 
 from benchmarks.cli.outputs import EXIT_BAD_INPUT, EXIT_INTERRUPTED
@@ -56,6 +57,16 @@ def _signed(argv: list[str]) -> list[str]:
     return out
 
 
+def _warn_unreadable(show: bool = True) -> None:
+    """A stored row the command read and left out (truncated JSON): one line each, naming the
+    store, the run and the row, whatever the command; the rest of its output stands.
+    ``show`` False forgets what an earlier command in this process met."""
+    database = sys.modules.get("benchmarks.store.database")
+    for line in database.unreadable_lines(clear=True) if database is not None else ():
+        if show:
+            print(f"warning: {line}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = _signed(list(sys.argv[1:] if argv is None else argv))
     from benchmarks.cli.parser import build_parser
@@ -63,11 +74,21 @@ def main(argv: list[str] | None = None) -> int:
     quiet_library_noise()
     try:
         args = build_parser().parse_args(argv)
-        return _command(args.command)(args)
+        _warn_unreadable(show=False)
+        try:
+            return _command(args.command)(args)
+        finally:
+            _warn_unreadable()
     except DiskFull as exc:  # the folder and its free space, in one line
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ValueError as exc:  # bad input: one line, nothing ran
+        print(f"error: {first_line(exc, 1000)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        # A path the one check (spec.folders.check_user_path) did not see: still one line.
+        if exc.errno not in (errno.ENAMETOOLONG, errno.EACCES, errno.EROFS, errno.ENOTDIR):
+            raise
         print(f"error: {first_line(exc, 1000)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (RuntimeError, MemoryError) as exc:

@@ -13,12 +13,12 @@ EXIT_INTERRUPTED = 130
 
 
 def check_writable(path: str | None, flag: str) -> None:
+    """An output file's name, through the one path check (``folders.check_user_path``)."""
     if path is None:
         return
-    parent = Path(path).expanduser().resolve().parent
-    if not parent.is_dir():
-        raise ValueError(f"{flag} {path}: folder {parent} does not exist")
-    if Path(path).is_dir():
+    from benchmarks.spec.folders import check_user_path
+    target = check_user_path(path, flag)
+    if target.is_dir():
         raise ValueError(f"{flag} {path} is a directory; give a file name")
 
 

@@ -40,11 +40,10 @@ FILE_MODE = 0o600
 
 def check_folder(out_dir: str | Path) -> Path:
     """The export folder as a path, refused in one line where it cannot be one."""
-    folder = Path(out_dir).expanduser()
+    from benchmarks.spec.folders import check_user_path
+    folder = check_user_path(out_dir, "--out")
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {folder} is a file; give a folder")
-    if not folder.parent.is_dir():
-        raise ValueError(f"--out {folder}: folder {folder.parent} does not exist")
     return folder
 
 

@@ -59,6 +59,51 @@ def inside(folder: Path, typed: str, what: str = "the image folder") -> Path:
     return resolved
 
 
+# What Linux takes: a name (one path component) of at most NAME_MAX bytes, a whole path of
+# fewer than PATH_MAX; past either, open() raises ENAMETOOLONG from deep inside a writer.
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 4095
+
+
+def _shown(text: str, keep: int = 40) -> str:
+    return text if len(text) <= keep else text[:keep] + "…"
+
+
+def check_user_path(path: str | os.PathLike, flag: str, *, parent_must_exist: bool = True,
+                    writable: bool = True) -> Path:
+    """The one check every path from the user (``--json``, ``--csv``, ``--html``, ``--out``,
+    ``--store``) goes through before anything runs: each name at most 255 bytes, the whole
+    path under 4096, no control character (a newline in a file name breaks every listing
+    that shows it), and the folder it goes in existing and writable (``parent_must_exist``
+    False: a store's folder is created, so only the nearest existing one is checked;
+    ``writable`` False: a store that exists is read where it is). A ValueError of one line naming the flag, the problem and what is accepted otherwise."""
+    text = os.fspath(path)
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValueError(f"{flag} {_shown(repr(text))}: a path may not hold control "
+                         f"characters (newline, tab, NUL); give a plain file name")
+    target = Path(text).expanduser()
+    for part in target.parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX_BYTES:
+            raise ValueError(f"{flag}: the name {_shown(part)!r} is {size} bytes; a file or "
+                             f"folder name may be at most {NAME_MAX_BYTES} bytes")
+    size = len(os.fsencode(str(target)))
+    if size > PATH_MAX_BYTES:
+        raise ValueError(f"{flag}: the path is {size} bytes; it may be at most "
+                         f"{PATH_MAX_BYTES} bytes")
+    parent = target.absolute().parent
+    if not parent_must_exist:
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{flag} {_shown(text, 200)}: folder {_shown(str(parent), 200)} "
+                         f"does not exist")
+    if writable and not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {_shown(text, 200)}: folder {_shown(str(parent), 200)} is "
+                         f"not writable by this user; give a folder you may write to")
+    return target
+
+
 def subfolders(folder: Path, limit: int = 50) -> list[str]:
     """The operator's data sets: the data folder's sub-folders, by name (the page's hint)."""
     try:

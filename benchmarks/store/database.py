@@ -19,6 +19,7 @@ model's thousands of samples took 200 KB per variant as text.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import os
 import socket
@@ -32,11 +33,12 @@ from pathlib import Path
 
 from benchmarks.report.results import VariantResult
 from benchmarks.spec.atomic import disk_full_as_one_line, raise_if_disk_full
-from benchmarks.spec.folders import exports_root, private_file, private_folder
+from benchmarks.spec.folders import check_user_path, exports_root, private_file, private_folder
 from benchmarks.store.recorder import RunRecorder
 
 RUN_STATUSES = ("running", "complete", "failed", "interrupted")
 BUSY_TIMEOUT_S = 60.0
+UNREADABLE_KEPT = 100  # the unreadable rows' lines one store object remembers
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -85,6 +87,21 @@ RUN_COLUMNS = {"owner": "TEXT", "recommendation": "TEXT"}
 # per-step times at the top level).
 SAMPLE_KEYS = ("latency_samples_ms", "host_samples_ms", "cpu_latency_samples_ms")
 TOP_SAMPLE_KEYS = ("step_ms_samples",)
+
+
+# Per store file: the lines of the rows this process read and left out as unreadable.
+_UNREADABLE: dict[str, dict[str, None]] = {}
+
+
+def unreadable_lines(clear: bool = False) -> list[str]:
+    """Every unreadable row this process has met, as "store PATH: run X: stored row N
+    (NAME) unreadable, skipped (why)" (the CLI prints them when a command ends, ``clear``
+    then: the next command in the same process says only its own)."""
+    found = [f"store {path}: {line}" for path, lines in _UNREADABLE.items() for line in lines]
+    if clear:
+        for lines in _UNREADABLE.values():
+            lines.clear()
+    return found
 
 
 def default_store_path() -> Path:
@@ -208,6 +225,12 @@ def use_wal(db: sqlite3.Connection) -> None:
 class ResultsStore:
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path is not None else default_store_path()
+        # The lines of rows read and left out as unreadable (``_variants``), oldest first;
+        # shared by every store object of this file in the process (``unreadable_lines``).
+        self.unreadable = _UNREADABLE.setdefault(str(self.path), {})
+        # Before the first stat: a 300-byte name is one line, not ENAMETOOLONG's traceback; a
+        # folder it may not write is SQLite's to refuse (an existing store is read in place).
+        check_user_path(self.path, "--store", parent_must_exist=False, writable=False)
         if self.path.exists() and self.path.is_dir():
             raise ValueError(f"store {self.path} is a directory; give a file path for --store")
         created = not self.path.exists()
@@ -365,11 +388,52 @@ class ResultsStore:
         if folder.parent == root and run_id not in ("", ".", ".."):
             shutil.rmtree(folder, ignore_errors=True)
 
+    def _skipped(self, line: str) -> None:
+        """Remember an unreadable row's line (the CLI prints them naming the store), at most
+        UNREADABLE_KEPT of them: the dashboard's one store object lives as long as the
+        server."""
+        self.unreadable.pop(line, None)
+        self.unreadable[line] = None
+        while len(self.unreadable) > UNREADABLE_KEPT:
+            self.unreadable.pop(next(iter(self.unreadable)))
+
+    def _column(self, row, name: str, lines: list[str], empty):
+        """A run's JSON column decoded, or ``empty`` with one line where it is unreadable."""
+        text = row[name]
+        if not text:
+            return empty
+        try:
+            value = json.loads(text)
+        except (ValueError, TypeError) as exc:
+            line = f"run {row['run_id']}: stored {name} unreadable, skipped ({exc})"
+            lines.append(line)
+            self._skipped(line)
+            return empty
+        return value
+
+    def _variants(self, db, run_id: str, lines: list[str]) -> list[dict]:
+        """The run's variants in order; a row that does not decode (truncated JSON, not a
+        variant) is left out with one line naming the run and the row, so one bad row never
+        takes the page or the command down with it."""
+        variants = []
+        for v in db.execute("SELECT position, name, result FROM variants WHERE run_id=? "
+                            "ORDER BY position", (run_id,)):
+            try:
+                data = json.loads(v["result"])
+                if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+                    raise ValueError("not a variant's result")
+                variants.append(_unpacked(data))
+            except (ValueError, TypeError, KeyError, binascii.Error) as exc:
+                line = (f"run {run_id}: stored row {v['position']} ({v['name']}) unreadable, "
+                        f"skipped ({str(exc)[:120]})")
+                lines.append(line)
+                self._skipped(line)
+        return variants
+
     def _run_dict(self, db, row, with_variants: bool = True) -> dict:
+        unreadable: list[str] = []
         if with_variants:
-            variants = [_unpacked(json.loads(v["result"])) for v in db.execute(
-                "SELECT result FROM variants WHERE run_id=? ORDER BY position",
-                (row["run_id"],))]
+            variants = self._variants(db, row["run_id"], unreadable)
             count = len(variants)
         else:  # a summary: lists of runs stay fast as the store grows
             variants = None
@@ -380,11 +444,13 @@ class ResultsStore:
             "run_id": row["run_id"], "created_at": row["created_at"],
             "finished_at": row["finished_at"], "kind": row["kind"], "model": row["model"],
             "dataset": row["dataset"], "device": row["device"], "status": row["status"],
-            "error": row["error"], "spec": json.loads(row["spec"]),
-            "environment": json.loads(row["environment"]), "variants": variants,
+            "error": row["error"], "spec": self._column(row, "spec", unreadable, {}),
+            "environment": self._column(row, "environment", unreadable, {}),
+            "variants": variants,
             "owner": row["owner"],
-            "recommendation": json.loads(row["recommendation"]) if row["recommendation"]
-            else None,
+            "recommendation": self._column(row, "recommendation", unreadable, None),
+            # One line per row of this run that could not be read (and was left out).
+            "unreadable": unreadable,
         }
 
     def runs(self, limit: int | None = None, kind: str | None = None,
