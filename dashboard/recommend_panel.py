@@ -1,5 +1,7 @@
 """The Experiment page's *Recommend* panel: the margin, the confidence, the objective and a
-budget; *Recommend* queues a recommendation job (``benchmarks.recommend`` in the worker);
+budget, the data set it certifies on and, before anything is submitted, what that data can
+certify (a margin it cannot is refused, with its fixes one click each); *Recommend* queues a
+recommendation job (``benchmarks.recommend`` in the worker);
 when it ends, the certified winner with its certificate (the candidates in their order, where
 the sequence stopped, the speed-up's interval), the search's trials as a Pareto chart, and
 *Run this*, which queues the winner's recipe as an ordinary sweep. Torch-free."""
@@ -11,6 +13,8 @@ import streamlit as st
 from dashboard import jobs_view, state
 
 JOB_KEY = "cb_recommend_job_id"     # the recommendation this session asked for last
+DATA_KEY = "rec_data"               # the data set the recommendation certifies on
+DEFAULT_WITHIN = "1pt"
 MAX_TRIALS = 200
 
 
@@ -30,16 +34,24 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
                "the other half, once, paired with the baseline (Tango's interval, one error "
                "rate for every candidate).")
     c1, c2, c3, c4, c5 = st.columns(5)
-    within = c1.text_input("Within", value="1pt", key="rec_within",
+    # Values the one-click fixes set (st.session_state) start there, not as the widgets'
+    # defaults: a widget given both warns on the page.
+    st.session_state.setdefault("rec_within", DEFAULT_WITHIN)
+    within = c1.text_input("Within", key="rec_within",
                            help="points (1pt) or a share of the baseline's accuracy (2%)")
     confidence = c2.number_input("Confidence", 0.51, 0.999, 0.95, step=0.01, key="rec_conf")
     objective = c3.selectbox("Objective", list(OBJECTIVES), key="rec_objective")
     trials = c4.number_input("Trials", 1, MAX_TRIALS, 8, key="rec_trials")
     minutes = c5.number_input("Budget (minutes, 0: none)", 0, 24 * 60, 0, key="rec_budget")
+    page_data = _page_dataset(sweep_fields)
+    data = _data_choice(page_data, within, float(confidence))
+    refused = _power_statement(data, within, float(confidence))
     free = st.checkbox("Search every setting's range (the form's single values do not fix "
                        "them; its swept values narrow them)", value=True, key="rec_free")
-    if st.button("Recommend", key="rec_run"):
-        _submit(sweep_fields, choices, enabled, device, dict(
+    if st.button("Recommend", key="rec_run", disabled=refused,
+                 help="A margin the data cannot certify is refused: use a fix above"
+                 if refused else None):
+        _submit(_on_data(sweep_fields, data, page_data), choices, enabled, device, dict(
             within=within, confidence=float(confidence), objective=objective,
             trials=int(trials), budget_s=60.0 * minutes if minutes else None), free)
     job_id = state.current_job_id(JOB_KEY, "recommend")  # the one just submitted, too
@@ -50,6 +62,103 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
         run = state.store().run(job.run_id)
         if run and run.get("recommendation"):
             show(run, key=f"rec-{job.run_id}", device=device)
+
+
+def _page_dataset(sweep_fields) -> str | None:
+    """The page's data set, when its form is complete and the data has labels."""
+    from benchmarks.spec.datasets import dataset_entry
+    try:
+        name = sweep_fields()["dataset"]
+        return name if dataset_entry(name).has_labels else None
+    except (ValueError, KeyError):
+        return None
+
+
+def _power(data: str | None, within, confidence: float):
+    """What ``data`` can certify at ``within`` (power.py), None for a margin that does not
+    parse (the Recommend click says why)."""
+    from benchmarks.recommend.power import data_power
+    from benchmarks.recommend.request import DEFAULT_CERTIFY_FRACTION
+    if data is None:
+        return None
+    try:
+        return data_power(data, within, confidence, DEFAULT_CERTIFY_FRACTION)
+    except ValueError:
+        return None
+
+
+def _larger(within, confidence: float) -> str | None:
+    from benchmarks.recommend.power import embedded_that_certifies
+    from benchmarks.recommend.request import DEFAULT_CERTIFY_FRACTION
+    try:
+        return embedded_that_certifies(within, confidence, DEFAULT_CERTIFY_FRACTION)
+    except ValueError:
+        return None
+
+
+def _data_choice(page_data: str | None, within, confidence: float) -> str | None:
+    """The data the recommendation certifies on: the page's, or an embedded set. It opens on
+    the page's data where a typical candidate can be certified there at the margin, else on
+    the smallest embedded set where one can (digits' 180 certify images cannot hold 1 point;
+    mnist5k's 1,250 can), so the panel's defaults certify."""
+    from benchmarks.spec.datasets import dataset_entries
+    options = [page_data] if page_data else []
+    options += [e.name for e in dataset_entries()
+                if e.embedded and e.has_labels and e.name not in options]
+    if not options:
+        return None
+    power = _power(page_data, within, confidence)
+    default = page_data if power is not None and not power.typical_fails else (
+        _larger(within, confidence) or page_data or options[0])
+    if st.session_state.get(DATA_KEY) not in options:
+        st.session_state[DATA_KEY] = default
+    return st.selectbox("Certify on", options, key=DATA_KEY,
+                        format_func=lambda name: f"{name} (the page's data)"
+                        if name == page_data else name,
+                        help="The data set the search and the certificate use: half of its "
+                             "test images search, the other half certify")
+
+
+def _set(key: str, value) -> None:
+    st.session_state[key] = value
+
+
+def _power_statement(data: str | None, within, confidence: float) -> bool:
+    """Before anything is submitted: what the chosen data can certify, and where it cannot
+    certify the margin, the margin it can and the embedded data set that can, each one
+    click. True when the margin is refused (no candidate could be certified)."""
+    power = _power(data, within, confidence)
+    if power is None:
+        return False
+    if not power.typical_fails:
+        st.info(power.sentence())
+        return False
+    (st.error if power.refused else st.warning)(power.sentence())
+    larger = _larger(within, confidence)
+    c1, c2 = st.columns(2)
+    if power.typical is not None:
+        c1.button(f"Certify within {power.typical:g}pt", key="rec_fix_margin",
+                  on_click=_set, args=("rec_within", f"{power.typical:g}pt"),
+                  help="The margin a candidate that differs from the baseline on 1 in 30 "
+                       f"examples can pass on {data}")
+    if larger and larger != data:
+        c2.button(f"Certify on {larger}", key="rec_fix_data", on_click=_set,
+                  args=(DATA_KEY, larger),
+                  help=f"{larger} has enough test images to certify {power.margin.text()}")
+    return power.refused
+
+
+def _on_data(sweep_fields, data: str | None, page_data: str | None):
+    """The page's sweep keywords, on the panel's data set: an embedded set other than the
+    page's takes none of the page's folder settings (its shape, its labels)."""
+    if data is None or data == page_data:
+        return sweep_fields
+
+    def fields() -> dict:
+        out = dict(sweep_fields())
+        out.update(dataset=data, input_shape=None, labels=None)
+        return out
+    return fields
 
 
 def _submit(sweep_fields, choices, enabled, device, asked: dict, free: bool) -> None:

@@ -7,12 +7,16 @@ before the search starts, naming the margin that can. That margin is the best ca
 compressed candidate rarely agrees with its baseline on every example, and at it any one
 disagreement fails. The refusal also names, and advises, the margin a candidate needs that
 differs from the baseline on ``DISCORDANT_SHARE`` of the examples, as often right as wrong.
-Torch-free.
+
+Before a job is even submitted, ``data_power`` says the same from the registry's test sizes
+(the Recommend panel's statement and its one-click fixes: the margin a typical candidate can
+pass, and ``embedded_that_certifies``, the embedded data set that can). Torch-free.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from benchmarks.report.stats import tango_lower
 
@@ -46,18 +50,113 @@ def typical_margin_pts(n: int, confidence: float, share: float = DISCORDANT_SHAR
     return _hundredths_above(-100 * tango_lower(each, each, n, confidence))
 
 
+def refusal(margin_pts: float, n: int, confidence: float, unit: str = "test images") -> str:
+    """Why ``margin_pts`` cannot be certified on ``n`` certify examples: the best case and the
+    typical candidate's margin, in one sentence with no command-line advice (the page offers
+    its fixes as buttons, the CLI appends its flag)."""
+    can = certifiable_pts(n, confidence)
+    point = "point" if margin_pts == 1 else "points"
+    typical = typical_margin_pts(n, confidence)
+    return (f"the certify split of {n} {unit} cannot certify {margin_pts:g} {point} at "
+            f"{confidence:.0%} confidence; it can certify {can:g} points only for a candidate "
+            f"that agrees with the baseline on every example, and {typical:g} points for one "
+            f"that differs on 1 in {round(1 / DISCORDANT_SHARE)} of them, as often right as "
+            f"wrong")
+
+
 def check_power(margin_pts: float, n: int, confidence: float, unit: str = "test images"
                 ) -> float:
     """The smallest certifiable margin; ValueError (one line) when ``margin_pts`` is not above
     it."""
     can = certifiable_pts(n, confidence)
     if margin_pts <= smallest_margin_pts(n, confidence):
-        point = "point" if margin_pts == 1 else "points"
         typical = typical_margin_pts(n, confidence)
-        raise ValueError(f"the certify split of {n} {unit} cannot certify {margin_pts:g} "
-                         f"{point} at {confidence:.0%} confidence; it can certify {can:g} "
-                         f"points only for a candidate that agrees with the baseline on "
-                         f"every example, and {typical:g} points for one that differs on 1 "
-                         f"in {round(1 / DISCORDANT_SHARE)} of them, as often right as wrong; "
-                         f"use a larger data set or a wider margin (--within {typical:g}pt)")
+        raise ValueError(f"{refusal(margin_pts, n, confidence, unit)}; use a larger data set "
+                         f"or a wider margin (--within {typical:g}pt)")
     return can
+
+
+# -- before a job is submitted: what a data set can certify, from the registry alone ------
+
+@dataclass(frozen=True)
+class DataPower:
+    """What ``dataset``'s certify split can certify at ``margin`` (a ``Margin``): known from
+    the registry's test size before anything loads. ``certify`` is None where the size is
+    known only once the data is read (an image folder): the job checks it then."""
+    dataset: str
+    margin: object
+    confidence: float
+    certify: int | None
+
+    @property
+    def margin_pts(self) -> float:
+        """The margin in points; a relative one at most its value (a baseline at 100%)."""
+        return self.margin.upper_points
+
+    @property
+    def smallest(self) -> float | None:
+        return None if self.certify is None else certifiable_pts(self.certify, self.confidence)
+
+    @property
+    def typical(self) -> float | None:
+        return None if self.certify is None else typical_margin_pts(self.certify,
+                                                                    self.confidence)
+
+    @property
+    def refused(self) -> bool:
+        """No candidate can be certified: the job would be refused before it starts."""
+        return self.certify is not None and self.margin_pts <= smallest_margin_pts(
+            self.certify, self.confidence)
+
+    @property
+    def typical_fails(self) -> bool:
+        """Certifiable only for a candidate that (nearly) always agrees with the baseline."""
+        return self.certify is not None and self.margin_pts < self.typical
+
+    def sentence(self) -> str:
+        """What the chosen data can certify, in words a page shows (no flags)."""
+        every = round(1 / DISCORDANT_SHARE)
+        if self.certify is None:
+            return (f"On {self.dataset}, the certify split is known once its images are read; "
+                    f"a margin it cannot certify is refused then, before the search.")
+        if self.refused:
+            text = refusal(self.margin_pts, self.certify, self.confidence)
+            return f"On {self.dataset}, {text}."
+        head = (f"On {self.dataset}, the certify split of {self.certify:,} test images can "
+                f"certify {self.margin.text()}")
+        if self.typical_fails:
+            return (f"{head} only for a candidate that agrees with the baseline on nearly "
+                    f"every example; one that differs on 1 in {every} needs {self.typical:g} "
+                    f"points.")
+        return (f"{head}: a candidate that differs from the baseline on 1 in {every} "
+                f"examples needs {self.typical:g} points (one that agrees on every example, "
+                f"{self.smallest:g}).")
+
+
+def certify_size(dataset: str, certify_fraction: float) -> int | None:
+    """The certify split's size for ``dataset`` (the registry's test size, cut as
+    ``split.make_split`` cuts it), or None where it is known only once the data is read."""
+    from benchmarks.recommend.split import make_split
+    from benchmarks.spec.datasets import dataset_entry
+    n = dataset_entry(dataset).test_examples
+    return None if n is None else len(make_split(n, 0, certify_fraction).certify)
+
+
+def data_power(dataset: str, within, confidence: float, certify_fraction: float
+               ) -> DataPower:
+    """What ``dataset`` can certify at ``within`` (text such as ``1pt``, or a ``Margin``);
+    the ValueError of a bad margin or an unknown data set otherwise."""
+    from benchmarks.recommend.request import Margin
+    margin = within if isinstance(within, Margin) else Margin.parse(within)
+    return DataPower(dataset, margin, confidence, certify_size(dataset, certify_fraction))
+
+
+def embedded_that_certifies(within, confidence: float, certify_fraction: float
+                            ) -> str | None:
+    """The smallest embedded data set on which a candidate that differs from the baseline on
+    1 in 30 examples can be certified at ``within`` (the one-click switch), or None."""
+    from benchmarks.spec.datasets import dataset_entries
+    fits = [(e.test_examples, e.name) for e in dataset_entries()
+            if e.embedded and e.has_labels and e.test_examples
+            and not data_power(e.name, within, confidence, certify_fraction).typical_fails]
+    return min(fits)[1] if fits else None

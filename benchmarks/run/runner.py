@@ -182,7 +182,8 @@ class PreparedSweep:
         self.environment["data"] = {"dataset": spec.dataset,
                                     "input_shape": list(self.data.input_shape),
                                     "normalization": self.data.normalization,
-                                    "test_examples": len(self.data.test)}
+                                    "test_examples": len(self.data.test),
+                                    "provenance": self.data.provenance}
         self.environment["data"]["pipeline"] = pipeline_record(
             spec.dataset, self.data.input_size, spec.resize, self.pipeline)
         self.baseline: nn.Module | None = None
@@ -368,7 +369,8 @@ class PreparedSweep:
                 time_interleaved(built + cells, self.spec, self.device, self.timed_example,
                                  report, stop,
                                  after_rounds=energy_pass if deployment is not None else None)
-                if check_roofs([b.result for b in built], self.environment,
+                # Runtime cells too: a cell above its roof has that peak measured again.
+                if check_roofs([b.result for b in built + cells], self.environment,
                                self.peaks_store, self.threads) \
                         and on_environment is not None:
                     on_environment(self.environment)

