@@ -13,6 +13,7 @@ import streamlit as st
 
 from benchmarks.report.style import short
 from dashboard import links
+from dashboard.markup import md
 
 MARGIN_RANGE = (0.1, 10.0)  # points; the answer refuses (0, 50], the page offers a sane part
 DEFAULT_MARGIN = 1.0
@@ -97,8 +98,8 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
     row = next((r for r in rows if r["variant"] == name), {})
     columns = st.columns([3, 2, 2, 2, 2], border=True)
     columns[0].metric(f"Variant ({kind})", short(name, 28) if name else NONE,
-                      help=(name + ": " if name else "") + (answer.reason if not cert else
-                                                            "certified by its run"))
+                      help=md((name + ": " if name else "") + (answer.reason if not cert else
+                                                               "certified by its run")))
     if cert:
         speed, speed_ci, acc, acc_ci = certified_figures(cert)
     else:
@@ -123,7 +124,7 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
         value, delta = _against(row, figure) if name else (DASH, None)
         column.metric(title, value, delta, delta_color="off", delta_arrow="off")
     if not name:
-        st.caption(f"No answer: {cert.get('reason') if cert else answer.reason}.")
+        st.caption(f"No answer: {md(cert.get('reason') if cert else answer.reason)}.")
     elif not cert:
         st.caption("Exploratory: the same test examples chose this variant and judge it, so "
                    "its confidence is not a guarantee; `compression-bench recommend` keeps "

@@ -16,6 +16,7 @@ import streamlit as st
 
 from benchmarks.spec.sweep import DEVICES, MAX_BATCH, MAX_EPOCHS, MAX_SEEDS, NORMALIZE_MODES
 from dashboard import catalog, links, settings_form, state, technique_form
+from dashboard.markup import md
 from optimizers.settings import EPOCHS_RANGE, setting, setting_fields
 
 ZOO, FILE = "Model zoo", "Model file (server folder)"
@@ -182,12 +183,12 @@ def _file_model(url, out: ModelChoice) -> None:
     folder = state.models_dir()
     files = catalog.model_files(folder)
     if not files:
-        st.info(f"No model files in the server's models folder ({folder}). The operator "
+        st.info(f"No model files in the server's models folder ({md(folder)}). The operator "
                 f"adds them there (COMPRESSION_BENCH_MODELS_DIR).")
         return
     first = url.initial("model", "exp_model_file", lambda t: _part(t, FILE, 0), files[0])
     file = st.selectbox("Model file", files, key="exp_model_file", index=files.index(first),
-                        help=f"Python files in {folder}")
+                        help=f"Python files in {md(folder)}")
     factory = st.text_input("Factory function", key="exp_factory",
                             value=url.initial("model", "exp_factory",
                                               lambda t: _part(t, FILE, 1), "build"),

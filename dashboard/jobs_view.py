@@ -9,6 +9,7 @@ import time
 import streamlit as st
 
 from dashboard import readback, state
+from dashboard.markup import md
 from dashboard.state import POLL_S, SEEN_VARIANTS, one_line, queue, store
 
 ACTIVE = ("queued", "running")
@@ -90,17 +91,17 @@ def running_steps(job) -> None:
     p = job.progress or {}
     done, left = _steps(job)
     current = p.get("variant") or "preparing"
-    label = f"Running: {progress_text(job)}" + (" (cancelling…)" if job.cancel_requested
+    label = f"Running: {md(progress_text(job))}" + (" (cancelling…)" if job.cancel_requested
                                                 else "")
     with st.status(label, expanded=True, state="running"):
         for variant in done:
-            st.markdown(f":material/check_circle: **{variant.get('name')}**: "
-                        f"{headline(variant)}")
+            st.markdown(f":material/check_circle: **{md(variant.get('name'))}**: "
+                        f"{md(headline(variant))}")
         total, index = p.get("total") or 0, p.get("index")
         where = f" ({index + 1} of {total})" if total and index is not None and index >= 0 \
             else ""
-        st.markdown(f":material/progress_activity: **{current}**{where}: "
-                    f"{p.get('phase') or 'starting'}")
+        st.markdown(f":material/progress_activity: **{md(current)}**{where}: "
+                    f"{md(p.get('phase') or 'starting')}")
         if total and total > len(done) + 1:
             st.caption(f"{total - len(done) - 1} more to come")
         st.progress(job_fraction(p), text=None if left is None else
@@ -111,7 +112,7 @@ def job_status(job) -> None:
     """Where a job stands, with the settings it runs with (read from the job, so a value the
     page did not send as chosen shows); a running one as steps; an error as st.error."""
     if job.status in ACTIVE:
-        st.caption(readback.settings_line(job.kind, job.payload))
+        st.caption(md(readback.settings_line(job.kind, job.payload)))
     if job.status == "queued":
         ahead = job.position or 0
         st.info(f"Queued: place {ahead} in line. One job per device runs at a time so "
@@ -121,11 +122,11 @@ def job_status(job) -> None:
     elif job.status == "complete":
         st.success("Complete.")
     elif job.status == "failed":
-        st.error(f"The job failed: {job.error or 'no reason recorded'}")
+        st.error(f"The job failed: {md(job.error or 'no reason recorded')}")
     elif job.status == "cancelled":
         st.warning("Cancelled. The variants finished before the cancel are kept.")
     elif job.status == "interrupted":
-        st.warning(f"Interrupted: {job.error or 'its worker stopped before it finished'}. "
+        st.warning(f"Interrupted: {md(job.error or 'its worker stopped before it finished')}. "
                    f"The variants finished before are kept.")
 
 
@@ -138,7 +139,7 @@ def cancel_button(job, key: str) -> None:
             if state.cancel(job.job_id):
                 st.toast("Cancelling." if job.status == "running" else "Cancelled.")
         except PermissionError as exc:
-            st.error(str(exc))
+            st.error(md(exc))
 
 
 def _variant_count(run_id: str | None) -> int:
@@ -155,7 +156,7 @@ def poll_job(job_id: str) -> None:
     try:
         job = queue().get(job_id)
     except Exception as exc:
-        st.error(f"Cannot read the job queue: {one_line(exc)}")
+        st.error(f"Cannot read the job queue: {md(one_line(exc))}")
         return
     if job is None:
         st.warning("This job is no longer in the queue.")
@@ -180,7 +181,7 @@ def track_job(job_id: str):
     try:
         job = queue().get(job_id)
     except Exception as exc:
-        st.error(f"Cannot read the job queue: {one_line(exc)}")
+        st.error(f"Cannot read the job queue: {md(one_line(exc))}")
         return None
     if job is None:
         return None
@@ -208,7 +209,7 @@ def my_jobs_panel() -> None:
     try:
         jobs = state.my_jobs()
     except Exception as exc:
-        st.caption(f"My jobs: cannot read the queue ({one_line(exc)})")
+        st.caption(f"My jobs: cannot read the queue ({md(one_line(exc))})")
         return
     active = [j.job_id for j in jobs if j.status in ACTIVE]
     st.session_state[MY_JOBS_ACTIVE] = active
@@ -231,6 +232,6 @@ def _my_jobs() -> None:
                 status += f": {progress_text(job)}"
             elif job.error:
                 status += f": {job.error}"
-            st.markdown(f"**{job_label(job)}**  \n{status}")
+            st.markdown(f"**{md(job_label(job))}**  \n{md(status)}")
             if job.status in ACTIVE:
                 cancel_button(job, key=f"myjobs-cancel-{job.job_id}")

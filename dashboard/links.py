@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 
 import streamlit as st
 
+from dashboard.markup import md  # a link's names and values are text, never Markdown
 from optimizers.errors import first_line
 
 # Parameters the URL carries for other reasons: the session's key and a shared run's id
@@ -97,7 +98,7 @@ class UrlForm:
         ignored = self.ignored()
         if ignored:
             self.slot.warning(
-                "This link's " + "; ".join(f"**{name}** ({why})" for name, why in
+                "This link's " + "; ".join(f"**{md(name)}** ({md(why)})" for name, why in
                                            ignored.items())
                 + (" was ignored: that field shows its default." if len(ignored) == 1 else
                    " were ignored: those fields show their defaults."))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import jobs_view, state
+from dashboard.markup import md, no_paths
 
 JOB_KEY = "cb_recommend_job_id"     # the recommendation this session asked for last
 DATA_KEY = "rec_data"               # the data set the recommendation certifies on
@@ -190,11 +191,15 @@ def show(run: dict, key: str, device: str = "cpu") -> None:
         trials_figure
     block = run["recommendation"]
     cert = block["certificate"]
+    own = state.owns(run)  # others see the recipe without the server's paths
+
+    def shown(line: str) -> str:  # a name, a path, a reason: text, never Markdown
+        return md(line if own else no_paths(line))
     if cert.get("winner"):
-        st.success(headline(block))
+        st.success(shown(headline(block)))
     else:
-        st.warning(headline(block))
-    st.markdown("  \n".join(summary_lines(block)[1:]))
+        st.warning(shown(headline(block)))
+    st.markdown("  \n".join(shown(line) for line in summary_lines(block)[1:]))
     rows = candidate_rows(block)
     if rows:
         st.markdown("**The certificate**: candidates in their fixed order, slowest first; "
@@ -203,12 +208,18 @@ def show(run: dict, key: str, device: str = "cpu") -> None:
     st.plotly_chart(trials_figure(block), key=f"{key}-trials")
     recipe = block.get("recipe")
     if recipe:
+        if not state.may_run_on(run, "sweep"):  # a shared link: read-only, as the queue is
+            st.code(no_paths(recipe["command"]), language="bash")
+            st.caption("Only the person who ran it can queue this recipe here: a shared link "
+                       "shows the command to run it yourself.")
+            return
         st.code(recipe["command"], language="bash")
         if st.button("Run this", key=f"{key}-run-this",
                      help="Queue the winner's recipe (the baseline and the winner) as an "
                           "ordinary sweep"):
-            try:
-                st.session_state[state.JOB_ID] = state.submit("sweep", recipe["spec"], device)
+            try:  # the run it comes from, named for the queue's owner check
+                st.session_state[state.JOB_ID] = state.submit(
+                    "sweep", {**recipe["spec"], "source_run": run["run_id"]}, device)
             except Exception as exc:
                 st.error(f"The job could not be submitted: {state.one_line(exc)}")
             else:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from dashboard import answer_cards, charts, links, recommend_panel, selection, state, tables
+from dashboard.markup import md, no_paths_in, shown_error
 from dashboard.state import one_line, queue, store
 
 OVERVIEW, CURVES, PARETO, TABLE, ENVIRONMENT = ("Overview", "Curves", "Pareto", "Table",
@@ -98,12 +99,13 @@ def run_report(run: dict, key: str, *, url=None, export: bool = False,
     answer = answer_cards.cards(run, report, rows, key, url)  # certified for a recommend run
     if run.get("recommendation"):  # then its certificate: the candidates, the trials
         recommend_panel.show(run, key=f"{key}-rec")
+    own = state.owns(run)  # its owner sees errors and settings whole; others, no server path
     for warning in report.warnings:
-        st.warning(warning)
+        st.warning(md(warning))
     failed = [r for r in rows if r.get("error")]
     if failed:
         st.warning("Failed variants (the others are complete):\n\n" + "\n".join(
-            f"- **{r['variant']}**: {r['error']}" for r in failed))
+            f"- **{md(r['variant'])}**: {shown_error(r['error'], own)}" for r in failed))
     names = [r["variant"] for r in rows]
     chosen = _selected(key, names, answer.variant or _first_variant(rows), url)
     names_of_figures = charts.figure_names(report, rows)  # built by the tab that shows them
@@ -115,7 +117,7 @@ def run_report(run: dict, key: str, *, url=None, export: bool = False,
     first = OVERVIEW if url is None else url.initial(
         "tab", tab_key, lambda t: links.parse_choice(t, labels, "a tab of this run"), OVERVIEW)
     drawers = {OVERVIEW: _overview, CURVES: _curves, PARETO: _pareto, TABLE: _table,
-               ENVIRONMENT: _environment}
+               ENVIRONMENT: lambda *drawn: _environment(*drawn, own=own)}
     for label, container in zip(labels, st.tabs(labels, default=first, key=tab_key,
                                                  on_change="rerun")):
         if container.open is False:
@@ -130,7 +132,7 @@ def run_report(run: dict, key: str, *, url=None, export: bool = False,
         url.keep("variant", chosen)
     if downloads:
         download_row(run, report, key)
-    variant_details(report, rows, chosen, key)
+    variant_details(report, rows, chosen, key, own)
     if export and state.export_allowed(run):
         export_panel(run, key, chosen)
 
@@ -176,7 +178,7 @@ def _built_figures(fingerprint: str, only: frozenset, _report, _rows) -> dict:
 
 
 def _overview(report, rows, names, key) -> None:
-    st.caption(report.measurement_line())
+    st.caption(md(report.measurement_line()))  # the model's path and the machine's names
     good = charts.ok_rows(rows)
     if not good:
         st.info("Every variant failed: nothing to chart.")
@@ -189,7 +191,7 @@ def _overview(report, rows, names, key) -> None:
     noisy = [r["variant"] for r in good if r.get("noisy")]
     if noisy:
         st.warning(f"Noisy latency (hatched bars; IQR above 10% of the median): "
-                   f"{', '.join(noisy)}. Other work on the machine disturbed the timing; "
+                   f"{md(', '.join(noisy))}. Other work on the machine disturbed the timing; "
                    f"rerun before trusting small differences.")
     if "pareto" not in names:
         st.info("Latency is timed once every variant is built: the Pareto view follows.")
@@ -244,18 +246,19 @@ def _table(report, rows, names, key) -> None:
     from benchmarks.report.document import table_notes
     notes = table_notes(rows)  # the text table's: over seeds, contention, above a roof
     st.caption("Click a row to select its variant. " +
-               (notes[0] + ". " if notes and notes[0].startswith("acc %") else
+               (md(notes[0]) + ". " if notes and notes[0].startswith("acc %") else
                 "Within noise: the accuracy change is not significant (exact McNemar test on "
                 "the same test examples, p >= 0.05). ") +
                "Latency ratios are taken against the baseline timed on the same device, in "
                "the same interleaved rounds. % of peak: achieved FLOP/s against the device's "
                "measured peak for the precision the variant ran in. — : the figure does not "
-               "apply. " + " ".join(n + "." for n in notes if n.startswith("! on")))
+               "apply. " + " ".join(md(n) + "." for n in notes if n.startswith("! on")))
 
 
-def _environment(report, rows, names, key) -> None:
-    st.caption(report.measurement_line())
-    st.json(report.environment, expanded=True)
+def _environment(report, rows, names, key, own: bool = True) -> None:
+    st.caption(md(report.measurement_line()))
+    # Its owner sees where their files were; a shared link does not show the server's paths.
+    st.json(report.environment if own else no_paths_in(report.environment), expanded=True)
 
 
 # -- below the tabs ----------------------------------------------------------------------------
@@ -272,19 +275,21 @@ def download_row(run: dict, report, key: str) -> None:
         report_download(run, key)
 
 
-def variant_details(report, rows: list[dict], name: str | None, key: str) -> None:
+def variant_details(report, rows: list[dict], name: str | None, key: str,
+                    own: bool = True) -> None:
     """The selected variant: its figures, its settings, its per-layer figures."""
     variant = next((v for v in report.variants if v.name == name), None)
     if variant is None:
         return
     row = next(r for r in rows if r["variant"] == name)
-    st.subheader(f"Selected: {name}")
+    st.subheader(f"Selected: {md(name)}")
     st.caption("Select another with a click on a row of the Table tab or a point of the "
                "Pareto chart, or in the export menu below.")
     left, right = st.columns([2, 3])
     with left:
         st.markdown(_summary(row))
-        st.json(variant.config or {"techniques": "none: the baseline"}, expanded=False)
+        config = variant.config or {"techniques": "none: the baseline"}
+        st.json(config if own else no_paths_in(config), expanded=False)
     if variant.layer_sparsity:
         with right:
             _chart(charts.layer_chart(name, variant.layer_sparsity), "layers", key)
@@ -336,7 +341,7 @@ def export_panel(run: dict, key: str, chosen: str | None = None) -> None:
     if run.get("kind", "sweep") != "sweep" or not names:
         return
     st.subheader("Take a model away")
-    if not state.may_run_on(run):  # a shared link is read-only (the queue refuses it too)
+    if not state.may_run_on(run, "export"):  # a shared link is read-only (so is the queue)
         st.caption("Only the person who ran it can export this run's models: a shared link "
                    "shows the run and its report and CSV.")
         return
@@ -354,13 +359,13 @@ def export_panel(run: dict, key: str, chosen: str | None = None) -> None:
                 "export", {"run_id": run["run_id"], "variant": variant},
                 "cuda" if str(run.get("device") or "").startswith("cuda") else "cpu")
         except Exception as exc:
-            st.error(f"Cannot queue the export: {one_line(exc)}")
+            st.error(f"Cannot queue the export: {md(one_line(exc))}")
     job_id = st.session_state.get(state.EXPORT_JOB_ID)
     job = queue().get(job_id) if job_id else None
     if job is None or job.payload.get("run_id") != run["run_id"]:
         return
     exported = job.payload["variant"]
-    st.caption(f"Export of {exported}:")
+    st.caption(f"Export of {md(exported)}:")
     track_job(job_id)
     folder = export_folder(store().path, run["run_id"], exported, job_id)
     zipped = archive_path(folder)
@@ -370,9 +375,9 @@ def export_panel(run: dict, key: str, chosen: str | None = None) -> None:
                        "disk cap): export it again.")
         return
     card = json.loads((folder / CARD_NAME).read_text())
-    st.table([{"format": name, "file": entry.get("file") or tables.NOT_APPLICABLE,
-               "status": entry["status"], "why not": entry.get("reason") or "",
-               "note": entry.get("note") or ""}
+    st.table([{"format": md(name), "file": md(entry.get("file") or tables.NOT_APPLICABLE),
+               "status": md(entry["status"]), "why not": md(entry.get("reason") or ""),
+               "note": md(entry.get("note") or "")}  # st.table renders Markdown
               for name, entry in card["formats"].items()])
     def data() -> bytes:
         used(folder.parent)  # the least recently used exports are the first to go

@@ -14,6 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import identity
+from dashboard.markup import md
 from optimizers.errors import first_line as one_line  # torch-free; pages use it too
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,10 +161,18 @@ def client_id() -> str:
         peer, forwarded, identity.trusted_proxies()))
 
 
-def may_run_on(run: dict) -> bool:
-    """Whether this viewer may run jobs on a stored run (export its models): its owner, an
-    admin, or anyone where the operator shares exports. The queue enforces the same rule."""
-    return run.get("owner") == owner() or is_admin() or limits().shared_exports
+def owns(run: dict) -> bool:
+    """Whether this viewer owns a stored run (or is an admin): who sees its errors whole,
+    with the server's paths in them."""
+    return run.get("owner") == owner() or is_admin()
+
+
+def may_run_on(run: dict, kind: str) -> bool:
+    """Whether this viewer may queue a ``kind`` job on a stored run (export its models, draw
+    its map, apply its schedule, run its recipe): its owner or an admin, and for an export
+    anyone where the operator shares exports. The queue enforces the same rule
+    (``JobQueue.submit``); a read-only view shows no button that it would refuse."""
+    return owns(run) or (kind == "export" and limits().shared_exports)
 
 
 def cancel(job_id: str) -> bool:
@@ -260,7 +269,7 @@ def ensure_worker_once() -> None:
         st.session_state[WORKER_STARTED] = True
     except Exception as exc:  # the page still draws; submitting retries and reports
         st.session_state[WORKER_STARTED] = False
-        st.sidebar.warning(f"The benchmark worker could not start: {one_line(exc)}")
+        st.sidebar.warning(f"The benchmark worker could not start: {md(one_line(exc))}")
 
 
 def _start_quietly(q, device: str) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dashboard.markup import md
+
 NOT_APPLICABLE = "—"  # a figure that does not apply (seeds on a one-seed run, a failed row)
 
 # Columns of the comparison table, in reading order: each figure beside its change.
@@ -171,7 +173,7 @@ def frontier_table(rows: list[dict], front: list[str]):
     def fmt(value, pattern):
         return NOT_APPLICABLE if value is None else pattern.format(value)
     return pd.DataFrame([{
-        "Variant": name,
+        "Variant": md(name),  # st.table renders Markdown
         "Accuracy": fmt(by_name[name].get("accuracy"), "{:.2%}"),
         "Δ points": fmt(by_name[name].get("accuracy_vs_base"), "{:+.2f}")
         + (" (noise)" if by_name[name].get("within_noise") else ""),

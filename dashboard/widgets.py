@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import state
+from dashboard.markup import md
 from dashboard.jobs_view import (  # noqa: F401  (the pages' names for them)
     ACTIVE,
     cancel_button,
@@ -41,10 +42,10 @@ def device_card(card: dict | None, where=None) -> None:
     if not card:
         where.caption("Worker: starting (its device card appears once it is up)")
         return
-    text = (f"**{card.get('device_name') or 'device'}**  \n"
-            f"devices: {', '.join(card.get('devices') or ['cpu'])}  \n"
-            f"torch {card.get('torch', '?')} · {card.get('threads', '?')} threads  \n"
-            f"CPU: {card.get('cpu') or '?'}")
+    text = (f"**{md(card.get('device_name') or 'device')}**  \n"
+            f"devices: {md(', '.join(map(str, card.get('devices') or ['cpu'])))}  \n"
+            f"torch {md(card.get('torch', '?'))} · {md(card.get('threads', '?'))} threads  \n"
+            f"CPU: {md(card.get('cpu') or '?')}")
     for device, peaks in (card.get("peaks") or {}).items():
         gemm = " · ".join(f"{k} {v / 1e9:,.0f}" for k, v in peaks["gemm_flops_per_s"].items())
         text += (f"  \npeaks ({device}): {gemm} GFLOP/s · "
@@ -61,7 +62,7 @@ def device_card(card: dict | None, where=None) -> None:
     if cluster:
         address, warning = state.cluster_exposure(cluster)
         if address:
-            where.caption(f"Ray cluster at `{address}`")
+            where.caption(f"Ray cluster at {md(address)}")
         where.markdown(cluster_text(cluster))
         if warning:
             where.warning(warning)
@@ -70,12 +71,12 @@ def device_card(card: dict | None, where=None) -> None:
 def cluster_text(cluster: dict) -> str:
     """The Ray cluster the worker drives: its nodes and what is free on them."""
     if cluster.get("error"):
-        return f"**Ray cluster**: {cluster['error']}"
+        return f"**Ray cluster**: {md(cluster['error'])}"
     lines = [f"**Ray cluster**: {len(cluster['nodes'])} node(s) · GPUs "
              f"{cluster['gpus_free']:g}/{cluster['gpus']:g} free · bench slots "
              f"{cluster['slots_free']:g}/{cluster['slots']:g} free"]
     for node in cluster["nodes"]:
-        lines.append(f"- {node['id']} ({node['address']}): {node['cpus']:g} CPU, "
+        lines.append(f"- {md(node['id'])} ({md(node['address'])}): {node['cpus']:g} CPU, "
                      f"{node['gpus']:g} GPU, {node['slots']:g} slot(s)")
     return "  \n".join(lines[:1]) + "\n" + "\n".join(lines[1:])
 
@@ -107,7 +108,7 @@ def stored_runs(empty_hint: str, *, limit: int, kind: str | None = None,
         store().mark_dead_runs()  # a CLI sweep killed meanwhile shows as interrupted
         runs = store().runs(limit=limit, kind=kind, with_variants=False, owner=owner)
     except Exception as exc:
-        st.error(f"Cannot read the results store: {one_line(exc)}")
+        st.error(f"Cannot read the results store: {md(one_line(exc))}")
         st.stop()
     if not runs:
         st.info(empty_hint)

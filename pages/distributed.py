@@ -6,6 +6,7 @@ import streamlit as st
 
 from benchmarks.spec.distributed import DistributedConfig  # torch-free
 from dashboard import catalog, charts, settings_form, shell, state, widgets
+from dashboard.markup import md
 
 shell.standalone()
 
@@ -24,13 +25,13 @@ if submitted:
     try:  # the same self-validating config the launcher runs, checked before submitting
         config = DistributedConfig(**values)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
     else:
         try:
             st.session_state[state.DIST_JOB_ID] = state.submit(
                 "distributed", config.to_dict(), config.device)
         except Exception as exc:
-            st.error(f"The job could not be submitted: {state.one_line(exc)}")
+            st.error(f"The job could not be submitted: {md(state.one_line(exc))}")
 
 
 job_id = state.current_job_id(state.DIST_JOB_ID, "distributed")
@@ -43,7 +44,7 @@ if run is None:
     past = state.store().runs(limit=1, kind="distributed", owner=state.owner())
     if past:
         run = past[0]
-        st.caption(f"Your latest distributed run: {widgets.run_label(run)}")
+        st.caption(f"Your latest distributed run: {md(widgets.run_label(run))}")
 
 if run and run["variants"]:
     results = run["variants"]
@@ -55,7 +56,7 @@ if run and run["variants"]:
             st.plotly_chart(fig, config=charts.PLOTLY_CONFIG, key=f"dist-{name}")
     failed = [r for r in results if r.get("error")]
     if failed:
-        st.warning("Failed runs:\n\n" + "\n".join(f"- **{r.get('name')}**: {r['error']}"
+        st.warning("Failed runs:\n\n" + "\n".join(f"- **{md(r.get('name'))}**: {md(r['error'])}"
                                                   for r in failed))
     keys = ["name", "workers", "compression", "amp", "throughput", "scaling_efficiency",
             "bytes_per_step", "comm_ms_per_step", "step_ms", "loss", "accuracy",

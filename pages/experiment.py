@@ -18,6 +18,7 @@ from dashboard import (
     technique_form,
     widgets,
 )
+from dashboard.markup import md
 
 shell.standalone()
 
@@ -42,7 +43,7 @@ with left:
     experiment_form.checkpoint_and_normalisation(url, picked_model, choices)
     data = experiment_form.data_picker(url)
     device = experiment_form.budget("device", url)
-    st.caption("This machine's worker: " + (", ".join(machine_devices) if card else
+    st.caption("This machine's worker: " + (md(", ".join(machine_devices)) if card else
                                             "starting…"))
     c1, c2, c3 = st.columns(3)
     with c1:
@@ -63,7 +64,7 @@ with right:
     for picked in technique_form.model_fields(enabled, technique_choices):
         note = catalog.student_note(picked_model.model, picked)
         if note:
-            st.warning(note)
+            st.warning(md(note))
     combine = experiment_form.budget("combine", url)
 url.finish()
 
@@ -73,11 +74,11 @@ experiment = experiment_form.Experiment(
     deployment_values)
 planned, problem = experiment.plan()
 if problem:
-    st.error(problem)
+    st.error(md(problem))
 else:
-    st.caption(f"**{state.describe_estimate(planned)}**")
+    st.caption(f"**{md(state.describe_estimate(planned))}**")
     # What the job will run with, read back from the spec it submits (not the widgets).
-    st.caption(readback.settings_line("sweep", planned.to_dict()))
+    st.caption(md(readback.settings_line("sweep", planned.to_dict())))
 
 
 def submit() -> None:
@@ -87,16 +88,16 @@ def submit() -> None:
             if upload is not None else None
         spec = experiment.spec(checkpoint)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
         return
     try:  # the checkpoint moves into the job's own folder: it lives as long as the job
         st.session_state[state.JOB_ID] = state.submit(
             "sweep", spec.to_dict(), device,
             attachments={"checkpoint": checkpoint} if checkpoint else None)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
     except Exception as exc:
-        st.error(f"The job could not be submitted: {state.one_line(exc)}")
+        st.error(f"The job could not be submitted: {md(state.one_line(exc))}")
 
 
 if st.button("Run benchmark", type="primary", key="exp_run"):

@@ -1,0 +1,69 @@
+"""Text is never markup (issue 31.2): the one helper every page uses before a string it did not
+write itself (a link's parameter, a file or model name, a class name, a stored row, an error)
+reaches anything Streamlit renders as Markdown.
+
+``st.markdown``, ``st.caption``, the alerts (``st.warning``/``error``/``info``/``success``),
+headings, ``st.table``'s cells and widget labels all render GitHub-flavoured Markdown with
+Streamlit's additions (``:red[...]`` colour directives, ``$...$`` LaTeX): a name such as
+``[Sign in](https://evil.example)`` or ``![p](http://host/x.png)`` would draw a link inside the
+app's own warning, or make the viewer's browser fetch an image from a host the link chose.
+``md`` backslash-escapes what can start markup (CommonMark lets any ASCII punctuation be
+escaped, and an escaped character is always literal text): ``\ ` * [ ] < > $ ~ | { } & @``,
+an ``_`` at a word's edge (inside a word it never emphasises), the ``:`` of ``://`` and the
+``.`` of ``www.`` (GitHub's autolinked URLs) and a leading ``# - + > =`` or ``1.`` (a heading,
+a list, a quote); line breaks fold into spaces. So no link, image, emphasis, HTML, entity,
+directive (``:red[...]``), maths or autolinked URL can start, and ordinary text (a name, a
+path, an error) reads, and is stored in the element, as it was.
+
+``no_paths`` is what a person who does not own a run sees of an error: the server's paths
+(an upload's folder and file name, the models folder) replaced by a placeholder.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ALWAYS = re.compile(r"([\\`*\[\]<>$~|{}&@])")
+_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_AUTOLINK = re.compile(r"(?i)(:)(?=//)|(?<=\bwww)(\.)")
+_LEADING = re.compile(r"^(\s*)([#+>=-]|\d+(?=[.)]))")
+# An absolute path: a slash not inside a word, a number, a URL (``1/2``, ``p50/p90``,
+# ``https://...``), then at least one more component.
+_PATH = re.compile(r"(?<![\w.:/~\\])/(?:[^\s/'\"`,;()\[\]]+/)+[^\s/'\"`,;()\[\]]*")
+HIDDEN_PATH = "(a server path)"
+
+
+def md(value) -> str:
+    """``value`` as literal text inside Markdown."""
+    text = "" if value is None else " ".join(str(value).split())
+    text = _ALWAYS.sub(r"\\\1", text)
+    text = _EDGE_UNDERSCORE.sub(r"\\_", text)
+    text = _AUTOLINK.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
+    return _LEADING.sub(_leading, text, count=1)
+
+
+def _leading(match) -> str:
+    space, marker = match.groups()
+    if marker[0].isdigit():  # "1." or "1)": the list marker is the punctuation after it
+        return space + marker + "\\"
+    return space + "\\" + marker
+
+
+def no_paths(text) -> str:
+    """``text`` with every absolute path replaced by ``HIDDEN_PATH``."""
+    return _PATH.sub(HIDDEN_PATH, "" if text is None else str(text))
+
+
+def no_paths_in(value):
+    """A JSON-like value (a run's environment, a variant's config) with the paths in its
+    strings hidden, for a viewer who does not own the run."""
+    if isinstance(value, dict):
+        return {key: no_paths_in(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [no_paths_in(item) for item in value]
+    return no_paths(value) if isinstance(value, str) else value
+
+
+def shown_error(text, own: bool) -> str:
+    """An error as Markdown text: its owner sees it whole, anyone else without server paths."""
+    return md(text if own else no_paths(text))
