@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, tables
+from dashboard.markup import md
 from dashboard.state import one_line, store
 
 TREND_RUNS = 50  # the latest runs of a model and data set a trend reads
@@ -31,11 +32,11 @@ def trend_section(runs: list[dict]) -> None:
     try:
         full = store().runs(limit=TREND_RUNS, kind="sweep", model=model, dataset=dataset)
     except Exception as exc:
-        st.error(f"Cannot read the results store: {one_line(exc)}")
+        st.error(f"Cannot read the results store: {md(one_line(exc))}")
         return
     points = trend(full)
     if len({p.run_id for p in points}) < 2:
-        st.caption(f"One run of {model} on {dataset} so far: a trend needs two.")
+        st.caption(f"One run of {md(model)} on {md(dataset)} so far: a trend needs two.")
         return
     st.plotly_chart(trend_figure(points), config=charts.PLOTLY_CONFIG, key="history-trend")
     flagged = [p for p in points if p.flags]

@@ -22,6 +22,7 @@ import streamlit as st
 from benchmarks.report import sensitivity as figures
 from benchmarks.sensitivity.config import SensitivityConfig, is_pruning
 from dashboard import charts, jobs_view, settings_form, state
+from dashboard.markup import md, no_paths
 
 MAP_JOB_ID = "cb_sensitivity_job_id"        # the map this session asked for last
 SCHEDULE_JOB_ID = "cb_schedule_job_id"      # the verification sweep it queued last
@@ -38,7 +39,11 @@ def draw(run: dict, key: str) -> None:
     st.subheader("Sensitivity: where to compress")
     _schedule_checks(run)
     maps = _maps_of(run)
-    _map_form(run, key, expanded=not maps)
+    if state.may_run_on(run, "sensitivity"):
+        _map_form(run, key, expanded=not maps)
+    else:  # a shared link is read-only: the queue would refuse the map as well
+        st.caption("Only the person who ran it can draw a sensitivity map of this run: a "
+                   "shared link shows the maps it has.")
     if maps:
         ids = [m["run_id"] for m in maps]
         chosen = st.selectbox("Sensitivity maps of this run's baseline", ids,
@@ -57,7 +62,7 @@ def _maps_of(run: dict) -> list[dict]:
         found = state.store().runs(limit=MAPS_LISTED, kind="sensitivity", model=run["model"],
                                    dataset=run["dataset"], with_variants=False)
     except Exception as exc:
-        st.error(f"Cannot read the results store: {state.one_line(exc)}")
+        st.error(f"Cannot read the results store: {md(state.one_line(exc))}")
         return []
     return [m for m in found if (m.get("spec") or {}).get("source_run") == run["run_id"]]
 
@@ -88,7 +93,7 @@ def _submit_map(run: dict, values: dict) -> None:
     try:  # the config the worker builds, checked here first: a mistake is one line
         config = SensitivityConfig(**values)
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
         return
     spec = run.get("spec") or {}
     payload = {"model": run["model"], "dataset": run["dataset"], "sweep": spec,
@@ -97,7 +102,7 @@ def _submit_map(run: dict, values: dict) -> None:
         st.session_state[MAP_JOB_ID] = state.submit("sensitivity", payload,
                                                     spec.get("device", "auto"))
     except Exception as exc:
-        st.error(f"The map could not be queued: {state.one_line(exc)}")
+        st.error(f"The map could not be queued: {md(state.one_line(exc))}")
 
 
 def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
@@ -110,10 +115,11 @@ def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
     baseline = found.get("baseline") or {}
     subset = found.get("subset") or {}
     if subset:
-        st.caption(f"{found.get('technique')} on {stored.get('model')}: every cell screened "
-                   f"on {subset.get('size')} of {subset.get('of')} test examples (stratified, "
-                   f"seed {subset.get('seed')}); confirmed on all: "
-                   f"{', '.join(found.get('confirmed') or []) or 'none'}. Baseline accuracy "
+        confirmed = ", ".join(map(str, found.get("confirmed") or [])) or "none"
+        st.caption(f"{md(found.get('technique'))} on {md(stored.get('model'))}: every cell "
+                   f"screened on {subset.get('size')} of {subset.get('of')} test examples "
+                   f"(stratified, seed {subset.get('seed')}); confirmed on all: "
+                   f"{md(confirmed)}. Baseline accuracy "
                    f"{100 * (baseline.get('accuracy') or 0):.2f}%.")
     left, right = st.columns(2)
     with left:
@@ -122,8 +128,10 @@ def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
     with right:
         st.plotly_chart(figures.scatter(rows), config=charts.PLOTLY_CONFIG,
                         key=f"{key}-scatter")
+    own = state.owns(stored)  # a cell's error names no server path to anyone else
     with st.expander("The map's cells", expanded=False):
-        st.dataframe([{k: r.get(k) for k in (
+        st.dataframe([{k: (no_paths(r.get(k)) if k == "error" and r.get(k) and not own
+                           else r.get(k)) for k in (
             "root", "level", "accuracy_change", "accuracy_change_ci", "p_value",
             "latency_share", "macs_removed", "sqnr_db", "group_sqnr_db", "evaluated_on",
             "error")} for r in rows], hide_index=True, key=f"{key}-cells")
@@ -155,7 +163,7 @@ def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
                                       baseline_ms=latency, objective=objective,
                                       dataset=stored["dataset"], map_run=stored["run_id"])
         except ValueError as exc:
-            st.error(str(exc))
+            st.error(md(exc))
             return
     predicted = schedule["predicted"]
     st.markdown(f"**Schedule within {budget:g} points**: predicted "
@@ -174,14 +182,17 @@ def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
     c1.download_button("Download schedule", json.dumps(schedule, indent=2),
                        file_name=f"schedule-{stored['run_id']}.json",
                        mime="application/json", key=f"{key}-schedule-json", on_click="ignore")
-    if c2.button("Apply as schedule", key=f"{key}-apply", type="primary"):
+    if not _may_apply(stored, source):
+        c2.caption("Only the person who made this map can apply its schedule: a shared "
+                   "link shows it and its download.")
+    elif c2.button("Apply as schedule", key=f"{key}-apply", type="primary"):
         spec = _verification(stored, schedule, found, source)
         if spec is not None:
             try:
                 st.session_state[SCHEDULE_JOB_ID] = state.submit(
                     "sweep", spec, spec.get("device", "auto"))
             except Exception as exc:
-                st.error(f"The verification could not be queued: {state.one_line(exc)}")
+                st.error(f"The verification could not be queued: {md(state.one_line(exc))}")
     job_id = st.session_state.get(SCHEDULE_JOB_ID)
     job = state.queue().get(job_id) if job_id else None
     if job is not None and any(v["name"] == schedule_variant(schedule).name
@@ -214,11 +225,21 @@ def _verification(stored: dict, schedule: dict, found: dict, source: dict | None
         variants.append(VariantSpec(f"int8-{technique.split('.', 1)[1]}", ("int8",),
                                     {"int8": Int8Settings(technique.split(".", 1)[1])}))
     try:
-        return SweepSpec.from_dict({**spec, "variants": [v.to_dict() for v in variants]}
-                                   ).to_dict()
+        verification = SweepSpec.from_dict({**spec, "variants": [v.to_dict() for v in
+                                                                  variants]}).to_dict()
     except ValueError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
         return None
+    # The run it is verified on, named for the queue's owner check (the schedule names its map).
+    mapped = (source or {}).get("run_id") or (stored.get("spec") or {}).get("source_run")
+    return {**verification, "source_run": mapped} if mapped else verification
+
+
+def _may_apply(stored: dict, source: dict | None) -> bool:
+    """Apply as schedule queues a sweep on the map's run and on the sweep it maps: both must
+    be the viewer's (or the viewer an admin), as the queue checks."""
+    return state.may_run_on(stored, "sweep") and (source is None or
+                                                  state.may_run_on(source, "sweep"))
 
 
 def _schedule_checks(run: dict) -> None:
@@ -255,12 +276,12 @@ def _diagnostics(run: dict, key: str) -> None:
         variant = next(v for v in with_layers if v["name"] == name)
         diag = variant["diagnostics"]
         if diag.get("error"):
-            st.warning(f"No diagnostics: {diag['error']}")
+            st.warning(f"No diagnostics: {md(diag['error'])}")
             return
         out = diag.get("output") or {}
         st.caption(f"On a fixed batch of {diag.get('batch')} test images: the output's SQNR "
                    f"{_db(out.get('sqnr_db'))}, cosine {_num(out.get('cosine'), '{:.4f}')}."
-                   + (f" {diag['note']}." if diag.get("note") else "")
+                   + (f" {md(diag['note'])}." if diag.get("note") else "")
                    + (f" {diag['skipped']} layers changed shape (pruned) and are not "
                       f"compared." if diag.get("skipped") else ""))
         if diag.get("layers"):

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import history_view, shell, state, widgets
+from dashboard.markup import md
 
 shell.standalone()
 
@@ -61,7 +62,7 @@ if mode == "two runs":
         for col, rid in zip(st.columns(2), picked):
             run = loaded_runs[picked.index(rid)]
             with col:
-                st.markdown(f"**{widgets.run_label(run)}**")
+                st.markdown(f"**{md(widgets.run_label(run))}**")
                 if run.get("kind", "sweep") == "sweep":
                     _, rows = widgets.run_rows(run)
                     st.dataframe(widgets.table_frame(rows), hide_index=True,
@@ -123,6 +124,6 @@ else:
                 st.session_state["history_flash"] = f"Deleted {victim}."
                 st.rerun()
             else:
-                st.warning(f"{victim} was already gone.")
+                st.warning(f"{md(victim)} was already gone.")
         except Exception as exc:
-            st.error(f"Cannot delete {victim}: {state.one_line(exc)}")
+            st.error(f"Cannot delete {victim}: {md(state.one_line(exc))}")

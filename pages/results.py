@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import links, results_view, sensitivity_view, shell, state, widgets
+from dashboard.markup import md, shown_error
 
 shell.standalone()
 
@@ -37,7 +38,7 @@ if run is None:
                else "This run was deleted meanwhile.")
     st.stop()
 if shared:
-    st.caption(f"A shared run (read-only): {widgets.run_label(run)}")
+    st.caption(f"A shared run (read-only): {md(widgets.run_label(run))}")
 if run.get("kind") == "sensitivity":  # a map opened by its link: the map alone
     st.caption(f"Link to this map, read-only: `{state.run_link(run_id)}`")
     sensitivity_view.draw(run, key=f"results-{run_id}")
@@ -46,7 +47,7 @@ link = st.empty()  # filled once the view has said which tab and variant are sho
 if run.get("status") == "running":
     st.info("This run is still going: variants appear as they finish (reload to update).")
 elif run.get("error"):
-    st.warning(f"Run {run['status']}: {run['error']}")
+    st.warning(f"Run {md(run['status'])}: {shown_error(run['error'], state.owns(run))}")
 results_view.run_report(run, key=f"results-{run_id}", url=url, export=True)
 url.finish()
 link.caption("Link to this view (this run, read-only, with its tab and selected variant) for "
