@@ -23,6 +23,18 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.system)
 
 
+@pytest.fixture(autouse=True)
+def _main_module_kept():
+    """Streamlit's AppTest runs a page as ``__main__`` and leaves it there; a process started
+    later with multiprocessing's spawn then runs that page first (app.py: a session, the
+    server's secret) before its own target. Each test gets the interpreter's own back."""
+    import sys
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
     cache = tmp_path_factory.mktemp("weights-cache")

@@ -144,9 +144,16 @@ def read_or_make_secret(path: Path, size: int = 32) -> bytes:
     does not own, or that others may read, is refused: where the worker runs as another user
     (``benchmarks.service.account``) it could otherwise plant a secret it knows."""
     import secrets
+    import tempfile
     private_folder(path.parent)
+    # Written whole to a private temporary file, then linked into place: link() fails when the
+    # name exists, so of several processes starting at once exactly one makes the secret, and
+    # none reads it half-written (created empty and then filled, a reader could see 0 bytes).
+    fd, draft = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(size))
+        os.link(draft, path)
     except FileExistsError:
         info = path.stat()
         if info.st_uid != os.geteuid() or info.st_mode & 0o077:
@@ -159,6 +166,6 @@ def read_or_make_secret(path: Path, size: int = 32) -> bytes:
             return secret
         raise RuntimeError(f"{path} is not a usable secret (too short); delete it to make a "
                            f"new one (sessions then start afresh)") from None
-    with os.fdopen(fd, "wb") as f:
-        f.write(secrets.token_bytes(size))
+    finally:
+        os.unlink(draft)
     return path.read_bytes()
