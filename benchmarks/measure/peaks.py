@@ -11,14 +11,21 @@ dodged them: the baseline then stood at 170% of its "peak"). Timed on the thread
 timed with (``pinned_threads``).
 
 Beside them, the theoretical peaks (``benchmarks.measure.theory``: cores x clock x FLOP/cycle
-of the CPU's instruction set, a GPU's data sheet). Measured once per machine: ``cached_peaks``
-keeps them in the results store keyed by host, device, torch version and threads
-(``ResultsStore.device_peaks``), and measures them again (``stale_reason``) when they are
-older than ``MAX_AGE_DAYS``, were stored by a version without best-of windows, or a precision
-the device has instructions for sits below ``PLAUSIBLE_FRACTION`` of its theoretical peak.
-After a sweep is timed, a precision some variant ran above is measured again with more
-windows (``remeasure``, called by ``benchmarks.run.roofs``); every re-measurement is logged
-in the peaks' ``remeasured`` list.
+of the CPU's instruction set, at the clock a core was measured to sustain, ``clock``, stored
+with the peaks beside the stated one; a GPU's data sheet). Measured once per machine:
+``cached_peaks`` keeps them in the results store keyed by host, device, torch version and
+threads (``ResultsStore.device_peaks``), and measures them again (``stale_reason``) when they
+are older than ``MAX_AGE_DAYS``, were stored by a version without best-of windows, or a
+precision the device has instructions for sits below ``PLAUSIBLE_FRACTION`` of its
+theoretical peak. A precision still that low after measuring it again with more windows is
+believed: the best kernel torch has for it reaches no more here (AMX's bf16 and int8 tiles
+through oneDNN and fbgemm at these shapes reach a third of the tiles' rate on a Sapphire
+Rapids, however quiet the machine), recorded in ``kernel_limited`` and not measured again at
+every run. After a sweep is timed, a precision some variant ran above is measured again with
+more windows (``remeasure``, called by ``benchmarks.run.roofs``); every re-measurement is
+logged in the peaks' ``remeasured`` list. A peak is the best each kernel was seen to do: the
+candidates' figures are kept at their maxima across measurements, so the peak is always the
+best of the candidates stored beside it.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from datetime import datetime, timedelta, timezone
 import torch
 
 from benchmarks.measure import kernels as k
+from benchmarks.measure.clock import sustained_clock_ghz
 from benchmarks.measure.latency import Clock, CudaClock, LatencyTracker, pinned_threads
 from benchmarks.measure.theory import theoretical
 
@@ -144,11 +152,31 @@ def device_precisions(device: torch.device) -> tuple[str, ...]:
     return ("fp32", "bf16", "int8")
 
 
+def measure_clock(device: torch.device) -> dict | None:
+    """The clock a CPU core sustains (``measure.clock``) beside the stated one; None on a GPU
+    (its theoretical peaks come from its data sheet)."""
+    if device.type != "cpu":
+        return None
+    ghz, how = sustained_clock_ghz()
+    stated = theoretical("cpu", device_name(device), 1)
+    return {"sustained_ghz": ghz, "method": how,
+            "nominal_ghz": (stated or {}).get("nominal_clock_ghz"),
+            "nominal_source": (stated or {}).get("clock_source")}
+
+
+def peak_theory(device: torch.device, threads: int, peaks: dict | None) -> dict | None:
+    """The theoretical peaks of ``device`` at the sustained clock stored with ``peaks``."""
+    clock = (peaks or {}).get("clock") or {}
+    return theoretical(device.type, device_name(device), threads,
+                       sustained_ghz=clock.get("sustained_ghz"))
+
+
 def measure_peaks(device: torch.device, threads: int, windows: int = BEST_OF) -> dict:
     """Every compute peak of ``device`` and its copy bandwidth, on ``threads`` pinned threads,
-    with the theoretical peaks beside them. A precision the device cannot run is left out and
-    named in ``unsupported``."""
+    with the theoretical peaks beside them (at the clock measured first, ``clock``). A
+    precision the device cannot run is left out and named in ``unsupported``."""
     gemm, kernels, tried, unsupported = {}, {}, {}, {}
+    clock = measure_clock(device)
     with pinned_threads(threads):
         for precision in device_precisions(device):
             try:
@@ -161,7 +189,7 @@ def measure_peaks(device: torch.device, threads: int, windows: int = BEST_OF) ->
         "device": str(device), "device_name": device_name(device),
         "host": socket.gethostname(), "torch": torch.__version__, "threads": threads,
         "gemm_flops_per_s": gemm, "memory_bytes_per_s": bandwidth, "unsupported": unsupported,
-        "theoretical": theoretical(device.type, device_name(device), threads),
+        "theoretical": peak_theory(device, threads, {"clock": clock}), "clock": clock,
         "method": {"version": METHOD_VERSION, "best_of": windows,
                    "gemm": f"per precision the best of its kernels (candidates), each the "
                            f"fastest of {windows} medians of >= {WINDOW_RUNS} timed calls "
@@ -179,13 +207,17 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def implausible(peaks: dict, theory: dict | None) -> dict[str, str]:
+def implausible(peaks: dict, theory: dict | None, believed: bool = False) -> dict[str, str]:
     """{precision: why} for each measured peak below ``PLAUSIBLE_FRACTION`` of the
-    theoretical one, where the device has instructions for that precision."""
+    theoretical one, where the device has instructions for that precision; those measured
+    again and believed (``kernel_limited``) are left out unless ``believed``."""
     if not theory:
         return {}
     out = {}
+    limited = () if believed else (peaks.get("kernel_limited") or {})
     for precision, peak in (peaks.get("gemm_flops_per_s") or {}).items():
+        if precision in limited:
+            continue
         top = (theory.get("gemm_flops_per_s") or {}).get(precision)
         if top and (theory.get("native") or {}).get(precision) and \
                 peak < PLAUSIBLE_FRACTION * top:
@@ -214,22 +246,94 @@ def stale_reason(peaks: dict, theory: dict | None, now: datetime | None = None
     return None
 
 
+def best_candidates(old: dict, fresh: dict) -> dict:
+    """Each precision's candidates at the best each was seen to do in either measurement (a
+    kernel that failed in one keeps the other's figure, or its reason where it never ran)."""
+    out = {}
+    for precision in set(old) | set(fresh):
+        mine = dict(old.get(precision) or {})
+        for kernel, value in (fresh.get(precision) or {}).items():
+            before = mine.get(kernel)
+            if not isinstance(value, float):
+                mine.setdefault(kernel, value)
+            elif not isinstance(before, float) or value > before:
+                mine[kernel] = value
+        out[precision] = mine
+    return out
+
+
+def _best_of(tried: dict) -> tuple[str, float] | None:
+    rates = {kernel: v for kernel, v in tried.items() if isinstance(v, float)}
+    if not rates:
+        return None
+    best = max(rates, key=rates.get)
+    return best, rates[best]
+
+
 def merged(old: dict, fresh: dict, precisions=None) -> dict:
     """``fresh`` with each (or each of ``precisions``') peak the higher of the two: a peak is
-    the best the device was seen to do on these threads."""
+    the best the device was seen to do on these threads, and each candidate kernel's figure
+    the best it was seen to do, so the peak is the best of the candidates stored with it."""
     out = dict(fresh)
     gemm = dict(fresh.get("gemm_flops_per_s") or {})
-    kernels = dict((fresh.get("method") or {}).get("kernels") or {})
-    old_kernels = (old.get("method") or {}).get("kernels") or {}
-    for precision, value in (old.get("gemm_flops_per_s") or {}).items():
-        if (precisions is None or precision in precisions) and value > gemm.get(precision, 0):
-            gemm[precision] = value
-            kernels[precision] = old_kernels.get(precision, kernels.get(precision))
+    method = dict(fresh.get("method") or {})
+    kernels = dict(method.get("kernels") or {})
+    fresh_tried = method.get("candidates") or {}
+    old_tried = (old.get("method") or {}).get("candidates") or {}
+    tried = dict(fresh_tried)
+    for precision in gemm.keys() | (old.get("gemm_flops_per_s") or {}).keys():
+        if precisions is not None and precision not in precisions:
+            continue
+        both = best_candidates({precision: old_tried.get(precision) or {}},
+                               {precision: fresh_tried.get(precision) or {}})[precision]
+        best = _best_of(both)
+        if best is not None:
+            tried[precision] = both
+            kernels[precision], gemm[precision] = best
+        else:  # stored without candidates (an older store): the higher figure alone
+            value = (old.get("gemm_flops_per_s") or {}).get(precision, 0)
+            if value > gemm.get(precision, 0):
+                gemm[precision] = value
+                kernels[precision] = ((old.get("method") or {}).get("kernels") or {}).get(
+                    precision, kernels.get(precision))
     out["gemm_flops_per_s"] = gemm
-    out["method"] = {**(fresh.get("method") or {}), "kernels": kernels}
+    out["method"] = {**method, "kernels": kernels, "candidates": tried}
     out["memory_bytes_per_s"] = max(old.get("memory_bytes_per_s") or 0,
                                     fresh.get("memory_bytes_per_s") or 0)
+    out["clock"] = faster_clock(old.get("clock"), fresh.get("clock"))
     return out
+
+
+def faster_clock(old: dict | None, fresh: dict | None) -> dict | None:
+    """The clock record with the higher sustained clock (a chain read preempted reads low)."""
+    ghz = [(c.get("sustained_ghz") or 0.0, i, c) for i, c in enumerate((old, fresh)) if c]
+    return max(ghz)[2] if ghz else None
+
+
+def believe(peaks: dict, theory: dict | None, precisions) -> dict:
+    """``kernel_limited`` for each of ``precisions`` still below ``PLAUSIBLE_FRACTION`` of its
+    theoretical peak after it was measured again: the kernels' limit here, not a busy
+    machine, and not measured again at every run for it."""
+    low = implausible(peaks, theory, believed=True)
+    limited = dict(peaks.get("kernel_limited") or {})
+    top = (theory or {}).get("gemm_flops_per_s") or {}
+    for precision in precisions:
+        if precision in low:
+            peak = peaks["gemm_flops_per_s"][precision]
+            kernel = ((peaks.get("method") or {}).get("kernels") or {}).get(precision)
+            limited[precision] = (
+                f"{precision}: the best kernel ({kernel}) reaches {peak / top[precision]:.0%} "
+                f"of the theoretical {top[precision] / 1e9:,.1f} GFLOP/s after measuring "
+                f"again with {REMEASURE_BEST_OF} windows: the kernels' limit on this machine, "
+                f"believed (measured again when a variant runs above it or after "
+                f"{MAX_AGE_DAYS} days)")
+        else:
+            limited.pop(precision, None)
+    if limited:
+        peaks["kernel_limited"] = limited
+    else:
+        peaks.pop("kernel_limited", None)
+    return peaks
 
 
 def _logged(peaks: dict, previous: dict | None, reason: str, precisions=None) -> dict:
@@ -283,10 +387,14 @@ def peaks_key(device: torch.device, threads: int) -> dict:
 def cached_peaks(store, device: torch.device, threads: int) -> dict:
     """The peaks of ``device`` from the store: measured and stored the first time, and again
     when ``stale_reason`` gives one (an implausibly low peak is raised to the higher of the
-    two measurements, an old one replaced)."""
+    two measurements, an old one replaced). Peaks stored before the clock was measured have
+    it measured (a fraction of a second) and stored with them."""
     key = peaks_key(device, threads)
     peaks = store.device_peaks(key)
-    theory = theoretical(device.type, device_name(device), threads)
+    if peaks is not None and device.type == "cpu" and not peaks.get("clock"):
+        peaks = {**peaks, "clock": measure_clock(device)}
+        store.save_device_peaks(key, peaks)
+    theory = peak_theory(device, threads, peaks)
     reason = None if peaks is None else stale_reason(peaks, theory)
     if peaks is not None and reason is None:
         return {**peaks, "theoretical": theory}
@@ -294,6 +402,8 @@ def cached_peaks(store, device: torch.device, threads: int) -> dict:
     if peaks is not None:
         keep_best = "below" in reason
         fresh = _logged(merged(peaks, fresh) if keep_best else fresh, peaks, reason)
+    theory = peak_theory(device, threads, fresh)
+    fresh["theoretical"] = theory
     low = implausible(fresh, theory)
     if low:  # measured beside other work: once more, with more windows, before it is kept
         return remeasure(store, device, threads, fresh, low)
@@ -316,12 +426,18 @@ def remeasure(store, device: torch.device, threads: int, peaks: dict,
                 kernel, rate, seen = precision_peak(device, precision, REMEASURE_BEST_OF)
             except RuntimeError:
                 continue  # it ran before: a kernel that fails now leaves the peak as it was
-            tried[precision] = seen
-            if rate > gemm.get(precision, 0.0):
+            # Each candidate at the best it was seen to do, the peak the best of them.
+            tried[precision] = best_candidates({precision: tried.get(precision) or {}},
+                                               {precision: seen})[precision]
+            best = _best_of(tried[precision])
+            if best is not None and best[1] >= gemm.get(precision, 0.0):
+                kernels[precision], gemm[precision] = best
+            elif rate > gemm.get(precision, 0.0):  # stored without candidates
                 gemm[precision], kernels[precision] = rate, kernel
     fresh.update(gemm_flops_per_s=gemm, measured_at=_now().isoformat(timespec="seconds"),
                  method={**method, "kernels": kernels, "candidates": tried})
     fresh = _logged(fresh, peaks, "; ".join(reasons.values()), list(reasons))
+    fresh = believe(fresh, fresh.get("theoretical"), list(reasons))
     if store is not None:
         store.save_device_peaks(peaks_key(device, threads), fresh)
     return fresh

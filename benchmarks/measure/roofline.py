@@ -11,11 +11,18 @@ the input read once, every op's output written once and read once by its consume
 what a forward must move at least once without fusion, not what the caches absorb, so the
 intensity is a lower bound and the memory roof a conservative one.
 
+A variant is held to the roof of the precision most of its multiply-adds ran in, counted per
+layer (``benchmarks.measure.macs``) or from a graph runtime's kernel census, not the one its
+technique's name declares (``variant_precision``).
+
 A point above its compute roof means the roof was measured low (on a busy machine): the
-sweep then measures that peak again (``benchmarks.run.roofs``), and a point still above it is
-flagged (``above_peak``), never shown as a plain percentage over 100. Beside the measured roof
-each point carries the device's theoretical peak for its precision
-(``theoretical_peak_flops_per_s``, ``benchmarks.measure.theory``).
+sweep then measures that peak again (``benchmarks.run.roofs``, runtime cells included), and a
+point still above it is flagged (``above_peak``), never shown as a plain percentage over 100.
+Beside the measured roof each point carries the device's theoretical peak for its precision
+(``theoretical_peak_flops_per_s``, ``benchmarks.measure.theory``, at the clock measured on the
+machine); a point above that one is flagged too (``above_theoretical``): it would mean the
+FLOP count or the theoretical roof is wrong, and the chart says so rather than draw it as a
+plain point.
 """
 
 from __future__ import annotations
@@ -26,10 +33,34 @@ import math
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
 
 
-def variant_precision(config: dict, environment: dict, device: str) -> str:
-    """The precision a variant's kernels ran in: what the last of its techniques (in chain
-    order) that declares one says it runs in (``Technique.precision``: INT8's quantized
-    kernels, AMP's autocast dtype), else tf32 for a CUDA sweep that chose it, fp32."""
+def census_precision(census: dict | None, runtime: dict | None) -> str | None:
+    """The precision most of a cell's multiply-adds ran in, where it was counted: per layer
+    (``measure.macs``: dynamic INT8 on a CNN runs 98% of them in fp32 convolutions), else a
+    graph runtime's kernel census (its ``precision``: int8 where most of its convolutions and
+    matmuls run integer kernels, "int8+fp32" where most stay float); None where neither was
+    taken."""
+    if census and census.get("precision") in PRECISIONS:
+        return census["precision"]
+    ran = str((runtime or {}).get("precision") or "")
+    if (runtime or {}).get("name") in (None, "eager", "compile") or not ran:
+        return None  # a PyTorch module's precision is from its MACs, not its layer count
+    ran = ran.split("+")[-1] if "+" in ran else ran
+    return ran if ran in PRECISIONS else None
+
+
+def variant_precision(config: dict, environment: dict, device: str,
+                      census: dict | None = None, runtime: dict | None = None) -> str:
+    """The precision a variant's kernels ran in, the roof it is held to: the one most of its
+    multiply-adds ran in where they were counted (``census_precision``); else what the last
+    of its techniques (in chain order) that declares one says it runs in
+    (``Technique.precision``: INT8's quantized kernels, AMP's autocast dtype), else tf32 for
+    a CUDA sweep that chose it, fp32."""
+    counted = census_precision(census, runtime)
+    if counted == "fp32" and str(device).startswith("cuda") and \
+            (environment.get("precision") or {}).get("fp32") == "tf32":
+        return "tf32"  # the hooks see fp32 tensors; the sweep's matmuls ran in tf32
+    if counted is not None:
+        return counted
     from optimizers import registry
     declared = None
     for technique in registry.techniques():
@@ -55,7 +86,7 @@ def point(*, flops: int | None, batch_size: int, p50_ms: float | None,
     out = {"precision": precision, "achieved_flops_per_s": None, "arithmetic_intensity": None,
            "percent_of_peak": None, "peak_flops_per_s": None, "roof_flops_per_s": None,
            "bound": None, "traffic_bytes": traffic_bytes, "above_peak": None,
-           "theoretical_peak_flops_per_s": None}
+           "theoretical_peak_flops_per_s": None, "above_theoretical": None}
     work = flops * batch_size if flops else None
     if work and p50_ms and p50_ms > 0:
         out["achieved_flops_per_s"] = work / (p50_ms / 1e3)
@@ -71,6 +102,9 @@ def point(*, flops: int | None, batch_size: int, p50_ms: float | None,
     if peak and out["achieved_flops_per_s"] is not None:
         out["percent_of_peak"] = 100.0 * out["achieved_flops_per_s"] / peak
         out["above_peak"] = out["percent_of_peak"] > 100.0
+    top = out["theoretical_peak_flops_per_s"]
+    if top and out["achieved_flops_per_s"] is not None:
+        out["above_theoretical"] = out["achieved_flops_per_s"] > top
     if peak and bandwidth and out["arithmetic_intensity"] is not None:
         memory_roof = out["arithmetic_intensity"] * bandwidth
         out["roof_flops_per_s"] = min(peak, memory_roof)

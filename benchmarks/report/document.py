@@ -27,7 +27,7 @@ SCHEMA = 1
 FLIPS_LISTED = 100
 ROOFLINE_FIELDS = ("precision", "achieved_flops_per_s", "arithmetic_intensity",
                    "percent_of_peak", "peak_flops_per_s", "roof_flops_per_s", "bound",
-                   "above_peak", "theoretical_peak_flops_per_s")
+                   "above_peak", "theoretical_peak_flops_per_s", "above_theoretical")
 
 
 @dataclass

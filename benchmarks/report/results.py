@@ -95,6 +95,9 @@ class VariantResult:
     # Bytes one forward of the measured batch moves (weights, input, every op's output written
     # and read once): the roofline's arithmetic intensity is FLOPs over these.
     traffic_bytes: int | None = None
+    # Multiply-adds per batch by the precision they ran in (``measure.macs.mac_census``): the
+    # roofline's precision is the one most of them run in, not the technique's name.
+    mac_census: dict | None = None
     size_bytes: int | None = None
     size_gzip_bytes: int | None = None
     params: int | None = None
@@ -240,7 +243,9 @@ class VariantResult:
         return roofline.point(
             flops=self.flops, batch_size=self.batch_size, p50_ms=lat.p50 if lat else None,
             traffic_bytes=self.traffic_bytes,
-            precision=roofline.variant_precision(self.config, environment, self.device),
+            precision=roofline.variant_precision(self.config, environment, self.device,
+                                                 census=self.mac_census,
+                                                 runtime=self.runtime),
             peaks=roofline.device_peaks(environment.get("peaks"), self.device))
 
     def to_dict(self) -> dict:
@@ -281,6 +286,8 @@ class VariantResult:
         }
         if self.runtime is not None:
             out["runtime"] = dict(self.runtime)
+        if self.mac_census is not None:
+            out["mac_census"] = dict(self.mac_census)
         if self.energy is not None:
             out["energy"] = dict(self.energy)
         # Raw figures, so nothing is stored twice or lost.

@@ -272,7 +272,8 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
     memory roof (its copy bandwidth times the intensity) meets a flat compute roof per
     precision (its measured peak); beside it, dashed, the theoretical peak of each precision
     a variant ran in (``benchmarks.measure.theory``). One point per variant, coloured by the
-    precision it ran in. A point far below its roof leaves the kernels idle (small or
+    precision most of its multiply-adds ran in; one above its theoretical roof says so in its
+    legend entry and hover. A point far below its roof leaves the kernels idle (small or
     irregular shapes, launch overhead); one under the slanted roof is memory-bound."""
     from benchmarks.measure.roofline import ridge_point
     points = roofline_points(rows)
@@ -318,7 +319,9 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
     for n, r in enumerate(points):
         fig.add_scatter(
             x=[r["arithmetic_intensity"]], y=[r["achieved_flops_per_s"] / GIGA], mode="markers",
-            name=f"{short(r['variant'])} ({r.get('precision')})",
+            name=f"{short(r['variant'])} ({r.get('precision')})" + (
+                ": above the theoretical roof (a FLOP count or roof is wrong)"
+                if r.get("above_theoretical") else ""),
             marker=dict(size=12, color=PRECISION_COLORS.get(r.get("precision"), VARIANT_COLOR),
                         symbol="diamond" if is_baseline(r) else symbols[n % len(symbols)],
                         line=dict(width=1, color=INK)),
@@ -354,6 +357,8 @@ def _coinciding(roofs: dict) -> list[tuple[list[str], float]]:
 
 
 def _peak_flag(row: dict) -> str:
+    if row.get("above_theoretical"):
+        return " (above the theoretical roof!)"
     return " (above the roof after measuring it again!)" if row.get("above_peak") else ""
 
 

@@ -15,8 +15,11 @@ position is known before anything is built. A cell:
   runtime on the test split (accuracy, and parity against the eager variant's logits), its
   op census and precision recorded.
 
-A cell that cannot be built fails with one line (the exporter's or the runtime's reason) and
-the sweep goes on. Speed ratios are against the eager fp32 baseline at the same batch size and
+A cell is placed on the roofline by what it ran: an eager or compiled cell by its variant's
+multiply-adds per precision (``measure.macs``), a graph runtime's by its own kernel census;
+after timing, a cell above its roof has that peak measured again, as a variant does
+(``run.roofs.check_roofs`` over variants and cells alike). A cell that cannot be built fails
+with one line (the exporter's or the runtime's reason) and the sweep goes on. Speed ratios are against the eager fp32 baseline at the same batch size and
 thread count (``report.results.comparison_rows``).
 """
 
@@ -177,6 +180,10 @@ class Cells:
                           "threads": key.threads}
         for name in ("params", "nonzero_params", "flops", "flops_effective", "layer_sparsity"):
             setattr(result, name, getattr(base, name))
+        if key.runtime not in GRAPH_RUNTIMES:
+            # The same modules run (compiled or not): the same precision per multiply-add. A
+            # graph runtime's comes from its own kernel census (its runtime precision).
+            result.mac_census = base.mac_census
         cell = Built(b.index, result, device=b.device, threads=key.threads, position=position)
         if base.error is not None or b.model is None:
             result.error = f"its variant failed: {base.error or 'not built'}"

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from benchmarks.measure import machine
+from benchmarks.measure.macs import mac_census
 from benchmarks.measure.memory import measure_peak_memory, measure_traffic
 from benchmarks.measure.size import serialized_size
 from benchmarks.report.results import VariantResult
@@ -81,6 +82,9 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
             # The roofline's bytes moved: one forward of the timed batch, counted op by op.
             result.traffic_bytes = measure_traffic(model, sweep.timed_example, device,
                                                    autocast=b.autocast())
+            # The roofline's precision: the one most of its multiply-adds ran in.
+            result.mac_census = mac_census(model, sweep.timed_example, device,
+                                           b.autocast_dtype)
         b.model = model
     except (Cancelled, DiskFull):  # a full disk fails every later variant too: the run ends
         raise

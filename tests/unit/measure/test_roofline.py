@@ -130,9 +130,23 @@ def test_peaks_are_measured_once_per_machine_and_cached_in_the_store(tmp_path):
         rates = {k: v for k, v in tried[precision].items() if isinstance(v, float)}
         assert first["gemm_flops_per_s"][precision] == max(rates.values())
         assert first["method"]["kernels"][precision] == max(rates, key=rates.get)
-    assert first["gemm_flops_per_s"]["int8"] > tried["int8"]["torch._int_mm"]
+    # (On a Zen 3 fbgemm's kernels beat torch._int_mm; on an AMX Xeon _int_mm's tiles win.)
+    assert first["gemm_flops_per_s"]["int8"] >= tried["int8"]["torch._int_mm"]
     if first["theoretical"] is not None:
         assert set(first["theoretical"]["gemm_flops_per_s"]) == {"fp32", "bf16", "int8"}
+        # The theoretical roof is built on the clock measured here, recorded beside the
+        # stated one; wherever each peak sits against it, one still low after measuring again
+        # is believed, so the second read below measures nothing.
+        clock = first["clock"]
+        assert clock["nominal_ghz"] == first["theoretical"]["nominal_clock_ghz"]
+        if clock["sustained_ghz"]:
+            assert first["theoretical"]["clock_ghz"] == max(clock["sustained_ghz"],
+                                                            clock["nominal_ghz"])
+        # No measured peak above the theoretical one.
+        for precision, value in first["gemm_flops_per_s"].items():
+            assert value <= first["theoretical"]["gemm_flops_per_s"][precision]
+        assert set(first.get("kernel_limited") or {}) <= set(peaks.implausible(
+            first, first["theoretical"], believed=True))
     again = ResultsStore(tmp_path / "s.db")
     assert peaks.cached_peaks(again, cpu, 1) == first  # read back, not measured again
     with again.connect() as db:
@@ -267,3 +281,120 @@ def test_resnet18_baseline_sits_below_both_roofs():
     memory_roof = point["arithmetic_intensity"] * peaks["memory_bytes_per_s"]
     assert point["achieved_flops_per_s"] < memory_roof
     assert 0 < point["percent_of_peak"] < 100
+
+
+AMX_THEORY = {"gemm_flops_per_s": {"fp32": 200e9, "bf16": 3200e9, "int8": 6400e9},
+              "native": {"fp32": True, "bf16": True, "int8": True}}
+
+
+def scripted_peaks(monkeypatch, script: dict):
+    """precision_peak answering each call with the next scripted {kernel: FLOP/s} of its
+    precision (an AMX Xeon's: every measurement a little different)."""
+    from benchmarks.measure import peaks
+    calls = {p: iter(v) for p, v in script.items()}
+
+    def precision_peak(device, precision, windows=peaks.BEST_OF):
+        seen = dict(next(calls[precision]))
+        best = max(seen, key=seen.get)
+        return best, seen[best], seen
+    monkeypatch.setattr(peaks, "precision_peak", precision_peak)
+    monkeypatch.setattr(peaks, "copy_bytes_per_s", lambda *a, **k: 50e9)
+    monkeypatch.setattr(peaks, "measure_clock", lambda device: {"sustained_ghz": 3.1,
+                                                                 "nominal_ghz": 2.6})
+    monkeypatch.setattr(peaks, "peak_theory", lambda *a: AMX_THEORY)
+
+
+def test_a_peak_still_low_after_measuring_again_is_believed_and_the_stored_max_is_read(
+        tmp_path, monkeypatch):
+    """The AMX Xeon's failure: int8 and bf16 stay below half their tiles' theoretical rate.
+    They are measured once more, then believed (``kernel_limited``, not measured again at
+    every run), and the stored peak is the best of the candidates stored with it even when
+    the second measurement's best kernel ran slower than the first's (2,284.3 after 2,300.9)."""
+    from datetime import timedelta
+
+    from benchmarks.measure import peaks
+    from benchmarks.store.database import ResultsStore
+    scripted_peaks(monkeypatch, {
+        "fp32": [{"torch.mm": 150e9, "conv2d 3x3": 120e9}],
+        "bf16": [{"torch.mm": 1400e9, "linear (autocast bf16)": 700e9}] * 2,
+        "int8": [{"torch._int_mm": 2300.9e9, "quantized.conv2d 3x3 (x86)": 800e9},
+                 {"torch._int_mm": 2284.3e9, "quantized.conv2d 3x3 (x86)": 850e9}]})
+    store = ResultsStore(tmp_path / "s.db")
+    cpu = torch.device("cpu")
+    first = peaks.cached_peaks(store, cpu, 1)
+    assert first["gemm_flops_per_s"]["int8"] == 2300.9e9
+    tried = first["method"]["candidates"]["int8"]
+    assert tried == {"torch._int_mm": 2300.9e9, "quantized.conv2d 3x3 (x86)": 850e9}
+    assert first["gemm_flops_per_s"]["int8"] == max(tried.values())
+    assert set(first["kernel_limited"]) == {"bf16", "int8"}
+    assert "the kernels' limit" in first["kernel_limited"]["int8"]
+    # Hours later the store is read, not measured again (the script has no third figure).
+    later = peaks._now() + timedelta(hours=peaks.RETRY_HOURS * 5)
+    assert peaks.stale_reason(first, AMX_THEORY, now=later) is None
+    assert peaks.cached_peaks(ResultsStore(tmp_path / "s.db"), cpu, 1) == first
+    # A peak measured again and no longer low leaves the believed list.
+    raised = {**first, "gemm_flops_per_s": {**first["gemm_flops_per_s"], "bf16": 3000e9}}
+    assert "bf16" not in peaks.believe(raised, AMX_THEORY, ["bf16"])["kernel_limited"]
+
+
+def test_merged_keeps_each_candidate_at_its_best():
+    from benchmarks.measure import peaks
+    old = {"gemm_flops_per_s": {"int8": 10.0}, "memory_bytes_per_s": 5.0,
+           "method": {"kernels": {"int8": "a"}, "candidates": {"int8": {"a": 10.0, "b": 4.0}}},
+           "clock": {"sustained_ghz": 3.5}}
+    fresh = {"gemm_flops_per_s": {"int8": 9.0}, "memory_bytes_per_s": 6.0,
+             "method": {"kernels": {"int8": "a"},
+                        "candidates": {"int8": {"a": 9.0, "b": 5.0, "c": "no kernel"}}},
+             "clock": {"sustained_ghz": 3.2}}
+    out = peaks.merged(old, fresh)
+    assert out["method"]["candidates"]["int8"] == {"a": 10.0, "b": 5.0, "c": "no kernel"}
+    assert out["gemm_flops_per_s"]["int8"] == 10.0 and out["method"]["kernels"]["int8"] == "a"
+    assert out["memory_bytes_per_s"] == 6.0 and out["clock"]["sustained_ghz"] == 3.5
+
+
+def test_a_variant_sits_on_the_roof_of_the_precision_most_of_its_macs_ran_in():
+    """Dynamic INT8 on a CNN quantizes its linear layers only: 98% of seed_cnn's
+    multiply-adds stay in fp32 convolutions, so it is held to the fp32 roof, not int8's
+    (its name said int8). Static INT8's quantized convolutions put it on int8's; autocast's
+    on bf16's; a graph runtime's kernel census decides its cells."""
+    import copy
+
+    from benchmarks.measure.macs import mac_census
+    from benchmarks.zoo.models import create_model
+    torch.manual_seed(0)
+    model = create_model("seed_cnn", 10, 1, (8, 8)).eval()
+    x = torch.randn(4, 1, 8, 8)
+    dynamic = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear},
+                                                     dtype=torch.qint8)
+    census = mac_census(dynamic, x)
+    assert census["precision"] == "fp32" and census["share"] > 0.9
+    assert census["macs"]["int8"] > 0
+    assert sum(census["macs"].values()) == mac_census(model, x)["macs"]["fp32"]
+    config = {"int8": {"mode": "dynamic", "path": "eager"}}
+    result = variant("int8-dynamic", config=config, techniques=["int8"])
+    assert result.roofline(ENV)["precision"] == "int8"  # the name alone
+    result.mac_census = census
+    point = result.roofline(ENV)
+    assert point["precision"] == "fp32" and point["peak_flops_per_s"] == 100e9
+    assert VariantResult.from_dict(result.to_dict()).mac_census == census
+    assert mac_census(model, x, autocast_dtype=torch.bfloat16)["precision"] == "bf16"
+    # Runtime cells: a graph runtime by its census; eager ones by the MACs, not layer counts.
+    assert roofline.variant_precision(config, {}, "cpu", runtime={
+        "name": "openvino", "precision": "int8"}) == "int8"
+    assert roofline.variant_precision(config, {}, "cpu", runtime={
+        "name": "ort", "precision": "int8+fp32"}) == "fp32"
+    assert roofline.variant_precision(config, {}, "cpu", census=census, runtime={
+        "name": "eager", "precision": "int8"}) == "fp32"
+
+
+def test_no_point_above_the_theoretical_roof_unflagged():
+    theory = {"gemm_flops_per_s": {"fp32": 8e9}}
+    peaks = {"cpu": {**FAKE_PEAKS["cpu"], "theoretical": theory}}
+    point = variant("a").roofline({"peaks": peaks})  # 10 GFLOP/s over a roof of 8
+    assert point["above_theoretical"] is True
+    from benchmarks.report.figures import roofline_chart
+    rows = RunReport(environment={"peaks": peaks}, variants=[variant("baseline")],
+                     baseline="baseline").rows()
+    fig = roofline_chart(rows, peaks)
+    marked = [t for t in fig.data if t.mode == "markers" and "above" in (t.name or "")]
+    assert marked and "above the theoretical roof" in marked[0].name

@@ -99,7 +99,7 @@ def test_a_sweep_against_a_store_seeded_with_a_low_peak(tmp_path, monkeypatch):
     from benchmarks.run.runner import prepare_sweep
     from benchmarks.spec.sweep import SweepSpec
     from benchmarks.store.database import ResultsStore
-    monkeypatch.setattr(peaks, "theoretical", lambda *args: None)
+    monkeypatch.setattr(peaks, "theoretical", lambda *args, **kwargs: None)
     store = ResultsStore(tmp_path / "s.db")
     spec = SweepSpec.from_toggles(int8="dynamic", model="mlp", **{**FAST, "epochs": 0})
     sweep = prepare_sweep(spec)
@@ -129,3 +129,38 @@ def stored_low(device, threads) -> dict:
             "gemm_flops_per_s": {"fp32": 1e3, "bf16": 1e3, "int8": 1e12},
             "memory_bytes_per_s": 1e12, "method": {"version": 2, "kernels": {}},
             "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+
+def test_runtime_cells_go_through_the_same_roof_check_as_variants(monkeypatch):
+    """A real sweep with eager cells at another batch size: the roof check after timing sees
+    the cells beside the variants (a cell above its roof had its peak measured again only
+    when it was a built variant), and each eager cell carries its variant's MAC census."""
+    from benchmarks.run import runner
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.spec.sweep import SweepSpec
+    seen = []
+
+    def recording(results, environment, store, threads, remeasure=None):
+        seen.extend(r.name for r in results)
+        return False
+    monkeypatch.setattr(runner, "check_roofs", recording)
+    spec = SweepSpec.from_toggles(model="mlp", eval_batch_sizes=(1, 4), timing_rounds=1,
+                                  **{**FAST, "epochs": 0})
+    results = list(prepare_sweep(spec).run())
+    names = [r.name for r in results]
+    assert "baseline b4" in names and seen == names
+    cell = next(r for r in results if r.name == "baseline b4")
+    assert cell.mac_census == results[0].mac_census and cell.mac_census["precision"] == "fp32"
+
+
+def test_a_runtime_cell_above_its_roof_has_the_peak_measured_again():
+    env = {"peaks": {k: dict(v) for k, v in PEAKS.items()}}
+    cell = variant("int8-static@ort")
+    cell.runtime = {"name": "ort", "precision": "int8+fp32", "variant": "int8-static"}
+    cell.config = {"int8": {"mode": "static", "path": "fx"}}
+    # Its kernel census says most of its convolutions stayed float: the fp32 roof, not int8's.
+    assert over_roof([cell], env) == {"cpu": {"fp32": "int8-static@ort ran at 10.00 GFLOP/s, "
+                                                      "above the stored fp32 peak of 5.00"}}
+    remeasure, calls = fake_remeasure(20e9)
+    assert check_roofs([cell], env, None, 1, remeasure=remeasure) and calls[0][0] == "cpu"
+    assert cell.roofline(env)["above_peak"] is False

@@ -1,0 +1,86 @@
+"""Which precision a model's multiply-adds run in, counted per layer: the roofline places a
+variant on the roof of the precision most of them run in (``roofline.variant_precision``).
+
+A technique's name says what it asks for, not what runs: dynamic INT8 quantizes a CNN's
+linear layers only, so 98% of seed_cnn's multiply-adds stay in fp32 convolutions, and an
+"int8" label put it on the int8 roof, eight times too high. Here one forward of the example
+batch is watched by hooks on every convolution and linear layer (float, quantized, dynamic or
+fused): a quantized module's multiply-adds count as int8, a float one's as the autocast dtype
+it ran under (bf16, fp16), else fp32. A graph that computes between quantize/dequantize calls
+(pt2e's reference graph) has no such modules: nothing is counted (None), and the roofline
+falls back on the runtime's kernel census or the technique's declared precision.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from math import prod
+
+import torch
+from torch import nn
+
+# Class names of the layers counted (torch.nn, torch.ao.nn.quantized, .dynamic, .intrinsic).
+CONV = ("Conv1d", "Conv2d", "Conv3d", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "ConvAdd2d",
+        "ConvAddReLU2d", "ConvBn1d", "ConvBn2d", "ConvBn3d", "ConvBnReLU2d")
+LINEAR = ("Linear", "LinearReLU", "LinearBn1d")
+AUTOCAST_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def _quantized(module: nn.Module) -> bool:
+    return "quantized" in type(module).__module__
+
+
+def _leaf_compute(module: nn.Module) -> bool:
+    """A layer that multiplies itself (a float fused container's own conv is its child)."""
+    name = type(module).__name__
+    if name not in CONV + LINEAR:
+        return False
+    return _quantized(module) or not any(True for _ in module.children())
+
+
+def _macs(module: nn.Module, inputs, output) -> int:
+    if not isinstance(output, torch.Tensor) or not inputs or not isinstance(inputs[0],
+                                                                            torch.Tensor):
+        return 0
+    x = inputs[0]
+    if type(module).__name__ in LINEAR:
+        return output.numel() * x.shape[-1]
+    groups = getattr(module, "groups", 1) or 1
+    kernel = getattr(module, "kernel_size", (1,))
+    kernel = kernel if isinstance(kernel, tuple) else (kernel,)
+    return output.numel() * (x.shape[1] // groups) * prod(kernel)
+
+
+def mac_census(model: nn.Module, example: torch.Tensor, device=None,
+               autocast_dtype: torch.dtype | None = None) -> dict | None:
+    """{"macs": {precision: multiply-adds per batch}, "precision": the one most run in,
+    "share": its fraction, "source"}; None where no convolution or linear layer ran."""
+    counts: dict[str, int] = {}
+    floating = AUTOCAST_NAMES.get(autocast_dtype, "fp32")
+
+    def hook(module, inputs, output):
+        n = _macs(module, inputs, output)
+        if n:
+            precision = "int8" if _quantized(module) else floating
+            counts[precision] = counts.get(precision, 0) + int(n)
+
+    handles = [m.register_forward_hook(hook) for m in model.modules() if _leaf_compute(m)]
+    if not handles:
+        return None
+    x = example.to(device) if device is not None else example
+    autocast = (torch.autocast(x.device.type, dtype=autocast_dtype)
+                if autocast_dtype is not None else nullcontext())
+    try:
+        with torch.inference_mode(), autocast:
+            model(x)
+    except Exception:  # the census is a placement hint: a model it cannot run keeps its label
+        return None
+    finally:
+        for h in handles:
+            h.remove()
+    total = sum(counts.values())
+    if not total:
+        return None
+    top = max(counts, key=counts.get)
+    return {"macs": counts, "precision": top, "share": counts[top] / total,
+            "source": "forward hooks on the convolutions and linear layers"}
