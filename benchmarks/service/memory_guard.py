@@ -21,7 +21,11 @@ it, the first that is available:
   not counted twice. Killed, the worker's job fails with "exceeded its memory limit of N GiB".
 
 What the watchdog cannot see: a process that left the worker's tree (double fork, then
-reparented) and shared memory no process maps (a file in /dev/shm). A cgroup counts those.
+reparented). A cgroup counts it. Files in /dev/shm that no process maps are counted apart:
+those of the worker's user written since the worker started (``shm_bytes``) add to what it
+holds; and a job's own are removed when it ends (``new_shm_files``: the worker snapshots
+/dev/shm before each job; the supervisor, for a worker that died mid-job, removes its user's
+files written since that job started, where the worker runs as a user of its own).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 from benchmarks.spec.limits import gib
@@ -111,6 +116,53 @@ def oom_kills(slot: Path) -> int:
     except (OSError, ValueError):
         pass
     return 0
+
+
+# -- /dev/shm ---------------------------------------------------------------------------------
+
+SHM = Path("/dev/shm")
+
+
+def shm_files(uid: int, root: Path = SHM, since: float | None = None) -> dict[str, int]:
+    """Regular files directly in ``root`` owned by ``uid`` (modified at or after ``since``,
+    where given): name -> bytes they take. Named semaphores (``sem.*``) are left out: they
+    may be shared with processes that outlive a job."""
+    found = {}
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue  # removed meanwhile
+        if entry.name.startswith("sem.") or not entry.is_file(follow_symlinks=False):
+            continue
+        if info.st_uid == uid and (since is None or info.st_mtime >= since):
+            found[entry.name] = info.st_blocks * 512
+    return found
+
+
+def shm_bytes(uid: int, since: float, root: Path = SHM) -> int:
+    return sum(shm_files(uid, root, since).values())
+
+
+def remove_shm_files(names, root: Path = SHM) -> list[str]:
+    """Unlink ``names`` from ``root``; returns those removed."""
+    removed = []
+    for name in names:
+        try:
+            (root / name).unlink()
+            removed.append(name)
+        except OSError:
+            continue
+    return removed
+
+
+def new_shm_files(before: dict[str, int], uid: int, root: Path = SHM) -> list[str]:
+    """The files of ``uid`` in ``root`` that were not there in the ``before`` snapshot."""
+    return sorted(set(shm_files(uid, root)) - set(before))
 
 
 # -- the watchdog -------------------------------------------------------------------------------
@@ -222,13 +274,22 @@ class MemoryGuard(threading.Thread):
     def stop(self) -> None:
         self._stopped.set()
 
+    def _shm_owner(self, pid: int) -> tuple[int, float]:
+        """(uid, start time) of worker ``pid``: the /dev/shm files it may have written."""
+        if pid not in self._started:  # first seen within an interval of its start
+            self._started[pid] = (os.stat(f"/proc/{pid}").st_uid,
+                                  time.time() - 2 * self.interval)
+        return self._started[pid]
+
     def run(self) -> None:
+        self._started: dict[int, tuple[int, float]] = {}
         while not self._stopped.wait(self.interval):
             for proc in list(self.queue._spawned):
                 if proc.poll() is not None or proc.pid in self.queue._cgroups:
                     continue
                 try:
                     held = held_bytes(proc.pid, self.limit)
+                    held += shm_bytes(*self._shm_owner(proc.pid))
                 except Exception:  # a process gone meanwhile
                     continue
                 if held > self.limit:

@@ -67,6 +67,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     client        TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(device, status, seq);
+CREATE TRIGGER IF NOT EXISTS jobs_owner_is_fixed BEFORE UPDATE OF owner, session ON jobs
+WHEN NEW.owner IS NOT OLD.owner OR NEW.session IS NOT OLD.session
+BEGIN SELECT RAISE(ABORT, 'a job''s owner is set when it is submitted and never changed'); END;
 CREATE TABLE IF NOT EXISTS workers (
     device      TEXT PRIMARY KEY,
     pid         INTEGER NOT NULL,

@@ -132,3 +132,15 @@ class Supervisor(threading.Thread):
         with self.queue.store.transaction() as db:
             self.queue._end(db, row, status, reason)
         self.queue._remove_folder(row["folder"])
+        self._remove_shm(row)
+
+    def _remove_shm(self, row) -> None:
+        """The /dev/shm files a worker that died mid-job left (its own end would have removed
+        them): where it ran as a user of its own, that user's files written since the job
+        started. A worker of this server's own user is not told apart from the server here."""
+        from benchmarks.service.memory_guard import remove_shm_files, shm_files
+        account = self.queue._account[0] if self.queue._account else None
+        if account is None or account.uid == os.getuid() or not row["started_at"]:
+            return
+        since = datetime.fromisoformat(row["started_at"]).timestamp()
+        remove_shm_files(shm_files(account.uid, since=since))

@@ -35,7 +35,7 @@ from benchmarks.service.queue import (
     ray_address,
 )
 from benchmarks.spec.folders import data_dir, private_folder
-from benchmarks.store.database import now_iso, process_start_token
+from benchmarks.store.database import guard_worker_connections, now_iso, process_start_token
 from benchmarks.zoo.models import models_dir
 from optimizers.errors import first_line
 
@@ -211,6 +211,16 @@ class Worker:
             return self._run_job(job)
 
     def _run_job(self, job: Job) -> None:
+        from benchmarks.service.memory_guard import new_shm_files, remove_shm_files, shm_files
+        # The /dev/shm files this job's processes create are removed when it ends: no
+        # process maps them once it has, so nothing else would ever free that memory.
+        shm_before = shm_files(os.getuid())
+        try:
+            self._run_job_kind(job)
+        finally:
+            remove_shm_files(new_shm_files(shm_before, os.getuid()))
+
+    def _run_job_kind(self, job: Job) -> None:
         from benchmarks.spec.cancel import Cancelled
         self._cancel, self._over_time = False, None
         self._last_phase = None
@@ -516,6 +526,9 @@ def worker_main(argv: list[str]) -> int:
     # SIGTERM ends the process through SystemExit, so the current job is marked by the next
     # worker as interrupted and the store stays consistent.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # Job code (a model file) runs in this process: no connection it opens may change who
+    # owns a run or a job, nor drop the store's triggers that say so (issue 31.6).
+    guard_worker_connections()
     worker = Worker(args.store, args.device, args.parent)
     # The CPU worker's timed threads and a GPU worker's launches (and its INT8 variants' CPU
     # timings) on disjoint cores, where the machine has a GPU (environment.worker_cores).

@@ -75,3 +75,23 @@ def test_the_watchdog_counts_shared_memory_and_its_line_names_the_limit():
         proc.wait()
     assert guard.over_limit_line(3 * 2**30, int(3.2 * 2**30)).startswith(
         "exceeded its memory limit of 3.0 GiB")
+
+
+def test_shm_files_are_the_users_own_written_since_and_new_ones_are_removed(tmp_path):
+    """Issue 31.5: the /dev/shm files a job wrote (counted against the worker's limit while
+    they exist, since no process maps them) are told from those there before it."""
+    import time
+
+    from benchmarks.service import memory_guard as mg
+    old = tmp_path / "before-the-job"
+    old.write_bytes(b"x" * 8192)
+    (tmp_path / "sem.shared").write_bytes(b"x")  # a named semaphore: never ours to remove
+    before = mg.shm_files(os.getuid(), tmp_path)
+    since = time.time() - 1
+    new = tmp_path / "written-by-the-job"
+    new.write_bytes(b"y" * (1 << 20))
+    assert mg.shm_bytes(os.getuid(), since, tmp_path) >= 1 << 20
+    assert mg.shm_files(os.getuid() + 1, tmp_path) == {}  # another user's: not counted
+    assert mg.new_shm_files(before, os.getuid(), tmp_path) == ["written-by-the-job"]
+    assert mg.remove_shm_files(["written-by-the-job"], tmp_path) == ["written-by-the-job"]
+    assert old.exists() and not new.exists() and (tmp_path / "sem.shared").exists()
