@@ -242,6 +242,18 @@ def _compare(variants: list[dict], written: dict, found: dict, images: int,
                    f"predicted {written['predicted']['accuracy_change_pts']:+.2f}",
         f">= -{MAX_DROP_PTS:g} pts", sched_change >= -MAX_DROP_PTS,
         f"levels {written['groups']}"))
+    predicted = (written.get("predicted") or {}).get("saving")
+    measured = 1.0 - p50[scheduled["name"]] / p50["baseline"]
+    in_map = written.get("measured") or {}
+    checks.append(check(
+        "the schedule's latency saving: predicted by the map against measured by the "
+        "verification sweep (p50, same fine-tuning)",
+        "-" if predicted is None else f"predicted {predicted:.1%}, measured {measured:.1%}"
+        + ("" if in_map.get("saving") is None else
+           f" (the map's own timing: {in_map['saving']:.1%})"),
+        "within 25% of each other", predicted is not None and measured > 0
+        and abs(predicted / measured - 1) <= 0.25,
+        f"fine-tuning: {written.get('finetune_epochs', '-')} epochs in both"))
     return {"images": images, "schedule": written,
             "uniform": {f"{r:g}": {"change_pts": change(v)[0], "p50_ms": p50[v["name"]]}
                         for r, v in sorted(uniform.items())},

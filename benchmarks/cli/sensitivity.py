@@ -82,10 +82,41 @@ def cmd_sensitivity(args) -> int:
             f"; the whole schedule {checked['accuracy_change']:+.2f} pts on the {checked['on']}"
         print(f"schedule for --max-drop {config.max_drop} written to {out}: predicted "
               f"{predicted['accuracy_change_pts']:+.2f} pts, {predicted['saved_ms']:.3f} ms "
-              f"saved of {predicted['baseline_ms']:.3f} ({config.objective}){whole}; verify "
-              f"it with `run --model {spec.model} --schedule {out}`", file=sys.stderr)
+              f"saved of {predicted['baseline_ms']:.3f} ({config.objective}){whole}",
+              file=sys.stderr)
+        print(saving_line(result.schedule), file=sys.stderr)
+        print(f"verify it with `{verify_command(spec, result.schedule, out)}`",
+              file=sys.stderr)
     failed = [r for r in result.rows if r.get("error")]
     return EXIT_VARIANT_FAILED if failed else EXIT_OK
+
+
+def saving_line(schedule: dict) -> str:
+    """The schedule's predicted latency saving beside the one measured on its model."""
+    predicted, measured = schedule["predicted"], schedule.get("measured") or {}
+    tuned = schedule.get("finetune_epochs")
+    tuned = "" if tuned is None else f", both with {tuned} epochs of fine-tuning"
+    head = f"latency saved ({schedule['objective']}): predicted {predicted['saving']:.1%}"
+    if measured.get("error"):
+        return f"{head}; not measured: {measured['error']}"
+    if measured.get("saving") is None:
+        return f"{head}; not measured (--verify-rounds 0, or nothing pruned)"
+    ci = measured.get("saving_ci")
+    interval = "" if ci is None else f" [95% interval {ci[0]:.1%}, {ci[1]:.1%}]"
+    return (f"{head}, measured {measured['saving']:.1%}{interval} ({measured['schedule_ms']:.3f}"
+            f" vs {measured['baseline_ms']:.3f} ms over {measured['rounds']} interleaved "
+            f"rounds{tuned})")
+
+
+def verify_command(spec, schedule: dict, out: str) -> str:
+    """The ``run`` that verifies the schedule: the map's model and data, and the fine-tuning
+    the prediction assumed (said explicitly, though the schedule's variant applies it)."""
+    from benchmarks.sensitivity.schedule import schedule_finetune_epochs
+    parts = ["run", "--model", spec.model, "--dataset", spec.dataset, "--schedule", out]
+    epochs = schedule_finetune_epochs(schedule)
+    if epochs is not None:
+        parts += ["--finetune-epochs", str(epochs)]
+    return " ".join(parts)
 
 
 def map_spec(spec, config, args) -> dict:

@@ -155,8 +155,10 @@ def schedule_checks(variants: list, baseline: str | None, confidence: float = 0.
                     ) -> list[dict]:
     """For each variant that applied a map's schedule: the map's predicted accuracy change
     beside the measured one, with the same paired interval (Tango's, on the same test
-    examples) and whether it stays within the schedule's budget. ``variants``: the run's
-    ``VariantResult``s."""
+    examples) and whether it stays within the schedule's budget; the predicted latency
+    saving beside the measured one (p50 against the baseline's, its interval from the
+    bootstrap over the run's interleaved rounds); and the fine-tuning the prediction assumed
+    beside the one applied. ``variants``: the run's ``VariantResult``s."""
     base = next((v for v in variants if v.name == baseline), None)
     out = []
     for v in variants:
@@ -166,7 +168,15 @@ def schedule_checks(variants: list, baseline: str | None, confidence: float = 0.
         row = {"variant": v.name, "technique": schedule["technique"],
                "predicted_pts": (schedule.get("predicted") or {}).get("accuracy_change_pts"),
                "max_drop_pts": schedule.get("max_drop_pts"), "measured_pts": None,
-               "measured_ci": None, "p_value": None, "within_budget": None}
+               "measured_ci": None, "p_value": None, "within_budget": None,
+               "predicted_saving": (schedule.get("predicted") or {}).get("saving"),
+               "measured_saving": None, "measured_saving_ci": None,
+               "predicted_finetune_epochs": schedule.get("finetune_epochs"),
+               "finetune_epochs": (v.config.get("prune") or {}).get("finetune_epochs")}
+        row["same_finetuning"] = (None if row["predicted_finetune_epochs"] is None
+                                  else row["predicted_finetune_epochs"]
+                                  == row["finetune_epochs"])
+        row.update(_saving(v, base))
         if v.correct_bits and base.correct_bits and v.n_test == base.n_test:
             mine = stats.unpack_bits(v.correct_bits, v.n_test)
             ref = stats.unpack_bits(base.correct_bits, base.n_test)
@@ -178,6 +188,21 @@ def schedule_checks(variants: list, baseline: str | None, confidence: float = 0.
             if row["max_drop_pts"] is not None:
                 row["within_budget"] = row["measured_pts"] >= -row["max_drop_pts"]
         out.append(row)
+    return out
+
+
+def _saving(variant, base) -> dict:
+    """The fraction of the baseline's p50 the variant saves, with the interval of the paired
+    rounds' bootstrap where both were timed in the same rounds."""
+    mine, ref = variant.latency, base.latency
+    if mine is None or ref is None or not ref.p50:
+        return {}
+    out = {"measured_saving": 1.0 - mine.p50 / ref.p50}
+    if variant.round_p50_ms and base.round_p50_ms:
+        boot = stats.bootstrap_ratio([[x] for x in base.round_p50_ms],
+                                     [[x] for x in variant.round_p50_ms])
+        if boot and boot["ci"]:
+            out["measured_saving_ci"] = [1.0 - 1.0 / c for c in boot["ci"]]
     return out
 
 

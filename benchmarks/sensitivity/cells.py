@@ -31,7 +31,7 @@ from benchmarks.sensitivity.groups import Group, cell_schedule
 from benchmarks.spec.folders import private_folder
 from optimizers.training import correctness
 
-CELL_VERSION = 1  # bump when what a cell measures changes: cached rows are then redone
+CELL_VERSION = 2  # bump when what a cell measures changes: cached rows are then redone
 CALIBRATION_BATCHES = 8  # as static INT8's default (Int8Settings)
 
 
@@ -50,6 +50,9 @@ class Baseline:
     # whose output channels another does): its time is shared out between them.
     owners: dict = field(default_factory=dict)
     int8_gain: float = 0.0      # INT8: the fraction of a group's time quantizing saves
+    # the elements per sample each leaf without weights (a ReLU) outputs: a cell that
+    # shrinks them saves that part of their time too
+    work: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
 
@@ -104,19 +107,22 @@ def score(model, device, data, indices: list[int], batch: int = 256) -> list[boo
 def measure(model, device, base: Baseline, group: Group, data, which: str) -> dict:
     """What is cached of a cell: its correctness on the ``which`` set, its outputs' SQNR,
     its group's parameters and multiply-adds after the technique."""
-    from benchmarks.sensitivity.profile import module_macs, module_params
+    from benchmarks.sensitivity.profile import module_macs, module_params, module_work
     indices, _ = base.sets[which]
     right = score(model, device, data, indices)
     example = base.example.to(device)
     mine = diagnostics.capture(model, example, list(group.modules))
     macs = module_macs(model, example[:1]) if is_pruning(group.kind) else base.macs
     params = module_params(model) if is_pruning(group.kind) else base.params
+    work = module_work(model, example[:1]) if is_pruning(group.kind) else base.work
     return {"bits": stats.pack_bits(right), "n": len(right),
             "sqnr_db": diagnostics._finite(diagnostics.sqnr_db(base.layers.output,
                                                                mine.output)),
             "group_sqnr_db": _group_sqnr(base, group, mine),
             "params_after": sum(params.get(m, 0) for m in group.modules),
             "macs_after": {m: macs.get(m, 0) for m in group.modules if m in base.macs},
+            "work_after": {m: work[m] for m in base.work if m in work
+                           and work[m] != base.work[m]},
             "channels_kept": _width(model, group.root) if group.channels else None}
 
 
@@ -160,8 +166,7 @@ def row(group: Group, level: float, measured: dict, base: Baseline, which: str,
            "evaluated_on": which, "error": measured.get("error")}
     params = sum(base.params.get(m, 0) for m in group.modules)
     macs = sum(base.macs.get(m, 0) for m in group.modules)
-    out.update(params=params, macs=macs,
-               latency_share=sum(base.shares.get(m, 0.0) for m in group.modules))
+    out.update(params=params, macs=macs, latency_share=group_share(group, base))
     if out["error"] is not None:
         return {**out, "accuracy_change": None, "accuracy_change_ci": None, "p_value": None,
                 "sqnr_db": None}
@@ -171,6 +176,9 @@ def row(group: Group, level: float, measured: dict, base: Baseline, which: str,
     low, high = stats.tango_interval(only_cell, only_base, n, confidence)
     after = measured["macs_after"]
     removed = {m: 1.0 - after[m] / base.macs[m] for m in after if base.macs.get(m)}
+    # The leaves without weights the cell shrinks (a ReLU after a pruned convolution).
+    removed.update({m: 1.0 - w / base.work[m] for m, w in
+                    (measured.get("work_after") or {}).items() if base.work.get(m)})
     out.update(
         accuracy=sum(right) / n, n=n, b=only_cell, c=only_base,
         accuracy_change=100.0 * (only_cell - only_base) / n,
@@ -180,19 +188,35 @@ def row(group: Group, level: float, measured: dict, base: Baseline, which: str,
         sqnr_db=measured["sqnr_db"], group_sqnr_db=measured["group_sqnr_db"],
         params_after=measured["params_after"], macs_after=sum(after.values()),
         macs_removed=1.0 - sum(after.values()) / macs if macs else 0.0,
-        macs_removed_by_module={m: round(f, 6) for m, f in removed.items()},
+        macs_removed_by_module={m: round(f, 6) for m, f in removed.items()
+                                if m in group.modules},
+        work_removed_by_module={m: round(f, 6) for m, f in removed.items()},
         channels_kept=measured.get("channels_kept"),
         saving=_saving(group, removed, base))
     return out
 
 
+def group_share(group: Group, base: Baseline) -> float:
+    """The group's part of the baseline's latency: its modules' shares, a module several
+    groups hold split evenly between them, so the groups' parts and the time no group holds
+    (``other_share``) add to one."""
+    return sum(base.shares.get(m, 0.0) / max(base.owners.get(m, 1), 1)
+               for m in group.modules)
+
+
+def other_share(groups: list[Group], base: Baseline) -> float:
+    """The part of the baseline's latency no group holds: the leaves of no group (ReLUs,
+    pooling) and what no leaf ran."""
+    return max(0.0, 1.0 - sum(group_share(g, base) for g in groups))
+
+
 def _saving(group: Group, removed: dict, base: Baseline) -> float:
     """The fraction of the baseline's latency this cell alone is predicted to save: for
-    pruning each layer's share times the fraction of its multiply-adds removed, a layer two
-    groups hold counted half to each (so no two cells claim the same time); for INT8 the
-    group's share times what quantizing saves."""
+    pruning each layer's share times the fraction of its multiply-adds (for a leaf without
+    weights, of its output) removed, a layer two groups hold counted half to each (so no two
+    cells claim the same time); for INT8 the group's share times what quantizing saves."""
     if not is_pruning(group.kind):
-        return sum(base.shares.get(m, 0.0) for m in group.modules) * base.int8_gain
+        return group_share(group, base) * base.int8_gain
     return sum(base.shares.get(m, 0.0) / max(base.owners.get(m, 1), 1) * f
                for m, f in removed.items())
 

@@ -71,6 +71,10 @@ class SensitivityConfig:
         "lagrangian", "the multiple-choice knapsack's solver: a Lagrangian sweep of the "
                       "price of a point of accuracy, or greedy by saving per point",
         choices=SOLVERS, flag="--solver", advanced=True)
+    verify_rounds: int = setting(
+        7, "the schedule's model and the baseline timed in this many interleaved rounds: "
+           "the measured saving beside the predicted one (0: not timed)", low=0, high=100,
+        integer=True, flag="--verify-rounds", step=1, advanced=True)
     confidence: float = setting(0.95, "confidence of the cells' paired intervals", low=0.5,
                                 high=0.999, flag="--confidence", advanced=True, form=False)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -26,7 +27,8 @@ from benchmarks.report.stats import pack_bits, unpack_bits
 from benchmarks.sensitivity import cells, diagnostics
 from benchmarks.sensitivity.config import SensitivityConfig, is_pruning
 from benchmarks.sensitivity.groups import Group, find_groups, structure_of
-from benchmarks.sensitivity.profile import module_macs, module_params, module_shares
+from benchmarks.sensitivity import profile
+from benchmarks.sensitivity.profile import module_macs, module_params, module_work
 from benchmarks.sensitivity.schedule import build_schedule
 from benchmarks.sensitivity.subset import stratified_subset, to_confirm
 from benchmarks.spec.cancel import Cancelled
@@ -64,6 +66,7 @@ class SensitivityMap:
         """The rows as text, most sensitive first."""
         lines = [f"{'group root':<28} {'level':>5} {'Δ acc (pts)':>11} {'95% interval':>17} "
                  f"{'p':>7} {'share':>6} {'SQNR dB':>8}  on"]
+        shares = self.baseline.get("latency_shares") or {}
         for r in sorted(self.rows, key=lambda r: (r.get("accuracy_change") is None,
                                                   r.get("accuracy_change") or 0)):
             if r.get("error"):
@@ -74,6 +77,11 @@ class SensitivityMap:
             lines.append(f"{r['root'][:28]:<28} {r['level']:>5g} {r['accuracy_change']:>+11.2f} "
                          f"[{low:+6.2f}, {high:+6.2f}] {r['p_value']:>7.3f} "
                          f"{r['latency_share']:>6.1%} {sqnr:>8}  {r['evaluated_on']}")
+        if shares.get("groups") is not None:
+            lines.append(f"latency shares: the groups {sum(shares['groups'].values()):.1%} + "
+                         f"other (in no group: activations, functional ops) "
+                         f"{shares['other']:.1%}, medians of {shares['rounds']} interleaved "
+                         f"timed forwards")
         return "\n".join(lines)
 
 
@@ -118,6 +126,10 @@ def build_map(sweep, config: SensitivityConfig, *, on_progress: ProgressFn | Non
                   "n_test": len(base.sets["full"][1]), "latency_ms": latency,
                   "batch_size": sweep.spec.batch_size, "threads": sweep.threads,
                   "device": str(sweep.device), "from_cache": base.extra["from_cache"],
+                  "latency_shares": {
+                      "method": profile.METHOD, "rounds": base.extra["share_rounds"],
+                      "groups": {g.root: cells.group_share(g, base) for g in groups},
+                      "other": cells.other_share(groups, base)},
                   **base.extra.get("int8", {})},
         subset={"fraction": config.subset, "seed": config.subset_seed,
                 "size": len(base.sets["subset"][0]), "of": len(base.sets["full"][0]),
@@ -146,7 +158,8 @@ def _schedule(sweep, base: cells.Baseline, rows: list[dict], config: Sensitivity
         return build_schedule(rows, model=sweep.spec.model, technique=config.technique,
                               budget_pts=budget, baseline_ms=latency,
                               objective=config.objective, solver=config.solver,
-                              shares=base.shares, dataset=sweep.spec.dataset)
+                              shares=base.shares, dataset=sweep.spec.dataset,
+                              finetune_epochs=config.finetune_epochs)
 
     budget, limit = config.max_drop_pts, config.max_drop_pts
     doc = solve(budget)
@@ -154,7 +167,7 @@ def _schedule(sweep, base: cells.Baseline, rows: list[dict], config: Sensitivity
         check = built.composed(doc)
         doc["checked"] = {**check, "budget_pts": budget, "tries": attempt}
         if "error" in check or -check["accuracy_change"] <= limit:
-            return doc
+            return built.timed(_saving_fraction(doc))
         budget *= 0.9 * limit / -check["accuracy_change"]
         doc = solve(budget) if attempt < SCHEDULE_TRIES else doc
     by_noise = sorted((r for r in rows if doc["groups"].get(r["root"]) == r["level"]
@@ -167,7 +180,16 @@ def _schedule(sweep, base: cells.Baseline, rows: list[dict], config: Sensitivity
                           "let_go": doc["checked"].get("let_go", []) + [cell["root"]]}
         if "error" in check or -check["accuracy_change"] <= limit:
             break
-    return _repredict(doc, rows, latency, base.shares)
+    return built.timed(_saving_fraction(_repredict(doc, rows, latency, base.shares)))
+
+
+def _saving_fraction(doc: dict) -> dict:
+    """The predicted saving as a fraction of the baseline's latency too (what the measured
+    one is set beside)."""
+    predicted = doc["predicted"]
+    predicted["saving"] = (predicted["saved_ms"] / predicted["baseline_ms"]
+                           if predicted.get("baseline_ms") else None)
+    return doc
 
 
 def _repredict(doc: dict, rows: list[dict], latency: float, shares: dict) -> dict:
@@ -203,7 +225,7 @@ def _measure_baseline(sweep, baseline, groups: list[Group], config,
     data, device = sweep.data, sweep.device
     full = list(range(len(data.test)))
     key = (*sweep.base_key(sweep.spec.seed), "baseline", config.technique, str(device),
-           sweep.threads, sweep.spec.batch_size, sweep.spec.min_time_s)
+           sweep.threads, sweep.spec.batch_size, sweep.spec.min_time_s, profile.METHOD)
     measured = cache.get(key)
     if measured is None:
         measured = _baseline_figures(sweep, baseline, full, config)
@@ -221,7 +243,9 @@ def _measure_baseline(sweep, baseline, groups: list[Group], config,
         example=example, layers=diagnostics.capture(baseline, example, members),
         params=module_params(baseline), macs=measured["macs"], shares=measured["shares"],
         owners={m: sum(m in g.modules for g in groups) for m in members},
-        extra={"latency": measured["latency"], "from_cache": measured["from_cache"]})
+        work=measured["work"],
+        extra={"latency": measured["latency"], "from_cache": measured["from_cache"],
+               "share_rounds": measured["share_rounds"]})
     if "int8" in measured:
         base.extra["int8"] = measured["int8"]
         base.int8_gain = measured["int8"]["int8_gain"]
@@ -234,9 +258,10 @@ def _baseline_figures(sweep, baseline, full: list[int], config) -> dict:
                               min_time_s=spec.min_time_s, warmup=spec.warmup)
     stats = LatencyStats.from_samples(tracker.samples_ms, spec.batch_size)
     example = sweep.example[:1].to(device)
+    timed = profile.module_times(baseline, sweep.example.to(device))
     out = {"bits": pack_bits(cells.score(baseline, device, sweep.data, full)),
-           "shares": module_shares(baseline, sweep.example.to(device)),
-           "macs": module_macs(baseline, example),
+           "shares": profile.shares_of(timed), "share_rounds": timed["rounds"],
+           "macs": module_macs(baseline, example), "work": module_work(baseline, example),
            "latency": {"p50": stats.p50, "p90": stats.p90, "mean": stats.mean,
                        "noisy": stats.noisy}}
     if not is_pruning(config.technique):
@@ -281,6 +306,7 @@ class _Cells:
         self.config, self.report, self.stop, self.on_row = config, report, stop, on_row
         self.cache = cache
         self.measured = self.from_cache = 0
+        self._built = None  # (levels, model, device) of the last schedule built
         self.cells = [(g, level) for g in groups for level in config.cell_levels]
 
     def _key(self, group: Group, level: float, which: str) -> tuple:
@@ -329,14 +355,40 @@ class _Cells:
         if found is None:
             self.report("checking", 0, 0, "the whole schedule on the screening examples")
             try:
-                model, device = cells.build_scheduled(self.base.model, doc, self.ctx,
-                                                      self.config)
+                model, device = self._scheduled(doc)
             except Exception as exc:  # said in the schedule; the map stands
                 return {"error": described(exc), "on": which}
             found = {"bits": pack_bits(cells.score(model, device, self.sweep.data, indices))}
             self.cache.put(parts, found)
         right = unpack_bits(found["bits"], len(indices))
         return {**cells.paired(right, base_right, self.config.confidence), "on": which}
+
+    def _scheduled(self, doc: dict):
+        """(the whole schedule's model, its device), built once per levels: the accuracy
+        check and the timing use the same model (the same fine-tuning as the cells)."""
+        levels = json.dumps(sorted(doc["groups"].items()))
+        if self._built is None or self._built[0] != levels:
+            self._built = (levels, *cells.build_scheduled(self.base.model, doc, self.ctx,
+                                                          self.config))
+        return self._built[1], self._built[2]
+
+    def timed(self, doc: dict) -> dict:
+        """The schedule with its measured saving beside the predicted one ("measured"):
+        the baseline and the schedule's model timed in ``config.verify_rounds`` interleaved
+        rounds (their order alternating, so drift falls on both alike), the saving from the
+        ratio of the rounds' medians with its bootstrap interval over the rounds."""
+        rounds = self.config.verify_rounds
+        if not rounds or not any(level > 0 for level in doc["groups"].values()):
+            return doc
+        self.report("timing", 0, 0, "the whole schedule against the baseline")
+        try:
+            model, device = self._scheduled(doc)
+        except Exception as exc:  # said in the schedule; the map stands
+            doc["measured"] = {"error": described(exc)}
+            return doc
+        doc["measured"] = measured_saving(self.base.model, self.sweep.device, model, device,
+                                          self.sweep, self.config.objective, rounds)
+        return doc
 
     def screen(self) -> list[dict]:
         which = "full" if self.config.subset >= 1 else "subset"
@@ -364,6 +416,31 @@ class _Cells:
             if self.on_row is not None:
                 self.on_row(index, rows[index])
         return [rows[i]["name"] for i in picked]
+
+
+def measured_saving(baseline, base_device, model, device, sweep, objective: str,
+                    rounds: int) -> dict:
+    """{"saving", "saving_ci", "baseline_ms", "schedule_ms", "rounds", "objective"}: the
+    fraction of the baseline's ``objective`` latency the schedule's model saves, timed in
+    ``rounds`` interleaved rounds (ABBA order) on the sweep's batch."""
+    from benchmarks.report.stats import bootstrap_ratio
+    spec = sweep.spec
+    per_round = max(spec.min_time_s / 4, 0.05)
+    timed: dict[str, list[float]] = {"base": [], "schedule": []}
+    pair = (("base", baseline, base_device), ("schedule", model, device))
+    for r in range(rounds):
+        for name, m, dev in (pair if r % 2 == 0 else pair[::-1]):
+            tracker = measure_latency(m, sweep.example, dev, min_runs=spec.min_runs,
+                                      min_time_s=per_round, warmup=spec.warmup)
+            stats = LatencyStats.from_samples(tracker.samples_ms, spec.batch_size)
+            timed[name].append(getattr(stats, objective))
+    boot = bootstrap_ratio([[x] for x in timed["base"]], [[x] for x in timed["schedule"]])
+    ratio = boot["ratio"]
+    return {"saving": 1.0 - 1.0 / ratio, "objective": objective, "rounds": rounds,
+            "saving_ci": None if boot["ci"] is None else [1.0 - 1.0 / c for c in boot["ci"]],
+            "baseline_ms": statistics.median(timed["base"]),
+            "schedule_ms": statistics.median(timed["schedule"]),
+            "round_baseline_ms": timed["base"], "round_schedule_ms": timed["schedule"]}
 
 
 def summary(result: SensitivityMap) -> dict:

@@ -53,10 +53,13 @@ def composed_saving(rows: list[dict], levels: dict, shares: dict) -> float:
     for row in rows:
         if row.get("error") is not None or levels.get(row["root"]) != row["level"]:
             continue
-        if "macs_removed_by_module" not in row or not row["kind"].startswith("prune."):
+        # A row's modules whose work the cut shrinks: its layers' multiply-adds and the
+        # leaves without weights after them (a map of before a ReLU's work: layers only).
+        removed = row.get("work_removed_by_module", row.get("macs_removed_by_module"))
+        if removed is None or not row["kind"].startswith("prune."):
             saved += row.get("saving", 0.0)
             continue
-        for module, fraction in row["macs_removed_by_module"].items():
+        for module, fraction in removed.items():
             kept[module] = kept.get(module, 1.0) * (1.0 - fraction)
     return saved + sum(shares.get(m, 0.0) * (1.0 - k) for m, k in kept.items())
 
@@ -150,10 +153,13 @@ def solve(table: dict[str, list[Option]], budget: float, solver: str = "lagrangi
 
 def build_schedule(rows: list[dict], *, model: str, technique: str, budget_pts: float,
                    baseline_ms: float, objective: str = "p50", solver: str = "lagrangian",
-                   shares: dict | None = None, **notes) -> dict:
+                   shares: dict | None = None, finetune_epochs: int | None = None,
+                   **notes) -> dict:
     """The schedule document: every group's level (0: left as it is) and what the map
     predicts for it (``notes``, the data set or the map's run, travel with it). With the
-    layers' latency ``shares``, the predicted saving composes the cuts of each layer."""
+    layers' latency ``shares``, the predicted saving composes the cuts of each layer.
+    ``finetune_epochs``: the fine-tuning the map's cells had, which the prediction assumes;
+    the schedule's variant applies the same (``schedule_variant``)."""
     table = options(rows, baseline_ms)
     choice = solve(table, budget_pts, solver)
     drop, saved = _total(choice)
@@ -161,11 +167,14 @@ def build_schedule(rows: list[dict], *, model: str, technique: str, budget_pts: 
     if shares is not None:
         saved = baseline_ms * composed_saving(rows, {r: o.level for r, o in choice.items()},
                                               shares)
+    if finetune_epochs is not None and technique.startswith("prune."):
+        notes["finetune_epochs"] = finetune_epochs
     doc = {"model": model, "technique": technique, "groups": levels,
            "objective": objective, "max_drop_pts": budget_pts, "solver": solver,
            "predicted": {"accuracy_change_pts": -drop if drop else 0.0, "saved_ms": saved,
                          f"{objective}_ms": baseline_ms - saved,
-                         "baseline_ms": baseline_ms},
+                         "baseline_ms": baseline_ms,
+                         "saving": saved / baseline_ms if baseline_ms else None},
            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **notes}
     parse_schedule(doc)
     return doc
@@ -191,10 +200,20 @@ def read_schedule(path: str | Path) -> dict:
         raise ValueError(f"--schedule {path}: {exc}") from None
 
 
+def schedule_finetune_epochs(doc: dict) -> int | None:
+    """The fine-tuning a pruning schedule's prediction assumed (its map's cells'), None for
+    INT8 or a schedule written before it was recorded."""
+    epochs = doc.get("finetune_epochs")
+    return epochs if isinstance(epochs, int) and not isinstance(epochs, bool) else None
+
+
 def schedule_variant(doc: dict, finetune_epochs: int | None = None):
     """The schedule as a variant like any other: channel or L1 pruning with its per-group
-    ratios (the usual fine-tuning unless ``finetune_epochs`` says otherwise), or INT8 with
-    its float groups kept."""
+    ratios and the fine-tuning its prediction assumed (the schedule's ``finetune_epochs``;
+    the usual one for a schedule that does not say, ``finetune_epochs`` where the caller
+    asks for another), or INT8 with its float groups kept."""
+    if finetune_epochs is None:
+        finetune_epochs = schedule_finetune_epochs(doc)
     from benchmarks.spec.variant import VariantSpec
     from optimizers.settings import Int8Settings, PruneSettings
     technique, field_name, value = SCHEDULE_TECHNIQUES[doc["technique"]]
@@ -206,3 +225,21 @@ def schedule_variant(doc: dict, finetune_epochs: int | None = None):
     else:
         settings = Int8Settings(value, schedule=text)
     return VariantSpec(name, (technique,), {technique: settings})
+
+
+def verification_variants(doc: dict, levels: list[float]) -> list:
+    """What a schedule's verification sweep runs beside the baseline: the schedule's
+    variant and, for pruning, uniform pruning at the map's ``levels`` with the same
+    fine-tuning (so the comparison is of the schedule, not of the epochs); for INT8 the
+    whole model quantized."""
+    from benchmarks.spec.variant import VariantSpec
+    from optimizers.settings import Int8Settings, PruneSettings
+    technique, _, value = SCHEDULE_TECHNIQUES[doc["technique"]]
+    scheduled = schedule_variant(doc)
+    if technique != "prune":
+        return [scheduled, VariantSpec(f"int8-{value}", ("int8",),
+                                       {"int8": Int8Settings(value)})]
+    epochs = scheduled.prune.finetune_epochs
+    return [scheduled] + [
+        VariantSpec(f"prune-{value}-{level:g}", ("prune",),
+                    {"prune": PruneSettings(level, value, epochs)}) for level in levels]

@@ -84,6 +84,10 @@ def test_a_map_writes_its_schedule_and_run_schedule_measures_it(tmp_path):
                 "--json", str(doc), "--store", str(store), *FAST_CLI)
     assert p.returncode == 0, p.stderr
     assert "group root" in p.stdout and f"written to {out}" in p.stderr
+    # The predicted saving beside the measured one, and a verify command fine-tuning as the
+    # prediction assumed (the map's cells: none).
+    assert "latency saved (p50): predicted" in p.stderr
+    assert f"--schedule {out} --finetune-epochs 0`" in p.stderr
     found = json.loads(doc.read_text())["sensitivity"]
     assert {r["root"] for r in found["rows"]} == {"0", "2"}
     assert all(r["kind"] == "prune.channel" and len(r["accuracy_change_ci"]) == 2
@@ -95,8 +99,9 @@ def test_a_map_writes_its_schedule_and_run_schedule_measures_it(tmp_path):
     assert stored["status"] == "complete" and len(stored["variants"]) == 2
 
     verified = tmp_path / "verified.json"
-    p = run_cli("run", "--schedule", str(out), "--finetune-epochs", "0", "--json",
-                str(verified), "--store", str(store), *FAST_CLI)
+    # No --finetune-epochs: the schedule's own (0), not the usual 2.
+    p = run_cli("run", "--schedule", str(out), "--json", str(verified), "--store", str(store),
+                *FAST_CLI)
     assert p.returncode == 0, p.stderr
     variants = json.loads(verified.read_text())["variants"]
     assert [v["name"] for v in variants][0] == "baseline" and len(variants) == 2

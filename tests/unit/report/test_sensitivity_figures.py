@@ -98,3 +98,27 @@ def test_a_schedule_is_set_beside_what_was_measured():
     low, high = check["measured_ci"]
     assert low < -3.0 < high and check["within_budget"] is False
     assert 0 < check["p_value"] < 1
+
+
+def test_a_schedules_predicted_saving_and_fine_tuning_are_set_beside_the_measured():
+    bits = pack_bits([True] * 10)
+    schedule = {"technique": "prune.channel", "groups": {"a": 0.5}, "finetune_epochs": 0,
+                "predicted": {"accuracy_change_pts": 0.0, "saving": 0.25}}
+    # Five interleaved rounds: the schedule's p50 about 0.7 of the baseline's in each.
+    base_rounds = [1.0, 1.1, 0.9, 1.0, 1.2]
+    variants = [
+        VariantResult("baseline", correct_bits=bits, n_test=10,
+                      latency_samples_ms=[1.0] * 9, round_p50_ms=base_rounds),
+        VariantResult("prune-channel-schedule-x", ["prune"], correct_bits=bits, n_test=10,
+                      config={"prune": {"method": "channel", "finetune_epochs": 2,
+                                        "schedule": schedule}},
+                      latency_samples_ms=[0.7] * 9,
+                      round_p50_ms=[0.7 * r for r in base_rounds])]
+    (check,) = schedule_checks(variants, "baseline")
+    assert check["predicted_saving"] == 0.25
+    assert check["measured_saving"] == pytest.approx(0.3)
+    low, high = check["measured_saving_ci"]
+    assert low == pytest.approx(0.3) and high == pytest.approx(0.3)
+    # The schedule was predicted without fine-tuning and applied with two epochs: said.
+    assert check["predicted_finetune_epochs"] == 0 and check["finetune_epochs"] == 2
+    assert check["same_finetuning"] is False

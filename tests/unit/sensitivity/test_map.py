@@ -83,6 +83,36 @@ def test_the_schedule_spares_the_fragile_group(fragile):
     assert schedule["predicted"]["saved_ms"] > 0
 
 
+def test_the_groups_shares_and_other_add_to_one_and_a_cut_counts_the_relu_it_feeds(fragile):
+    _, result, _, _ = fragile
+    shares = result.baseline["latency_shares"]
+    assert shares["method"] == "hooks-median" and shares["rounds"] >= 15
+    # Every convolution but the last is held by two groups (its output channels, the next
+    # one's input): split between them, the parts and "other" add to one.
+    assert set(shares["groups"]) == {"0", "2", BOTTLENECK, "5"}
+    assert sum(shares["groups"].values()) + shares["other"] == pytest.approx(1.0, abs=0.01)
+    assert 0 < shares["other"] < 0.5
+    by_root = {r["root"]: r["latency_share"] for r in result.rows}
+    assert by_root == pytest.approx(shares["groups"])
+    # Half of conv "0"'s channels gone: the ReLU after it ("1") does half the work.
+    row = next(r for r in result.rows if r["root"] == "0" and r["level"] == 0.5)
+    assert row["work_removed_by_module"]["1"] == pytest.approx(
+        1 - row["channels_kept"] / row["channels"])
+    assert "1" not in row["macs_removed_by_module"]
+
+
+def test_the_schedule_says_its_fine_tuning_and_its_measured_saving(fragile):
+    _, result, _, config = fragile
+    schedule = result.schedule
+    assert schedule["finetune_epochs"] == config.finetune_epochs
+    predicted, measured = schedule["predicted"], schedule["measured"]
+    assert predicted["saving"] == pytest.approx(predicted["saved_ms"] / predicted["baseline_ms"])
+    assert measured["rounds"] == config.verify_rounds and measured["objective"] == "p50"
+    assert len(measured["round_baseline_ms"]) == config.verify_rounds
+    low, high = measured["saving_ci"]
+    assert low <= measured["saving"] <= high < 1
+
+
 def test_a_second_map_runs_from_the_cache(fragile):
     from benchmarks.sensitivity.mapper import build_map
     sweep, first, first_s, config = fragile
