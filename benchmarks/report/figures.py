@@ -35,6 +35,7 @@ from benchmarks.report.style import (  # noqa: F401
     is_baseline,
     keep_order,
     layout,
+    log_ticks,
     mark_baseline,
     num,
     ok_rows,
@@ -181,7 +182,8 @@ def latency_chart(rows: list[dict]) -> go.Figure:
     top = max((p + t for p, t in zip(p50, p99)), default=0.0)
     log = bool(p50) and top > 4 * max(p50)
     if log:
-        fig.update_xaxes(type="log")
+        low = min((p for p in p50 if p > 0), default=0.0)
+        fig.update_xaxes(**log_ticks(low, top))
     fig = layout(fig, "Latency p50 (whiskers p90 / p99)" + (", log" if log else ""),
                  "ms per batch", len(rows))
     keep_order(fig, labels)
@@ -237,6 +239,9 @@ def sparsity_chart(per_variant: dict[str, dict[str, float]]) -> go.Figure:
     fig.update_layout(title="Per-layer sparsity of pruned variants",
                       height=max(240, 80 + 24 * len(layers)),
                       margin=dict(l=10, r=10, t=40, b=10), yaxis_autorange="reversed")
+    # Layers and variants as categories, whatever their names look like ("0", "2", "5").
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(type="category", automargin=True)
     fig.update_xaxes(tickangle=-30)
     return fig
 

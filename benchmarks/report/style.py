@@ -80,8 +80,35 @@ def layout(fig: go.Figure, title: str, axis_title: str, n: int) -> go.Figure:
     fig.update_layout(title=title, height=max(CHART_HEIGHT, 90 + 22 * n),
                       margin=dict(l=10, r=10, t=40, b=10), showlegend=False, bargap=0.25)
     fig.update_xaxes(title=axis_title)
-    fig.update_yaxes(autorange="reversed", automargin=True)  # first variant on top
+    # A category axis whatever the names look like: layers of an nn.Sequential are named
+    # "0", "2", "5", which plotly would otherwise place on a numeric -1...6 axis.
+    fig.update_yaxes(type="category", autorange="reversed", automargin=True)  # first on top
     return fig
+
+
+def _tick_text(value: float) -> str:
+    """A tick's label in full: 0.01, 1, 10, 2k (never plotly's lone "2" or "5")."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:.12f}".rstrip("0").rstrip(".")
+
+
+def log_ticks(low: float, high: float) -> dict:
+    """Ticks of a log axis over [low, high] (positive): the decades (1, 10, 100), and where
+    fewer than three decades fall inside, 2 and 5 times them too; each labelled in full. The
+    keywords of ``update_xaxes``/``update_yaxes``."""
+    if not (low > 0 and high >= low):
+        return {}
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    decades = [10.0 ** e for e in range(first, last + 1)]
+    inside = [d for d in decades if low <= d <= high]
+    steps = (1,) if len(inside) >= 3 else (1, 2, 5)
+    values = [d * s for d in decades for s in steps if low <= d * s <= high]
+    if len(values) < 2:  # a range inside one step: its ends, labelled
+        values = sorted({low, high})
+    return dict(type="log", tickmode="array", tickvals=values,
+                ticktext=[_tick_text(v) for v in values])
 
 
 def keep_order(fig: go.Figure, labels: list[str]) -> None:
