@@ -20,7 +20,7 @@ import json
 import streamlit as st
 
 from benchmarks.report import sensitivity as figures
-from benchmarks.sensitivity.config import SensitivityConfig, is_pruning
+from benchmarks.sensitivity.config import SensitivityConfig
 from dashboard import charts, jobs_view, settings_form, state
 from dashboard.markup import md, no_paths
 
@@ -161,7 +161,8 @@ def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
             schedule = build_schedule(found["rows"], model=stored["model"],
                                       technique=found["technique"], budget_pts=budget,
                                       baseline_ms=latency, objective=objective,
-                                      dataset=stored["dataset"], map_run=stored["run_id"])
+                                      dataset=stored["dataset"], map_run=stored["run_id"],
+                                      finetune_epochs=config.get("finetune_epochs", 0))
         except ValueError as exc:
             st.error(md(exc))
             return
@@ -170,7 +171,18 @@ def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
                 f"{predicted['accuracy_change_pts']:+.2f} points and "
                 f"{predicted['saved_ms']:.3f} ms of {predicted['baseline_ms']:.3f} ms "
                 f"({objective}) saved. Effects are not additive: the verification sweep "
-                f"measures it against the baseline on the same examples.")
+                f"measures it against the baseline on the same examples"
+                + (f", with the same {schedule['finetune_epochs']} epochs of fine-tuning as "
+                   f"the map's cells." if schedule.get("finetune_epochs") is not None
+                   else "."))
+    measured = schedule.get("measured") or {}
+    if measured.get("saving") is not None:
+        ci = measured.get("saving_ci")
+        st.caption(f"Latency saved ({measured['objective']}): predicted "
+                   f"{predicted['saving']:.1%}, measured {measured['saving']:.1%}"
+                   + ("" if ci is None else f" [95% interval {ci[0]:.1%}, {ci[1]:.1%}]")
+                   + f" ({measured['schedule_ms']:.3f} vs {measured['baseline_ms']:.3f} ms, "
+                     f"{measured['rounds']} interleaved rounds).")
     checked = schedule.get("checked") or {}
     if checked.get("accuracy_change") is not None:
         low, high = checked["accuracy_change_ci"]
@@ -206,24 +218,14 @@ def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
 def _verification(stored: dict, schedule: dict, found: dict, source: dict | None) -> dict | None:
     """The verification sweep: the map's baseline, the schedule's variant and, for pruning,
     the uniform ratios of the map's levels, timed side by side."""
-    from benchmarks.sensitivity.schedule import schedule_variant
+    from benchmarks.sensitivity.schedule import verification_variants
     from benchmarks.spec.sweep import SweepSpec
-    from benchmarks.spec.variant import BASELINE, VariantSpec
-    from optimizers.settings import Int8Settings, PruneSettings
+    from benchmarks.spec.variant import BASELINE
     spec = dict(((stored.get("spec") or {}).get("sweep")) or (source or {}).get("spec") or {})
     if not spec:
         st.error("This map does not say which sweep's baseline it maps.")
         return None
-    technique = found["technique"]
-    variants = [BASELINE, schedule_variant(schedule)]
-    if is_pruning(technique):
-        method = technique.split(".", 1)[1]
-        variants += [VariantSpec(f"prune-{method}-{level:g}", ("prune",),
-                                 {"prune": PruneSettings(level, method)})
-                     for level in found.get("levels") or []]
-    else:
-        variants.append(VariantSpec(f"int8-{technique.split('.', 1)[1]}", ("int8",),
-                                    {"int8": Int8Settings(technique.split(".", 1)[1])}))
+    variants = [BASELINE, *verification_variants(schedule, found.get("levels") or [])]
     try:
         verification = SweepSpec.from_dict({**spec, "variants": [v.to_dict() for v in
                                                                   variants]}).to_dict()
@@ -258,7 +260,14 @@ def _schedule_checks(run: dict) -> None:
         "measured 95% interval": None if c["measured_ci"] is None else
         f"[{c['measured_ci'][0]:+.2f}, {c['measured_ci'][1]:+.2f}]",
         "p": c["p_value"], "budget pts": c["max_drop_pts"],
-        "within budget": c["within_budget"]} for c in checks],
+        "within budget": c["within_budget"],
+        "predicted saving": _pct(c["predicted_saving"]),
+        "measured saving": _pct(c["measured_saving"]),
+        "measured saving 95% interval": None if c["measured_saving_ci"] is None else
+        f"[{c['measured_saving_ci'][0]:.1%}, {c['measured_saving_ci'][1]:.1%}]",
+        "fine-tuning (predicted / applied)":
+            f"{_num(c['predicted_finetune_epochs'], '{}')} / "
+            f"{_num(c['finetune_epochs'], '{}')}"} for c in checks],
         hide_index=True, key=f"schedule-checks-{run['run_id']}")
 
 
@@ -297,6 +306,10 @@ def _diagnostics(run: dict, key: str) -> None:
                                            or "none"))
             st.caption("Became right: " + (", ".join(map(str, flips["became_right"]))
                                            or "none"))
+
+
+def _pct(value) -> str | None:
+    return None if value is None else f"{value:.1%}"
 
 
 def _db(value) -> str:
