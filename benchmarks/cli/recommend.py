@@ -6,6 +6,10 @@ Everything the user can get wrong is refused in one line, exit 2, before anythin
 margin, the confidence, a budget of 0, a space with no knob, a data set without labels); a
 margin the certify split cannot certify is refused once the data are loaded, naming the
 margin it can. Ctrl-C stops the search and certifies what it found (a second one aborts).
+``--budget`` is the whole command's wall time, from the process's start: a budget too short
+for one trial and its final timing is refused (exit 2) with the shortest useful one, before
+the data load where the spec and the store's history already show it, else once the baseline
+is measured, before any trial and before a run is stored.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+import time
 from pathlib import Path
 
 from benchmarks.cli.outputs import EXIT_INTERRUPTED, EXIT_OK, check_writable
@@ -39,9 +44,34 @@ def sweep_from_args(args):
         labels=args.labels)
 
 
+def _check_budget_up_front(request, spec, store_path, started: float) -> None:
+    """A budget the command has already spent, or that cannot hold the timing of one trial
+    (or the baseline's set-up in earlier runs here): refused before any data loads."""
+    if request.budget_s is None:
+        return
+    from benchmarks.recommend.pipeline import budget_floor_s, too_short
+    from benchmarks.store.database import ResultsStore, default_store_path
+    path = Path(store_path) if store_path else default_store_path()
+    history = ResultsStore(path) if path.is_file() else None  # a refusal creates no store
+    elapsed = time.monotonic() - started
+    floor, known = budget_floor_s(spec, elapsed, history)
+    if request.budget_s < floor:
+        setup = ("the set-up as fast as the fastest earlier one here" if known else
+                 "the data load and the baseline")
+        raise too_short(request.budget_s, floor,
+                        f"{elapsed:.1f} s have gone to starting, and {setup}, one trial and "
+                        f"its final timing need {'about' if known else 'more than'} "
+                        f"{floor - elapsed:.1f} s more", known=known)
+
+
 def cmd_recommend(args) -> int:
     from benchmarks.recommend.pipeline import check_labelled
     from benchmarks.recommend.space import search_space
+    from benchmarks.recommend.stopping import process_age_s
+    # The budget covers the whole command: from the process's start where the process is
+    # this command (its interpreter and imports too), from here where it is called in-process.
+    own = sys.argv[1:2] == ["recommend"]
+    started = time.monotonic() - (process_age_s() if own else 0.0)
     request = request_from_args(args)           # the margin, confidence, budget...
     space = search_space(*technique_choices(args))  # a space with no knob
     spec = sweep_from_args(args)
@@ -57,7 +87,10 @@ def cmd_recommend(args) -> int:
     from benchmarks.recommend.pipeline import Recommender
     from benchmarks.report.certified import summary_lines, table_text
     from benchmarks.run.cache import WeightsCache
+    from benchmarks.run.runner import prepare_sweep  # noqa: F401  torch: its seconds count
     from benchmarks.store.database import ResultsStore
+    # After the imports, before the data load and the baseline.
+    _check_budget_up_front(request, spec, args.store, started)
     count = itertools.count(1)
     say = (lambda text: None) if args.quiet else (lambda text: print(text, file=sys.stderr,
                                                                        flush=True))
@@ -65,7 +98,7 @@ def cmd_recommend(args) -> int:
                               cache=WeightsCache(enabled=not args.no_cache),
                               ray_address=args.ray_address if args.executor == "ray" else None,
                               on_trial=lambda record: say(_trial_line(record, next(count))),
-                              memo=not args.fresh)
+                              memo=not args.fresh, started=started)
     store = ResultsStore(args.store)  # opened once the power check has passed
     recommender.attach(store)
     say(f"search space: {recommender.space.describe()}")
@@ -79,6 +112,9 @@ def cmd_recommend(args) -> int:
     report = RunReport.from_stored(store.run(result.run_id))
     for warning in report.warnings:  # a baseline that learned nothing, say: the run's own
         print(f"warning: {warning}", file=sys.stderr)
+    from benchmarks.recommend.search import NOTHING_SEARCHED
+    if result.log.ended == NOTHING_SEARCHED:  # said even with --quiet: the run answers nothing
+        print(f"warning: {NOTHING_SEARCHED}", file=sys.stderr)
     print(f"run {result.run_id} stored in {store.path}", file=sys.stderr)
     if args.json_file:
         Path(args.json_file).write_text(json.dumps(report.document(), indent=2, default=str))

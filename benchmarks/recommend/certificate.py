@@ -16,7 +16,9 @@ and how much faster it is.
   timing shows another faster than it beyond noise (``_fastest``): two equally fast
   candidates do not swap places with the timing noise of a rerun. Its ratio to the baseline
   has a bootstrap interval over the timing rounds both were timed in
-  (``answer.objective_ratio``); "faster" only when that interval's lower end is above 1.
+  (``answer.objective_ratio``); "faster" only when that interval's lower end is above 1. The
+  interval is stated with its paired rounds and its nominal coverage (``ratio_coverage``):
+  the confidence where the rounds can give it, else less, never "95%" on three rounds.
 
 ``recompute`` redoes every step from a run's stored JSON (the per-example bits, the split's
 indices, the timing rounds), as a reader would. Torch-free.
@@ -54,6 +56,8 @@ class Tested:
     lower_pts: float | None = None            # one-sided, at the confidence
     ratio: float | None = None                # the objective ratio where it was last timed
     ratio_ci: list[float] | None = None
+    ratio_rounds: int | None = None           # the paired timing rounds it resampled
+    ratio_coverage: float | None = None       # its interval's nominal coverage
     timed: str | None = None                  # "final" (timed again with the baseline) or
     notes: list[str] = field(default_factory=list)  # "search" (its search-phase rounds)
 
@@ -68,7 +72,7 @@ class Certificate:
     candidates: list[Tested] = field(default_factory=list)
     stopped_at: int | None = None       # the order of the first candidate that failed
     winner: str | None = None
-    speedup: dict | None = None         # {"ratio", "ci", "faster", "timed"}
+    speedup: dict | None = None  # {"ratio", "ci", "faster", "timed", "rounds", "coverage"}
     reason: str = ""
     smallest_margin_pts: float | None = None
     test: str = TEST
@@ -144,6 +148,10 @@ def certify(sequence: list[Tested], results: dict[str, VariantResult], base: Var
         mine = results[tested.name]
         reference = references.get(tested.name, base)
         tested.ratio, tested.ratio_ci = objective_ratio(mine, reference, objective)
+        if tested.ratio_ci:
+            tested.ratio_rounds = min(len(mine.round_p50_ms), len(reference.round_p50_ms))
+            # objective_ratio's bootstrap is at the library's confidence, not the margin's
+            tested.ratio_coverage = interval_coverage(tested.ratio_rounds, stats.CONFIDENCE)
         tested.timed = "search" if tested.name in references else "final"
     _choose(cert, results)
     return cert
@@ -171,14 +179,31 @@ def _choose(cert: Certificate, results: dict[str, VariantResult]) -> None:
     best = _fastest([t for t in good if faster(t)] or good, results, cert.objective)
     cert.winner = best.name
     cert.speedup = {"ratio": best.ratio, "ci": best.ratio_ci, "faster": faster(best),
-                    "timed": best.timed}
+                    "timed": best.timed, "rounds": best.ratio_rounds,
+                    "coverage": best.ratio_coverage}
     word = "faster" if cert.objective in ("p50", "p99", "throughput") else "better"
-    claim = (f"{best.ratio:.2f}x" + (f" [{best.ratio_ci[0]:.2f}, {best.ratio_ci[1]:.2f}]"
+    claim = (f"{best.ratio:.2f}x" + (f" [{best.ratio_ci[0]:.2f}, {best.ratio_ci[1]:.2f}] ("
+                                     f"{interval_label(best.ratio_rounds, best.ratio_coverage)})"
                                      if best.ratio_ci else ""))
     cert.reason = (f"{best.name} is within {cert.margin_pts:g} points of the baseline at "
                    f"{cert.confidence:.0%} confidence (lower limit {best.lower_pts:+.2f} "
                    f"points, n={best.n}) and {claim} {word} in {cert.objective}"
                    + ("" if faster(best) else f", not {word} beyond its noise"))
+
+
+def interval_coverage(rounds: int, confidence: float) -> float:
+    """The nominal coverage of a speed-up interval resampled from ``rounds`` paired rounds:
+    the bootstrap's confidence, at most the coverage of the rounds' own range. Any interval
+    within the range of n exchangeable rounds covers their median with probability at most
+    1 - 2^(1-n) (both ends beyond it: 2 * 0.5^n); three rounds give 75%, five 94%, six 97%."""
+    return min(confidence, 1 - 2.0 ** (1 - rounds))
+
+
+def interval_label(rounds: int | None, coverage: float | None) -> str:
+    """"95% interval, 6 paired rounds": what the interval beside a speed-up is."""
+    if not rounds or coverage is None:
+        return "no interval"
+    return f"{100 * coverage:.3g}% interval, {rounds} paired rounds"
 
 
 def _fastest(pool: list[Tested], results: dict[str, VariantResult], objective: str) -> Tested:

@@ -66,9 +66,13 @@ class Memo:
             if self.replay is None and asked is not None and \
                     _canonical(rec.get("request")) == asked and \
                     "budget" in str(search.get("ended") or ""):
-                self.replay = sum(1 for t in search.get("trials") or []
-                                  if t.get("error") != STOPPED_BEFORE)
-                self.replay_final = bool(rec.get("final_timing"))
+                measured = sum(1 for t in search.get("trials") or []
+                               if t.get("error") != STOPPED_BEFORE)
+                # A search the budget ended before any trial has nothing to replay: the
+                # same command with the baseline now cached searches.
+                if measured:
+                    self.replay = measured
+                    self.replay_final = bool(rec.get("final_timing"))
             run = store.run(summary["run_id"])
             stored = {v["name"]: v for v in run.get("variants") or []}
             waves = (rec.get("search") or {}).get("waves") or []

@@ -8,18 +8,25 @@ certify split once, store it all as a run.
         result = recommender.run(recorder)
 
 Whatever stops it (the budget, Cancel, Ctrl-C: ``stopping.Stop``), ``run`` returns the best
-certified variant among what the search found, or says none was: interrupted, the candidates
-are certified on the bits and timings the search already took, with no further timing.
+certified variant among what the search found, or says none was: cancelled or interrupted, the
+candidates are certified on the bits and timings the search already took, with no further
+timing; a budget spent in the search's last wave still leaves the final timing its rounds.
+
+``--budget`` is the whole command's wall time (``Stop(started=...)``): the search ends early
+enough to leave the final timing its time, and a budget too short for one trial is refused
+with the shortest useful one (``budget_floor_s`` before the data load, from the spec and the
+store's history; ``prepare_baseline`` again once the set-up's cost is known).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 
 from benchmarks.recommend.certificate import Certificate, certify, order_candidates
-from benchmarks.recommend.memo import Memo, context_key
+from benchmarks.recommend.memo import LOOKBACK_RUNS, Memo, context_key
 from benchmarks.recommend.power import certifiable_pts, check_power
 from benchmarks.recommend.recipe import recipe
 from benchmarks.recommend.search import Search, SearchLog
@@ -33,7 +40,50 @@ from benchmarks.spec.sweep import SweepSpec
 from benchmarks.spec.variant import BASELINE, VariantSpec
 
 SCHEMA = 1
-FINAL_ROUNDS_MIN = 5  # the final timing's rounds: the bootstrap resamples them
+# The final timing's rounds: the bootstrap resamples them, and fewer than six cannot give
+# its 95% (the range of n rounds covers their median with probability 1 - 2^(1-n): five 94%).
+FINAL_ROUNDS_MIN = 6
+# What a command spends beyond its measured phases (the store, the certificate, the report).
+OVERHEAD_S = 5.0
+# Waves a recommendation times at least: the baseline alone, one trial with the baseline,
+# the final timing of one candidate with the baseline; each variant in each for min_time_s.
+FLOOR_VARIANT_WAVES = 1 + 2 + 2
+
+
+# The spec fields that make an earlier recommendation's set-up time this one's.
+SETUP_FIELDS = ("epochs", "batch_size", "seed", "lr", "device", "checkpoint", "weights",
+                "normalize", "input_shape", "min_time_s", "fp32", "labels")
+
+
+def budget_floor_s(spec: SweepSpec, elapsed_s: float, history=None) -> tuple[float, bool]:
+    """(the least wall time one trial and its final timing can take, known before the data
+    load; whether history gave the set-up's time). The timing itself (every variant of every
+    wave is timed for ``min_time_s``) comes after the set-up, which takes at least what the
+    command has spent already and, where ``history`` (a ResultsStore) holds an earlier
+    recommendation of the same model, data and budgets, as long as its fastest set-up (data,
+    baseline from the cache)."""
+    setup, known = elapsed_s + spec.min_time_s, False  # the baseline measured alone
+    if history is not None:
+        mine = spec.to_dict()
+        earlier = [(run.get("recommendation") or {}).get("setup_s")
+                   for run in history.runs(limit=LOOKBACK_RUNS, model=spec.model,
+                                           dataset=spec.dataset, with_variants=False)
+                   if all((run.get("spec") or {}).get(k) == mine.get(k) for k in SETUP_FIELDS)]
+        earlier = [x for x in earlier if isinstance(x, (int, float))]
+        if earlier:
+            setup, known = max(setup, min(earlier)), True
+    return setup + (FLOOR_VARIANT_WAVES - 1) * spec.min_time_s, known
+
+
+def too_short(budget_s: float, shortest_s: float, what: str, known: bool = True
+              ) -> ValueError:
+    """The one line refusing a budget, with the shortest useful one (rounded up to 5 s);
+    ``known``: False where it is only a lower bound (the set-up did not finish)."""
+    shortest = 5 * math.ceil(shortest_s / 5)
+    about = "about" if known else "more than"
+    return ValueError(f"--budget {budget_s:g}s is too short for one trial: {what}; the "
+                      f"shortest useful budget here is {about} {shortest} s "
+                      f"(--budget {shortest}s{'' if known else ' or more'})")
 
 
 def check_labelled(dataset: str) -> None:
@@ -54,7 +104,8 @@ class Recommender:
     def __init__(self, request, spec: SweepSpec, space, *, store=None, cache=None,
                  executor=None, ray_address: str | None = None, should_stop=None,
                  allowed_models_dir=None, allowed_data_dir=None, memory_share=None,
-                 on_progress=None, on_trial=None, memo: bool = True):
+                 on_progress=None, on_trial=None, memo: bool = True,
+                 started: float | None = None):
         from benchmarks.run.checks import technique_preflight
         from benchmarks.run.runner import prepare_sweep
         check_labelled(spec.dataset)
@@ -65,7 +116,7 @@ class Recommender:
                              technique_preflight(spec, name, settings, chain))
         self.request, self.space, self.store = request, space, store
         self.on_trial = on_trial
-        self.stop = Stop(should_stop, request.budget_s)
+        self.stop = Stop(should_stop, request.budget_s, started)
         self.spec = dataclasses.replace(spec, variants=(BASELINE,))
         self.prepared = prepare_sweep(self.spec, cache=cache, executor=executor,
                                       allowed_models_dir=allowed_models_dir,
@@ -91,6 +142,7 @@ class Recommender:
         self.margin_pts: float | None = None
         self.positions: dict[str, int] = {}
         self.recorder = None
+        self.setup_s: float | None = None  # the command's time until the baseline was measured
 
     def attach(self, store) -> None:
         """The results store the run goes to (and earlier trials come from): given once the
@@ -125,16 +177,34 @@ class Recommender:
         base, _, cut = self.waves.measure([], 2)
         if base is None or cut:
             if self.stop.reason == "budget":
-                raise RuntimeError("the wall-time budget ran out before the baseline was "
-                                   "trained: nothing was searched; give a larger --budget")
+                # Nothing searched, nothing stored: the budget was too short (one line).
+                raise too_short(self.request.budget_s, self.stop.elapsed_s
+                                + (FLOOR_VARIANT_WAVES - 1) * self.spec.min_time_s,
+                                f"it ran out after {self.stop.elapsed_s:.0f} s, before the "
+                                f"baseline was trained and measured", known=False)
             raise Cancelled()
         if not base.ok:
             raise RuntimeError(f"the baseline failed: {base.error}")
+        self.setup_s = self.stop.elapsed_s
+        self._check_budget()
         self.base = base
         accuracy = accuracy_at(base.correct_bits, base.n_test, self.split.search)
         self.margin_pts = self.request.margin.points(accuracy)
         check_power(self.margin_pts, len(self.split.certify), self.request.confidence)
         return base
+
+    def _check_budget(self) -> None:
+        """Refuse, before any trial, a budget that cannot hold one trial and its final timing
+        (measured here: the set-up it took, the baseline's measuring per variant)."""
+        budget = self.request.budget_s
+        if budget is None:
+            return
+        one_trial = 2 * self.waves.per_variant_s() * 1.5  # the trial and the baseline
+        need = one_trial + self._reserve_s(1)
+        if self.stop.remaining_s < need:
+            raise too_short(budget, self.setup_s + need,
+                            f"the set-up (data, baseline) took {self.setup_s:.0f} s and one "
+                            f"trial with its final timing takes about {need:.0f} s more")
 
     # -- the search, the certificate, the run ---------------------------------------------
 
@@ -192,10 +262,13 @@ class Recommender:
         # A replayed search whose run had no final timing (its budget ended first) is
         # certified as that run was, on the search's own rounds.
         replayed_without = self.memo.replay is not None and not self.memo.replay_final
-        if chosen and not self.stop() and not replayed_without:
+        # The budget does not cut the final timing (the search left it its time; three
+        # search rounds cannot give the interval its 95%): Cancel and Ctrl-C do.
+        stop = self.stop.unless_budget()
+        if chosen and not stop() and not replayed_without:
             variants = [VariantSpec.from_dict(c["variant"]) for c in chosen]
             rounds = max(FINAL_ROUNDS_MIN, self.spec.timing_rounds)
-            new_base, timed, cut = self.waves.measure(variants, rounds)
+            new_base, timed, cut = self.waves.measure(variants, rounds, stop)
             if new_base is not None and not cut:
                 base, final = new_base, True
                 self.recorder.add(base, 0)
@@ -219,6 +292,8 @@ class Recommender:
             "context": self.context, "search": log.to_dict(),
             "certificate": cert.to_dict(), "references": references, "final_timing": final,
             "stopped": self.stop.describe(), "seconds": round(self.stop.elapsed_s, 3),
+            "setup_s": None if self.setup_s is None else round(self.setup_s, 3),
+            "budget_s": self.request.budget_s,
             "recipe": None if winner is None else recipe(self.spec, winner)}
 
     def store_block(self, block: dict) -> None:
@@ -242,10 +317,11 @@ class Recommender:
         executor = self.prepared.executor
         return 1 + len(getattr(executor, "devices", []) or [])
 
-    def _reserve_s(self) -> float:
-        """What the final timing will take: the candidates and the baseline, measured again."""
+    def _reserve_s(self, candidates: int) -> float:
+        """What the final timing of ``candidates`` will take: they and the baseline, measured
+        again (its rounds cost more than the search's)."""
         per = self.waves.per_variant_s()
-        return (self.request.max_candidates + 1) * per * 1.5 + 5.0 if per else 0.0
+        return (candidates + 1) * per * 1.5 + OVERHEAD_S if per else 0.0
 
     def _rung_bits(self, variant: VariantSpec) -> tuple[str, int]:
         """A cheaper build of a trial scored on the test split, here (successive halving)."""

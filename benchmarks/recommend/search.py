@@ -15,15 +15,19 @@ single-objective studies), whose value at each rung is how far the trial's searc
 accuracy is below the margin (0 when within it, so every trial within the margin goes on);
 a pruned trial is never timed.
 
-The search ends at --trials, at the budget (leaving the final timing its time), when it has
-converged (``patience`` trials in a row, after the sampler's random start, add nothing to the
-front of feasible, faster trials),
-when the space is exhausted, or when it is stopped; what it found so far is its result.
+The search ends at --trials, at the budget (leaving the next wave and the final timing their
+time), when it has converged (``patience`` trials in a row, after the sampler's random start,
+add nothing to the front of feasible, faster trials: a trial improves when no point of the
+front *before it* is at least as good in both objectives), when the space is exhausted, or
+when it is stopped; what it found so far is its result. Each trial's ``front`` flag says
+whether it is on the front of all the trials measured (kept right after every trial and
+recomputed at the end); ``improved``, whether it entered the front when it was measured.
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -56,7 +60,8 @@ class TrialRecord:
     ratio: float | None = None
     ratio_ci: list[float] | None = None
     feasible: bool | None = None
-    front: bool = False
+    front: bool = False        # on the front of every trial measured (``pareto_front``)
+    improved: bool = False     # entered the front when measured: it counts against patience
     rungs: list[dict] = field(default_factory=list)
     reused: str | None = None  # the run whose measurement it reused
     wave: int | None = None    # its wave's index in SearchLog.waves
@@ -76,15 +81,44 @@ class SearchLog:
     def front(self) -> list[TrialRecord]:
         """The complete trials within the margin and faster, not dominated in (search
         accuracy, ratio)."""
-        good = [t for t in self.trials if t.state == "complete" and t.feasible
-                and t.ratio is not None and t.ratio > 1]
-        return [t for t in good if not any(
-            o is not t and o.search_accuracy >= t.search_accuracy and o.ratio >= t.ratio
-            and (o.search_accuracy > t.search_accuracy or o.ratio > t.ratio) for o in good)]
+        return pareto_front(self.trials)
+
+    def refresh_front(self) -> None:
+        """Every trial's ``front`` flag from the front of all of them: a later trial can
+        push an earlier one off it."""
+        on = {id(t) for t in self.front()}
+        for t in self.trials:
+            t.front = id(t) in on
 
     def to_dict(self) -> dict:
         return {"trials": [asdict(t) for t in self.trials], "waves": self.waves,
                 "ended": self.ended, "sampler": self.sampler, "seconds": round(self.seconds, 3)}
+
+
+def eligible(t: TrialRecord) -> bool:
+    """A trial that can be on the front: measured, within the margin, faster."""
+    return t.state == "complete" and bool(t.feasible) and t.ratio is not None and t.ratio > 1
+
+
+def _covers(o: TrialRecord, t: TrialRecord) -> bool:
+    """``o`` is at least as good as ``t`` in both objectives."""
+    return o.search_accuracy >= t.search_accuracy and o.ratio >= t.ratio
+
+
+def pareto_front(trials: list[TrialRecord]) -> list[TrialRecord]:
+    """The eligible trials no other eligible trial dominates (at least as good in both of
+    (search accuracy, ratio), better in one)."""
+    good = [t for t in trials if eligible(t)]
+    return [t for t in good if not any(
+        o is not t and _covers(o, t)
+        and (o.search_accuracy > t.search_accuracy or o.ratio > t.ratio) for o in good)]
+
+
+def improves(record: TrialRecord, front: list[TrialRecord]) -> bool:
+    """Whether ``record`` adds to ``front`` (the front before it): eligible, and no point of
+    that front at least as good in both objectives. A point equal to one already there adds
+    nothing, so it does not reset the patience either."""
+    return eligible(record) and not any(_covers(o, record) for o in front)
 
 
 def _quiet_optuna():
@@ -107,18 +141,21 @@ def make_sampler(name: str, seed: int):
 
 
 STOPPED_BEFORE = "stopped before it was measured"  # a trial the budget cut
+NOTHING_SEARCHED = ("the wall-time budget ran out before any trial was measured: nothing was "
+                    "searched; give a larger --budget")
 
 
 class Search:
     def __init__(self, space, request, split: Split, baseline: VariantResult,
                  margin_pts: float, waves: Waves, stop, *, seed: int, memo=None,
-                 rung_bits=None, wave_size: int = 1, reserve_s=lambda: 0.0,
+                 rung_bits=None, wave_size: int = 1, reserve_s=lambda candidates: 0.0,
                  on_trial=None):
         self.space, self.request, self.split = space, request, split
         self.margin_pts, self.waves, self.stop = margin_pts, waves, stop
         self.memo, self.rung_bits, self.on_trial = memo, rung_bits, on_trial
         self.replay = getattr(memo, "replay", None)
         self.wave_size, self.reserve_s = max(1, wave_size), reserve_s
+        self.wave_s: list[float] = []  # each measured wave's seconds: the next one's estimate
         self.base_search = accuracy_at(baseline.correct_bits, baseline.n_test, split.search)
         self.log = SearchLog(sampler={"name": request.sampler, "seed": seed,
                                       "library": "optuna", "halving": HALVING})
@@ -156,12 +193,15 @@ class Search:
                 duplicates = 0
                 for record in self._measure(wave):
                     new += 1
-                    improved = record.state == "complete" and record.front
-                    quiet = 0 if improved or new <= self.startup else \
+                    quiet = 0 if record.improved or new <= self.startup else \
                         quiet + (record.state != "failed")
         except KeyboardInterrupt:
             self.stop.interrupt()
             self.log.ended = self.stop.describe()
+        self.log.refresh_front()
+        if "budget" in (self.log.ended or "") and \
+                not any(t.state == "complete" for t in self.log.trials):
+            self.log.ended = NOTHING_SEARCHED
         self.log.seconds = time.perf_counter() - t0
         return self.log
 
@@ -182,7 +222,11 @@ class Search:
         if duplicates >= 2 or (
                 self.space.size() is not None and len(self.seen) >= self.space.size()):
             return "the search space is exhausted: every point was measured"
-        if self.stop.soft_end(self.reserve_s()):
+        # The next wave and the final timing of the front it may leave must fit in what is
+        # left: a wave started without its time is cut by the budget, measuring nothing.
+        candidates = min(self.request.max_candidates, len(self.log.front()) + self.wave_size)
+        next_wave = statistics.median(self.wave_s) if self.wave_s else 0.0
+        if self.stop.soft_end(self.reserve_s(candidates) + next_wave):
             return "the wall-time budget ran out (the rest is kept for the final timing)"
         return None
 
@@ -229,6 +273,8 @@ class Search:
             return done
         t0 = time.perf_counter()
         base, results, cut = self.waves.measure([v for _, _, v in todo], SEARCH_ROUNDS)
+        if base is not None and not cut:
+            self.wave_s.append(time.perf_counter() - t0)
         wave_index = None
         if base is not None:
             self.log.waves.append(reference_of(base))
@@ -288,13 +334,12 @@ class Search:
 
     def _finish(self, trial, record: TrialRecord) -> None:
         self._tell(trial, record)
-        if record.state == "complete":
-            front = {t.name for t in self.log.front()}
-            record.front = record.name in front
-            for t in self.log.trials:
-                t.front = t.name in front
+        # Against the front before it: compared with the front it is already on, no trial
+        # ever improved and every search "converged" at its patience.
+        record.improved = improves(record, self.log.front())
         if record not in self.log.trials:
             self.log.trials.append(record)
+        self.log.refresh_front()
         if self.on_trial is not None:
             self.on_trial(record, self.log.results.get(record.name))
 

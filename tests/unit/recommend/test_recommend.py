@@ -158,6 +158,38 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_runs(capsys, tmp_path,
     assert not store.exists()
 
 
+def test_a_budget_too_short_for_one_trial_is_refused_at_once_with_the_shortest_useful_one(
+        tmp_path):
+    # Before, --budget 1s took 12 s (the data load and the baseline ran past it) and ended
+    # in "the budget ran out before the baseline was trained", naming no budget that works.
+    store = tmp_path / "s.db"
+    p = run_cli("recommend", *SPACE, *BUDGET, "--within", MARGIN, "--budget", "1s",
+                "--store", str(store), env={"COMPRESSION_BENCH_CACHE": str(tmp_path / "c")})
+    assert p.returncode == 2, p.stderr
+    err = p.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err  # no "split:" line:
+    assert err.startswith("error: --budget 1s is too short for one trial")  # no data loaded
+    assert "the shortest useful budget here is more than" in err and "(--budget " in err
+    assert not store.exists()
+
+
+def test_a_budget_the_set_up_leaves_too_little_of_is_refused_before_any_trial(
+        recommended, capsys, tmp_path, monkeypatch):
+    # In-process, so the budget starts at the call; the baseline is cached. 3 s pass the
+    # check before the data load and cannot hold the set-up, one trial and its final timing
+    # (its overhead alone is more): refused, measured, naming the shortest useful budget.
+    store = tmp_path / "s.db"
+    monkeypatch.setenv("COMPRESSION_BENCH_CACHE", str(recommended[2]))
+    code = main(["recommend", *SPACE, *BUDGET, "--within", MARGIN, "--budget", "3s",
+                 "--store", str(store), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("error: --budget 3s is too short for one trial: ")
+    assert "the shortest useful budget here is" in err
+    from benchmarks.store.database import ResultsStore
+    assert ResultsStore(store).runs() == []  # nothing searched, no run stored
+
+
 def test_the_search_does_not_converge_inside_the_samplers_random_start(recommended, tmp_path):
     # Patience 1: before, the second quiet trial after the first on the front ended it, while
     # the sampler was still drawing at random (2 trials here). Calibration 1..16: 16 points.
