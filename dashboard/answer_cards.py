@@ -34,7 +34,8 @@ def certified_figures(cert: dict) -> tuple:
     winner = next((t for t in cert.get("candidates") or [] if t.get("name") ==
                    cert.get("winner")), None)
     speed = cert.get("speedup") or {}
-    speed_text = _ratio_text(speed.get("ratio"), speed.get("ci"))
+    speed_text = _ratio_text(speed.get("ratio"), speed.get("ci"), speed.get("coverage"),
+                             speed.get("rounds"))
     if winner is None or winner.get("theta_pts") is None:
         return (*speed_text, DASH, None)
     interval = winner.get("interval_pts")
@@ -59,9 +60,14 @@ def margin_control(key: str, url=None) -> float:
     return float(margin)
 
 
-def _ratio_text(ratio, ci) -> tuple[str, str | None]:
+def _ratio_text(ratio, ci, coverage=None, rounds=None) -> tuple[str, str | None]:
+    """``coverage``/``rounds``: what a certificate states its interval covers (fewer rounds
+    than the bootstrap's 95% needs, e.g. an interrupted run's three search rounds, say so)."""
     if ratio is None:
         return DASH, None
+    if ci and coverage is not None and coverage < 0.95:
+        return f"{ratio:.2f}×", (f"{100 * coverage:.3g}% CI {ci[0]:.2f}–{ci[1]:.2f}× "
+                                 f"({rounds} rounds)")
     return f"{ratio:.2f}×", (f"95% CI {ci[0]:.2f}–{ci[1]:.2f}×" if ci else
                              "no interval (one timing round)")
 

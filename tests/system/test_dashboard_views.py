@@ -214,6 +214,9 @@ def test_a_recommend_runs_answer_is_its_certificates():
     # The winner's figures as the held-out split measured them, not the search's.
     assert certified_figures(cert) == ("3.10×", "95% CI 2.50–3.60×", "-0.40 pts",
                                        "95% CI -1.20 to +0.40")
+    # Timed in three search rounds (an interrupted run): the interval says what it covers.
+    cert["speedup"].update(rounds=3, coverage=0.75)
+    assert certified_figures(cert)[1] == "75% CI 2.50–3.60× (3 rounds)"
 
 
 def test_history_draws_the_trend_and_flags_the_run_made_slower(app_env):
