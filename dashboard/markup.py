@@ -51,7 +51,10 @@ def _leading(match) -> str:
 
 def no_paths(text) -> str:
     """``text`` with every absolute path replaced by ``HIDDEN_PATH``."""
-    return _PATH.sub(HIDDEN_PATH, "" if text is None else str(text))
+    def hidden(match) -> str:  # the sentence's own punctuation after a path stays
+        path = match.group(0)
+        return HIDDEN_PATH + path[len(path.rstrip(":.")):]
+    return _PATH.sub(hidden, "" if text is None else str(text))
 
 
 def no_paths_in(value):

@@ -382,3 +382,22 @@ def store_answer_run(store_path, extra: dict | None = None) -> str:
         s.add_variant(run_id, data)
     s.finish_run(run_id, "complete")
     return run_id
+
+
+def owned_copy(store_path, run_id: str, owner: str) -> str:
+    """A copy of stored run ``run_id`` (its variants with it) owned by ``owner``: a run's owner
+    is set when it starts and never changed, and only its owner queues jobs on it (a CLI run
+    has none). Returns the copy's id."""
+    import sqlite3
+    import uuid
+    copy_id = f"{run_id.rsplit('-', 1)[0]}-{uuid.uuid4().hex[:8]}"
+    with sqlite3.connect(store_path) as db:
+        for table in ("runs", "variants"):
+            columns = [c[1] for c in db.execute(f"PRAGMA table_info({table})")
+                       if c[1] not in ("run_id", "owner")]
+            extra = ", owner" if table == "runs" else ""
+            values = ", ?" if table == "runs" else ""
+            db.execute(f"INSERT INTO {table} (run_id{extra}, {', '.join(columns)}) "
+                       f"SELECT ?{values}, {', '.join(columns)} FROM {table} WHERE run_id=?",
+                       (copy_id, owner, run_id) if table == "runs" else (copy_id, run_id))
+    return copy_id

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import FAST_CLI, ROOT, chromium, finished_job, run_cli, wait_until
+from helpers import FAST_CLI, ROOT, chromium, finished_job, owned_copy, run_cli, wait_until
 
 JOB_TIMEOUT_MS = 420_000
 
@@ -27,11 +27,15 @@ def test_the_page_queues_a_map_owned_and_capped_like_any_job(sweep_store, monkey
     from streamlit.testing.v1 import AppTest
 
     from benchmarks.service.queue import JobQueue
-    store, run_id = sweep_store
+    from dashboard.identity import session_owner
+    store, cli_run = sweep_store
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store))
     queue = JobQueue(store)
     try:
         at = AppTest.from_file(str(ROOT / "pages" / "results.py"), default_timeout=120)
+        # Only a run's owner maps it (a CLI run has none): this session's copy of the sweep.
+        at.session_state["cb_session"] = "the-sweeps-owner"
+        run_id = owned_copy(store, cli_run, session_owner("the-sweeps-owner"))
         at.query_params["run"] = run_id
         at.query_params["tab"] = "Sensitivity"  # the run's Sensitivity tab, by its link
         at.run()
@@ -61,12 +65,21 @@ def test_the_page_queues_a_map_owned_and_capped_like_any_job(sweep_store, monkey
 def test_a_map_drawn_and_applied_in_a_real_browser(sweep_store):
     from playwright.sync_api import expect
 
+    import re
+    from urllib.parse import parse_qs, urlsplit
+
     from benchmarks.store.database import ResultsStore
+    from dashboard.identity import session_owner
     from tools.browser import running_server
-    store, run_id = sweep_store
+    store, cli_run = sweep_store
     with chromium() as browser, running_server(store) as (_, url):
         page = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
-        page.goto(f"{url}/results?run={run_id}")
+        # Only a run's owner maps it (a CLI run has none): this browser's copy of the sweep.
+        page.goto(url)
+        page.wait_for_url(re.compile(r"[?&]session="), timeout=60_000)
+        key = parse_qs(urlsplit(page.url).query)["session"][0]
+        run_id = owned_copy(store, cli_run, session_owner(key))
+        page.goto(f"{url}/results?run={run_id}&session={key}")
         # The run's report drawn first (the page has settled), then its Sensitivity tab.
         page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
                                timeout=60_000)
