@@ -246,6 +246,13 @@ def test_a_search_the_budget_ended_is_replayed_by_the_same_command(tmp_path):
         docs.append(json.loads((tmp_path / f"{name}.json").read_text())["recommendation"])
     cold, warm = docs
     assert "budget" in cold["search"]["ended"], cold["search"]["ended"]
+    # The budget ended the search, not the final timing: the candidates were timed again,
+    # in at least six paired rounds, and the interval says so.
+    assert cold["final_timing"] == bool(cold["certificate"]["candidates"])
+    if cold["certificate"]["winner"] is not None:
+        speed = cold["certificate"]["speedup"]
+        assert speed["timed"] == "final" and speed["rounds"] >= 6
+        assert "95% interval, " in cold["certificate"]["reason"]
     assert "replayed" in warm["search"]["ended"], warm["search"]["ended"]
     measured = [t["name"] for t in cold["search"]["trials"]
                 if t.get("error") != "stopped before it was measured"]
