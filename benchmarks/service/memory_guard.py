@@ -276,13 +276,13 @@ class MemoryGuard(threading.Thread):
 
     def _shm_owner(self, pid: int) -> tuple[int, float]:
         """(uid, start time) of worker ``pid``: the /dev/shm files it may have written."""
-        if pid not in self._started:  # first seen within an interval of its start
-            self._started[pid] = (os.stat(f"/proc/{pid}").st_uid,
+        if pid not in self._shm_since:  # first seen within an interval of its start
+            self._shm_since[pid] = (os.stat(f"/proc/{pid}").st_uid,
                                   time.time() - 2 * self.interval)
-        return self._started[pid]
+        return self._shm_since[pid]
 
     def run(self) -> None:
-        self._started: dict[int, tuple[int, float]] = {}
+        self._shm_since: dict[int, tuple[int, float]] = {}
         while not self._stopped.wait(self.interval):
             for proc in list(self.queue._spawned):
                 if proc.poll() is not None or proc.pid in self.queue._cgroups:

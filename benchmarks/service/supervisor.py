@@ -24,6 +24,9 @@ WATCH_S = 0.5            # how often the supervisor looks at its workers and the
 # A job past its wall-time limit is asked to stop (between phases); one still running this
 # long after the limit is stopped by killing its worker.
 TIME_LIMIT_GRACE_S = 30.0
+# A device's worker that fails to start this many times in a row (it cannot be executed, or
+# exits before it takes a job) ends the jobs waiting for it, failed with the reason, said once.
+START_TRIES = 3
 # Signals that mean someone (an operator, a shutdown, the kernel's OOM killer) stopped the
 # worker: its job was interrupted, not broken, and can run again.
 STOP_SIGNALS = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -43,6 +46,12 @@ def exit_cause(returncode: int | None) -> tuple[str, str]:
         return "failed", f"its worker crashed ({name}) while it ran"
     return "failed", f"its worker exited with status {returncode} while it ran"
 
+
+
+def _device_of(proc) -> str | None:
+    """The ``--device`` a worker process was started with."""
+    args = list(proc.args) if isinstance(proc.args, (list, tuple)) else []
+    return str(args[args.index("--device") + 1]) if "--device" in args[:-1] else None
 
 
 def _age_s(iso: str | None) -> float:
@@ -65,6 +74,8 @@ class Supervisor(threading.Thread):
         super().__init__(name="bench-queue-supervisor", daemon=True)
         self.queue, self.interval = queue, interval
         self._stopped = threading.Event()
+        # device -> (failed starts in a row, the last one's reason)
+        self._start_failures: dict[str, tuple[int, str]] = {}
 
     def run(self) -> None:
         while not self._stopped.wait(self.interval):
@@ -86,13 +97,22 @@ class Supervisor(threading.Thread):
                 if code is not None:
                     self.queue._exits[p.pid] = code
                     self.queue._spawned.remove(p)
-                    reaped.append(p.pid)
-        for pid in reaped:
+                    reaped.append((p.pid, code, _device_of(p)))
+        for pid, _, _ in reaped:
             self.queue.forget_worker(pid)
         with self.queue.store.connect() as db:
             running = db.execute("SELECT * FROM jobs WHERE status='running'").fetchall()
             waiting = {r["device"] for r in db.execute(
                 "SELECT DISTINCT device FROM jobs WHERE status='queued'")}
+            took = {r["worker_pid"] for r in db.execute(
+                "SELECT worker_pid FROM jobs WHERE worker_pid IN (%s)" %
+                ",".join("?" * len(reaped)), [pid for pid, _, _ in reaped])} if reaped else set()
+        for pid, code, device in reaped:
+            # Exited with an error before it took any job: it could not start.
+            if code > 0 and pid not in took and device is not None:
+                kind = "cuda" if device.startswith("cuda:") and "cuda" in waiting else device
+                self._start_failed(kind, f"it exited with status {code} before taking a job "
+                                         f"(its log: {self._log(device)})")
         for row in running:
             pid = row["worker_pid"] or 0
             if not holder_alive(row):
@@ -110,8 +130,36 @@ class Supervisor(threading.Thread):
                                   f"LIMIT): it did not stop between phases, so its worker "
                                   f"was killed")
         for device in waiting:
-            if device == "cuda" or not self.queue.worker_alive(device):
+            if device != "cuda" and self.queue.worker_alive(device):
+                self._start_failures.pop(device, None)  # it started: the count begins anew
+                continue
+            try:
                 self.queue.ensure_worker(device)
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                self._start_failed(device, first_line(exc))
+
+    def _log(self, device: str) -> str:
+        from benchmarks.service.queue import log_path
+        return str(log_path(self.queue.path, device))
+
+    def _start_failed(self, device: str, reason: str) -> None:
+        """One more failed start of ``device``'s worker; the START_TRIES-th in a row ends the
+        jobs waiting for it (failed, with the reason), and says so once on stderr."""
+        tries = self._start_failures.get(device, (0, ""))[0] + 1
+        if tries < START_TRIES:
+            self._start_failures[device] = (tries, reason)
+            return
+        self._start_failures.pop(device, None)  # a job queued later tries afresh
+        why = f"its worker could not start ({tries} tries): {reason}"
+        with self.queue.store.transaction() as db:
+            rows = db.execute("SELECT * FROM jobs WHERE device=? AND status='queued'",
+                              (device,)).fetchall()
+            for row in rows:
+                self.queue._end(db, row, "failed", why)
+        for row in rows:
+            self.queue._remove_folder(row["folder"])
+        print(f"supervisor: the {device} worker could not start ({tries} tries): {reason}; "
+              f"{len(rows)} queued job(s) failed with that reason", file=sys.stderr)
 
     def _exit_code(self, pid: int) -> int | None:
         """How a dead worker ended, if it was this queue's child (reaped now if it died
