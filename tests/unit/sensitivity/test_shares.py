@@ -145,11 +145,10 @@ def test_the_composed_saving_counts_the_relu_a_pruned_convolution_feeds():
         pytest.approx(0.5 * (0.2 + 0.1 + 0.6))
 
 
-@pytest.mark.slow
 def test_on_seed_cnn_the_predicted_saving_is_within_a_quarter_of_the_measured(tmp_path):
     """The map's schedule for 1 point on seed_cnn (digits), then its model timed against
     the baseline in interleaved rounds: the predicted fraction saved within 25% of the
-    measured one. About 25 s on two loaded cores (the baseline's training included)."""
+    measured one. About 10 s on two cores at a load of 6 (the baseline's training included)."""
     from benchmarks.run.cache import WeightsCache
     from benchmarks.run.runner import prepare_sweep
     from benchmarks.sensitivity.config import SensitivityConfig
