@@ -5,6 +5,7 @@ Torch-free: the dashboard names and offers these files without importing the eng
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import shutil
@@ -49,8 +50,54 @@ def check_folder(out_dir: str | Path) -> Path:
 
 def staging_folder(folder: Path) -> Path:
     """A fresh folder beside ``folder`` (the same file system) that the export is written
-    into; ``publish`` moves it into place, and it is removed whatever happens."""
-    return Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.partial-"))
+    into; ``publish`` moves it into place, and it is removed whatever happens. Its name
+    carries this process's pid, so a later export of the same target removes one whose
+    process was killed mid-export (``remove_stale_staging``)."""
+    remove_stale_staging(folder)
+    return Path(tempfile.mkdtemp(dir=folder.parent,
+                                 prefix=f".{folder.name}.partial-{os.getpid()}-"))
+
+
+def remove_stale_staging(folder: Path) -> list[Path]:
+    """The staging folders of ``folder`` whose export's process is gone: removed."""
+    from benchmarks.store.database import process_alive
+    prefix = f".{folder.name}.partial-"
+    removed = []
+    for path in folder.parent.glob(glob.escape(prefix) + "*"):
+        pid = path.name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not process_alive(int(pid), None):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def remove_dead_exports(store_path: str | Path, live_jobs: set[str]) -> list[Path]:
+    """What export jobs no worker runs any longer left under the dashboard's exports (a
+    worker killed mid-export never reached its own clean-up): their partial files, and the
+    whole job folder where no zip was finished. ``live_jobs``: the queued and running jobs'
+    ids, whose folders are left alone. Called when a worker starts."""
+    removed = []
+    for job in exports_root(store_path).glob("*/*"):
+        try:
+            if not job.is_dir() or job.name in live_jobs:
+                continue
+            entries = list(job.iterdir())
+        except OSError:
+            continue  # removed by another process meanwhile
+        partial = [p for p in entries if p.name.startswith(".") and ".partial" in p.name]
+        if not any(p.suffix == ".zip" and not p.name.startswith(".") for p in entries):
+            partial = [job]  # nothing finished in it: the job folder goes whole
+        for path in partial:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+        try:
+            job.parent.rmdir()  # the run's exports folder, if that was its only one
+        except OSError:
+            pass
+    return removed
 
 
 def publish(staging: Path, folder: Path) -> None:

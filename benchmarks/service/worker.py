@@ -79,6 +79,13 @@ class Worker:
                                             json.dumps({"starting": True,
                                                         "worker_pid": os.getpid()})))
         self.store.mark_dead_runs()
+        # What a killed predecessor's export left (a 43 MB staging folder, a partial zip):
+        # removed now that no worker runs those jobs.
+        from benchmarks.export.files import remove_dead_exports
+        with self.store.connect() as db:
+            live = {r["job_id"] for r in db.execute(
+                "SELECT job_id FROM jobs WHERE status IN ('queued', 'running')")}
+        remove_dead_exports(self.store.path, live)
 
     def register(self) -> None:
         """Publish this worker's environment card (imports torch: after the first claim, so
