@@ -118,10 +118,19 @@ class Recommender:
         self.on_trial = on_trial
         self.stop = Stop(should_stop, request.budget_s, started)
         self.spec = dataclasses.replace(spec, variants=(BASELINE,))
-        self.prepared = prepare_sweep(self.spec, cache=cache, executor=executor,
-                                      allowed_models_dir=allowed_models_dir,
-                                      allowed_data_dir=allowed_data_dir,
-                                      should_stop=self.stop, memory_share=memory_share)
+        try:
+            self.prepared = prepare_sweep(self.spec, cache=cache, executor=executor,
+                                          allowed_models_dir=allowed_models_dir,
+                                          allowed_data_dir=allowed_data_dir,
+                                          should_stop=self.stop, memory_share=memory_share)
+        except Cancelled:
+            if self.stop.reason != "budget":
+                raise
+            # The budget, not a cancel: one line naming a budget that can work.
+            raise too_short(request.budget_s, self.stop.elapsed_s
+                            + FLOOR_VARIANT_WAVES * spec.min_time_s,
+                            f"it ran out after {self.stop.elapsed_s:.0f} s, while the data "
+                            f"loaded", known=False) from None
         self.split = make_split(len(self.prepared.data.test), request.split_seed,
                                 request.certify_fraction)
         n, conf = len(self.split.certify), request.confidence

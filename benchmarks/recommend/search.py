@@ -199,7 +199,7 @@ class Search:
             self.stop.interrupt()
             self.log.ended = self.stop.describe()
         self.log.refresh_front()
-        if "budget" in (self.log.ended or "") and \
+        if (self.log.ended or "").startswith("the wall-time budget ran out") and \
                 not any(t.state == "complete" for t in self.log.trials):
             self.log.ended = NOTHING_SEARCHED
         self.log.seconds = time.perf_counter() - t0

@@ -167,3 +167,24 @@ def test_memo_does_not_replay_a_search_that_measured_no_trial():
         def run(self, run_id):
             return {"variants": []}
     assert Memo(Store(), "k", "m", "d", {"a": 1}).replay is None
+
+
+def test_a_budget_that_runs_out_while_the_data_load_is_one_line_not_a_traceback(tmp_path):
+    # The budget's stop reaches the data load (an image folder checks it between files): its
+    # Cancelled (a BaseException) escaped the CLI's error boundary as a traceback.
+    from PIL import Image
+
+    from benchmarks.recommend.pipeline import Recommender
+    from benchmarks.spec.sweep import SweepSpec
+    for cls in ("a", "b"):
+        (tmp_path / cls).mkdir()
+        for i in range(4):
+            Image.new("L", (8, 8), 30 * i).save(tmp_path / cls / f"{i}.png")
+    spec = SweepSpec(model="seed_cnn", dataset=f"imagefolder:{tmp_path}",
+                     input_shape=(1, 8, 8), epochs=1)
+    with pytest.raises(ValueError) as refused:
+        Recommender(RecommendRequest(within="20pt", budget_s=1e-6), spec,
+                    search_space({}, {"prune"}))
+    line = str(refused.value)
+    assert "\n" not in line and "while the data loaded" in line
+    assert "the shortest useful budget here is more than" in line
