@@ -6,8 +6,9 @@ and how much faster it is.
 - **One test per candidate, one error rate.** On the certify split, paired on the same
   examples: b = #(candidate right, baseline wrong), c = #(candidate wrong, baseline right),
   n = |certify|, theta = (b - c) / n; H0 theta <= -delta against H1 theta > -delta, rejected
-  when the one-sided Tango lower limit at the confidence is above -delta
-  (``stats.tango_lower``). Tested in the fixed order, stopping at the first failure: this
+  when its p-value is below alpha, which is when the one-sided lower limit of the same test is
+  above -delta (``stats.noninferiority``: the exact unconditional test where b + c is below
+  ``stats.EXACT_BELOW``, Tango's score test from there on; each row names its test). Tested in the fixed order, stopping at the first failure: this
   fixed-sequence procedure keeps the family-wise error at alpha = 1 - confidence without
   splitting it, because the order was fixed before the certify data were seen. Every
   candidate before the stop is certified.
@@ -34,9 +35,11 @@ from benchmarks.report.answer import COUNTED_OBJECTIVES, FEW_DISCORDANT, objecti
 from benchmarks.report.results import VariantResult
 
 TEST = ("non-inferiority of each candidate against the baseline, paired on the certify "
-        "split: H0 theta <= -delta vs H1 theta > -delta, Tango's score interval (Tango 1998, "
-        "Stat Med 17:891-908); fixed-sequence over the candidates, slowest first, stopping at "
-        "the first failure")
+        "split: H0 theta <= -delta vs H1 theta > -delta; with fewer than "
+        f"{stats.EXACT_BELOW} discordant pairs the exact unconditional test (Sidik 2003, Stat "
+        "Med 22:265-278, nuisance restricted as Berger and Boos 1994), otherwise Tango's score "
+        "test (Tango 1998, Stat Med 17:891-908), each candidate's named in its row; "
+        "fixed-sequence over the candidates, slowest first, stopping at the first failure")
 
 
 @dataclass
@@ -60,6 +63,9 @@ class Tested:
     ratio_coverage: float | None = None       # its interval's nominal coverage
     timed: str | None = None                  # "final" (timed again with the baseline) or
     notes: list[str] = field(default_factory=list)  # "search" (its search-phase rounds)
+    p_value: float | None = None              # the non-inferiority test's, at -margin
+    test: str | None = None                   # which test (stats.EXACT_TEST or SCORE_TEST)
+    test_why: str | None = None               # and why (stats.exact_rule)
 
 
 @dataclass
@@ -105,17 +111,23 @@ def order_candidates(candidates: list[dict]) -> list[Tested]:
 
 def judge(tested: Tested, mine: VariantResult, base: VariantResult, split: Split,
              margin_pts: float, confidence: float) -> bool:
-    """The non-inferiority test of one candidate on the certify split; fills ``tested``."""
+    """The non-inferiority test of one candidate on the certify split; fills ``tested``.
+    The test follows ``stats.exact_rule``: the exact unconditional test where discordant
+    pairs are few (its size is guaranteed there, Tango's is not), Tango's score test
+    otherwise; its lower limit and its p-value at -margin come from that one test (the limit
+    is above -margin exactly when p < alpha), and so does the two-sided interval shown."""
     n = len(split.certify)
     b, c = discordant_at(mine.correct_bits, base.correct_bits, split.n, split.certify)
-    low, high = stats.tango_interval(b, c, n, confidence)
-    lower = stats.tango_lower(b, c, n, confidence)
+    test = stats.noninferiority(b, c, n, margin_pts / 100, confidence)
+    two_sided = stats.paired_difference(b, c, n, confidence)
     tested.tested = True
     tested.b, tested.c, tested.n = b, c, n
     tested.theta_pts = 100 * (b - c) / n
-    tested.interval_pts = [100 * low, 100 * high]
-    tested.lower_pts = 100 * lower
-    tested.certified = 100 * lower > -margin_pts
+    tested.interval_pts = two_sided["ci_pts"]
+    tested.lower_pts = 100 * test["lower"]
+    tested.p_value = test["p_value"]
+    tested.test, tested.test_why = test["test"], test["why"]
+    tested.certified = bool(test["rejected"])
     if b + c < FEW_DISCORDANT:
         tested.notes.append(f"few discordant pairs ({b + c})")
     return tested.certified
@@ -187,7 +199,9 @@ def _choose(cert: Certificate, results: dict[str, VariantResult]) -> None:
                                      if best.ratio_ci else ""))
     cert.reason = (f"{best.name} is within {cert.margin_pts:g} points of the baseline at "
                    f"{cert.confidence:.0%} confidence (lower limit {best.lower_pts:+.2f} "
-                   f"points, n={best.n}) and {claim} {word} in {cert.objective}"
+                   f"points, n={best.n}"
+                   + (f", {best.test} test, p={best.p_value:.3g}" if best.test else "")
+                   + f") and {claim} {word} in {cert.objective}"
                    + ("" if faster(best) else f", not {word} beyond its noise"))
 
 

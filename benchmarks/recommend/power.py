@@ -1,7 +1,8 @@
 """Power, up front: the smallest margin a certify split can certify at all.
 
 A candidate identical to the baseline on every certify example (b = c = 0) is the best a
-candidate can do; its one-sided Tango lower limit at n examples is -z^2 / (n + z^2). A margin
+candidate can do; its one-sided lower limit at n examples, from the test the certificate uses
+(``stats.noninferiority_lower``: exact where discordant pairs are few), is its bound. A margin
 at or below that magnitude cannot be certified whatever the search finds, so it is refused
 before the search starts, naming the margin that can. That margin is the best case only: a
 compressed candidate rarely agrees with its baseline on every example, and at it any one
@@ -18,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from benchmarks.report.stats import tango_lower
+from benchmarks.report.stats import noninferiority_lower
 
 
 # How often a compressed candidate typically disagrees with its baseline (measured runs:
@@ -34,7 +35,7 @@ def _hundredths_above(limit: float) -> float:
 def smallest_margin_pts(n: int, confidence: float) -> float:
     """The magnitude, in points, of the lower limit of a candidate identical to the baseline
     on ``n`` certify examples: a margin must be above it."""
-    return -100 * tango_lower(0, 0, n, confidence)
+    return -100 * noninferiority_lower(0, 0, n, confidence)
 
 
 def certifiable_pts(n: int, confidence: float) -> float:
@@ -47,7 +48,7 @@ def typical_margin_pts(n: int, confidence: float, share: float = DISCORDANT_SHAR
     equals the baseline's but which differs from it on ``share`` of the ``n`` examples (as
     many gained as lost)."""
     each = max(1, round(n * share / 2))
-    return _hundredths_above(-100 * tango_lower(each, each, n, confidence))
+    return _hundredths_above(-100 * noninferiority_lower(each, each, n, confidence))
 
 
 def refusal(margin_pts: float, n: int, confidence: float, unit: str = "test images") -> str:

@@ -1,9 +1,10 @@
 """The answer a run gives: the fastest variant whose accuracy is within a margin of the
 baseline's, at a stated confidence, and how much faster it is, with intervals on both.
 
-``exploratory_answer`` reads any run. Accuracy: the one-sided lower limit of Tango's score
-interval for the paired difference (the variant against the baseline on the same test
-examples, ``stats.tango_lower``) must be above -margin. Speed: the objective's ratio to the
+``exploratory_answer`` reads any run. Accuracy: the one-sided lower limit for the paired
+difference (the variant against the baseline on the same test examples) must be above
+-margin, from the certificate's test (``stats.noninferiority``: exact unconditional where
+discordant pairs are few, Tango's score test otherwise; its p-value beside it). Speed: the objective's ratio to the
 baseline, with a bootstrap interval over the interleaved timing rounds
 (``stats.bootstrap_ratio``); a variant counts as faster only when that interval's lower end is
 above 1. The answer is *exploratory*: the same examples chose it and judged it, so its
@@ -42,6 +43,8 @@ class Candidate:
     within_margin: bool
     faster: bool                      # the ratio's interval (or, without one, it) above 1
     notes: list[str] = field(default_factory=list)
+    p_value: float | None = None      # the margin's test (H0 theta <= -margin)
+    test: str | None = None           # which test gave it and the limits (stats.exact_rule)
 
 
 @dataclass
@@ -102,8 +105,11 @@ def candidate(variant: VariantResult, base: VariantResult, margin_pts: float,
     n = variant.n_test
     b, c = stats.discordant(stats.unpack_bits(variant.correct_bits, n),
                             stats.unpack_bits(base.correct_bits, n))
-    low, high = stats.tango_interval(b, c, n, confidence)
-    lower = stats.tango_lower(b, c, n, confidence)
+    # The margin's test and the two-sided interval: the certificate's rule (exact where
+    # discordant pairs are few), the lower limit above -margin exactly when p < alpha.
+    test = stats.noninferiority(b, c, n, margin_pts / 100, confidence)
+    two_sided = stats.paired_difference(b, c, n, confidence)
+    lower = test["lower"]
     ratio, ratio_ci = objective_ratio(variant, base, objective)
     notes = []
     if b + c < FEW_DISCORDANT:
@@ -112,9 +118,10 @@ def candidate(variant: VariantResult, base: VariantResult, margin_pts: float,
         notes.append("no interval for the speed-up (timed in one round)")
     faster = ratio is not None and (ratio_ci[0] > 1 if ratio_ci else ratio > 1)
     return Candidate(name=variant.name, accuracy_change_pts=100 * (b - c) / n,
-                     accuracy_ci_pts=[100 * low, 100 * high], accuracy_lower_pts=100 * lower,
+                     accuracy_ci_pts=two_sided["ci_pts"], accuracy_lower_pts=100 * lower,
                      discordant=[b, c], n=n, ratio=ratio, ratio_ci=ratio_ci,
-                     within_margin=100 * lower > -margin_pts, faster=faster, notes=notes)
+                     within_margin=bool(test["rejected"]), faster=faster, notes=notes,
+                     p_value=test["p_value"], test=test["test"])
 
 
 def exploratory_answer(variants: list[VariantResult], baseline: str | None = None, *,

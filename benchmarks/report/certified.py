@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from benchmarks.report.stats import EXACT_TEST, SCORE_TEST
 from benchmarks.report.style import (
     BASELINE_COLOR,
     CHART_HEIGHT,
@@ -19,7 +20,11 @@ from benchmarks.report.style import (
 
 WINNER_COLOR = "#ca8a04"
 CANDIDATE_COLUMNS = ("order", "candidate", "search Δ pts", "search ratio", "b", "c", "n",
-                     "Δ pts [interval]", "lower limit", "verdict", "ratio [interval]")
+                     "Δ pts [interval]", "lower limit", "p", "test", "verdict",
+                     "ratio [interval]")
+# The test's short name in the table (its full name and why it was chosen: the JSON's
+# ``test`` and ``test_why``, and the summary lines).
+TEST_SHORT = {EXACT_TEST: "exact", SCORE_TEST: "Tango score"}
 
 
 def _interval(values, fmt: str = "{:+.2f}") -> str:
@@ -59,6 +64,10 @@ def candidate_rows(block: dict) -> list[dict]:
             "Δ pts [interval]": "-" if t.get("theta_pts") is None
             else f"{t['theta_pts']:+.2f} " + _interval(t.get("interval_pts")),
             "lower limit": "-" if t.get("lower_pts") is None else f"{t['lower_pts']:+.2f}",
+            # Rows stored before the exact test carry no p-value and no test: Tango's.
+            "p": "-" if t.get("p_value") is None else f"{t['p_value']:.3g}",
+            "test": "-" if not t.get("tested") else TEST_SHORT.get(t.get("test"),
+                                                                 t.get("test") or "Tango score"),
             "verdict": verdict + ("; " + "; ".join(t["notes"]) if t.get("notes") else ""),
             "ratio [interval]": ratio})
     return rows
@@ -86,6 +95,10 @@ def summary_lines(block: dict) -> list[str]:
                 if cert.get("stopped_at") is not None else ", none failed")
              + ("" if block.get("final_timing") else
                 "; speed from the search's rounds (no final timing)")]
+    whys = sorted({t["test_why"] for t in cert.get("candidates") or [] if t.get("test_why")})
+    if whys:
+        lines.append("test: " + "; ".join(whys) + " (the lower limit is above -margin exactly "
+                     "when p < alpha)")
     beyond = faster_outside(block)
     if beyond:
         lines.append(beyond)

@@ -19,6 +19,7 @@ from benchmarks.report.results import (
     comparison_rows,
     find_baseline,
 )
+from benchmarks.report import stats
 from benchmarks.report.seeds import seeds_note, seeds_shown, shown_rows
 
 SCHEMA = 1
@@ -138,6 +139,9 @@ class RunReport:
                                     if k.endswith("_vs_base")
                                     and not k.startswith(("p_value", "accuracy_seed"))}
                 d["vs_baseline"]["reference"] = row.get("baseline_ref")
+                # The accuracy change's interval (points), from the test p_value_vs_baseline
+                # is of (vs_baseline["test"] names it).
+                d["vs_baseline"]["accuracy_ci"] = row.get("accuracy_vs_base_ci")
                 if row.get("p_value_seeds_vs_base") is not None:
                     d["seeds_vs_baseline"] = {
                         "test": "paired t-test over seeds", "n": row["accuracy_seed_n"],
@@ -156,7 +160,8 @@ class RunReport:
                 d["vs_control"] = {"control": row["control"],
                                    "gain_pts": row.get("gain_vs_control_pts"),
                                    "gain_ci_pts": row.get("gain_vs_control_ci"),
-                                   "p_value": row.get("p_value_vs_control")}
+                                   "p_value": row.get("p_value_vs_control"),
+                                   "test": row.get("test_vs_control")}
             variants.append(d)
         out = {"schema": SCHEMA, "environment": self.environment, "baseline": self.baseline,
                "warnings": self.warnings, "variants": variants}
@@ -210,7 +215,6 @@ def compare_runs(a: RunReport, b: RunReport) -> list[dict]:
     """The variants two sweeps share by name, set side by side: the change in accuracy from
     ``a`` to ``b`` with the paired test where both scored the same test examples, and the
     latency ratio where both ran on the same device type."""
-    from benchmarks.report import stats
     theirs = {v.name: v for v in b.variants}
     rows = []
     for mine in a.variants:
@@ -218,15 +222,17 @@ def compare_runs(a: RunReport, b: RunReport) -> list[dict]:
         if other is None or not (mine.ok and other.ok):
             continue
         row = {"variant": mine.name, "accuracy_a": mine.accuracy, "accuracy_b": other.accuracy,
-               "accuracy_change_pts": None, "p_value": None, "within_noise": None,
+               "accuracy_change_pts": None, "accuracy_change_ci": None, "p_value": None,
+               "within_noise": None, "test": None,
                "p50_ms_a": mine.latency.p50 if mine.latency else None,
                "p50_ms_b": other.latency.p50 if other.latency else None, "p50_ratio": None}
         if mine.accuracy is not None and other.accuracy is not None:
             row["accuracy_change_pts"] = 100 * (other.accuracy - mine.accuracy)
         if mine.correct_bits and other.correct_bits and mine.n_test == other.n_test:
-            row["p_value"] = stats.paired_p_value(mine.correct_bits, other.correct_bits,
-                                                  mine.n_test)
-            row["within_noise"] = row["p_value"] >= stats.ALPHA
+            # The change's interval and p-value from one test (they never disagree).
+            test = stats.paired_bits(other.correct_bits, mine.correct_bits, mine.n_test)
+            row.update(accuracy_change_ci=test["ci_pts"], p_value=test["p_value"],
+                       test=test["test"], within_noise=test["p_value"] >= stats.ALPHA)
         if row["p50_ms_a"] and row["p50_ms_b"] and \
                 mine.device.split(":")[0] == other.device.split(":")[0]:
             row["p50_ratio"] = row["p50_ms_b"] / row["p50_ms_a"]
@@ -243,8 +249,10 @@ def table_notes(rows: list[dict]) -> list[str]:
     if any(r.get("noisy") for r in rows):
         notes.append("~ noisy: latency spread (IQR) above 10% of the median")
     if any(r.get("within_noise") for r in rows) and not seeds:
-        notes.append("= within noise: the accuracy change is not significant "
-                     "(exact McNemar test, p >= 0.05, paired on the test examples)")
+        notes.append("= within noise: the accuracy change is not significant (p >= 0.05, "
+                     "paired on the test examples; Δ 95% CI is from the same test: exact "
+                     f"unconditional with fewer than {stats.EXACT_BELOW} discordant pairs, "
+                     "Tango's score test otherwise)")
     if any(r.get("contention") for r in rows):
         notes.append(f"! on sust/s, contention: the rate sustained over the timed windows "
                      f"(samples timed / their wall time) is more than "
@@ -308,6 +316,11 @@ def _pts(value) -> str:
     return f"{value:+.2f}"
 
 
+def _delta_ci(row) -> str:
+    ci = row.get("accuracy_vs_base_ci")
+    return "-" if not ci else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
 def sweep_marks(row: dict, cells: dict) -> None:
     if row.get("noisy") and cells.get("p50_ms") not in (None, "-"):
         cells["p50_ms"] += "~"  # flagged: IQR above 10% of the median
@@ -329,7 +342,8 @@ def sweep_marks(row: dict, cells: dict) -> None:
 SWEEP_COLUMNS = [
     ("variant", "variant", "{}"), ("device", "device", "{}"),
     ("accuracy", "acc %", _pct), ("accuracy_ci", "95% CI", "row:ci"),
-    ("accuracy_vs_base", "Δ pts", _pts), ("p50_ms", "p50 ms", "{:.3f}"),
+    ("accuracy_vs_base", "Δ pts", _pts), ("accuracy_vs_base_ci", "Δ 95% CI", "row:dci"),
+    ("p50_ms", "p50 ms", "{:.3f}"),
     ("p90_ms", "p90 ms", "{:.3f}"), ("throughput", "samples/s", "{:,.0f}"),
     ("throughput_sustained", "sust/s", "{:,.0f}"),
     ("peak_memory_mb", "peak MB", "{:.2f}"), ("size_mb", "size MB", "{:.3f}"),
@@ -354,7 +368,7 @@ RUN_COLUMNS = [
     ("comm_ms_per_step", "comm ms", "{:.2f}"), ("step_ms", "step ms", "{:.2f}"),
     ("loss", "loss", "{:.4f}"), ("accuracy", "acc %", _pct), ("wall_s", "wall s", "{:.1f}"),
 ]
-_ROW_FORMATS = {"row:ci": _ci}
+_ROW_FORMATS = {"row:ci": _ci, "row:dci": _delta_ci}
 
 
 def format_cells(row: dict, columns: list[tuple], marks=None) -> list[str]:

@@ -181,10 +181,10 @@ def schedule_checks(variants: list, baseline: str | None, confidence: float = 0.
             mine = stats.unpack_bits(v.correct_bits, v.n_test)
             ref = stats.unpack_bits(base.correct_bits, base.n_test)
             b, c = stats.discordant(mine, ref)
-            low, high = stats.tango_interval(b, c, v.n_test, confidence)
-            row.update(measured_pts=100 * (b - c) / v.n_test,
-                       measured_ci=[100 * low, 100 * high],
-                       p_value=stats.mcnemar_exact(b, c))
+            # The interval and the p-value from one test (they never disagree).
+            test = stats.paired_difference(b, c, v.n_test, confidence)
+            row.update(measured_pts=test["difference_pts"], measured_ci=test["ci_pts"],
+                       p_value=test["p_value"])
             if row["max_drop_pts"] is not None:
                 row["within_budget"] = row["measured_pts"] >= -row["max_drop_pts"]
         out.append(row)

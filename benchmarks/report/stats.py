@@ -503,3 +503,12 @@ def _noninferiority(b: int, c: int, n: int, margin: float, confidence: float) ->
         lower = tango_lower(b, c, n, confidence, anchor=-margin, reject=p < alpha)
     return {"lower": lower, "p_value": p, "rejected": p < alpha,
             "test": EXACT_TEST if exact else SCORE_TEST, "why": why}
+
+
+@functools.lru_cache(maxsize=1024)
+def noninferiority_lower(b: int, c: int, n: int, confidence: float = CONFIDENCE) -> float:
+    """The one-sided lower limit of theta at ``confidence`` from the test the certificate
+    uses for these counts (``exact_rule``): what a margin must be above to be certified."""
+    if exact_rule(b, c)[0]:
+        return exact_lower(b, c, n, confidence)
+    return tango_lower(b, c, n, confidence)

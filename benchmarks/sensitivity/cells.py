@@ -3,8 +3,9 @@
 A cell is the technique applied with a one-group schedule (channel and L1 pruning through
 ``optimizers.pruning``; INT8 with only that group's op quantized), so a map measures exactly
 what a schedule would apply. Its row: the accuracy change against the baseline on the same
-examples, from per-example correctness, with Tango's paired interval and the exact McNemar p
-(the statistics every other comparison uses, ``benchmarks.report.stats``); the group's
+examples, from per-example correctness, with its interval and p-value from one test
+(``stats.paired_difference``, as every other comparison: exact where discordant pairs are
+few, Tango's score test otherwise); the group's
 parameters, multiply-adds and share of the baseline's latency; and the SQNR of the model's
 output, and of the group's own output, against the float model, to explain the change.
 
@@ -148,14 +149,13 @@ def _group_sqnr(base: Baseline, group: Group, mine: diagnostics.Capture) -> floa
 
 
 def paired(right: list[bool], base_right: list[bool], confidence: float) -> dict:
-    """A model's change against the baseline on the same examples, in points, with Tango's
-    interval and the exact McNemar p."""
+    """A model's change against the baseline on the same examples, in points, with its
+    interval and p-value from one test (``stats.paired_difference``: they never disagree)."""
     only_mine, only_base = stats.discordant(right, base_right)
     n = len(right)
-    low, high = stats.tango_interval(only_mine, only_base, n, confidence)
-    return {"accuracy_change": 100.0 * (only_mine - only_base) / n,
-            "accuracy_change_ci": [100.0 * low, 100.0 * high],
-            "p_value": stats.mcnemar_exact(only_mine, only_base), "n": n}
+    test = stats.paired_difference(only_mine, only_base, n, confidence)
+    return {"accuracy_change": test["difference_pts"], "accuracy_change_ci": test["ci_pts"],
+            "p_value": test["p_value"], "test": test["test"], "n": n}
 
 
 def row(group: Group, level: float, measured: dict, base: Baseline, which: str,
@@ -173,7 +173,8 @@ def row(group: Group, level: float, measured: dict, base: Baseline, which: str,
     n = measured["n"]
     right = stats.unpack_bits(measured["bits"], n)
     only_cell, only_base = stats.discordant(right, base_right)
-    low, high = stats.tango_interval(only_cell, only_base, n, confidence)
+    # The interval and the p-value from one test: exact where discordant pairs are few.
+    test = stats.paired_difference(only_cell, only_base, n, confidence)
     after = measured["macs_after"]
     removed = {m: 1.0 - after[m] / base.macs[m] for m in after if base.macs.get(m)}
     # The leaves without weights the cell shrinks (a ReLU after a pruned convolution).
@@ -181,10 +182,9 @@ def row(group: Group, level: float, measured: dict, base: Baseline, which: str,
                     (measured.get("work_after") or {}).items() if base.work.get(m)})
     out.update(
         accuracy=sum(right) / n, n=n, b=only_cell, c=only_base,
-        accuracy_change=100.0 * (only_cell - only_base) / n,
-        accuracy_change_ci=[100.0 * low, 100.0 * high],
-        p_value=stats.mcnemar_exact(only_cell, only_base),
-        within_noise=low <= 0 <= high,
+        accuracy_change=test["difference_pts"], accuracy_change_ci=test["ci_pts"],
+        p_value=test["p_value"], test=test["test"],
+        within_noise=test["p_value"] >= stats.ALPHA,
         sqnr_db=measured["sqnr_db"], group_sqnr_db=measured["group_sqnr_db"],
         params_after=measured["params_after"], macs_after=sum(after.values()),
         macs_removed=1.0 - sum(after.values()) / macs if macs else 0.0,

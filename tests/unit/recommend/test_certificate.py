@@ -27,22 +27,26 @@ from benchmarks.recommend.search import rungs_of
 from benchmarks.recommend.space import CHAIN, search_space
 from benchmarks.recommend.split import Split, accuracy_at, discordant_at, make_split
 from benchmarks.report.results import VariantResult
-from benchmarks.report.stats import pack_bits, tango_lower
+from benchmarks.report.stats import EXACT_TEST, noninferiority_lower, pack_bits
 from benchmarks.spec.variant import VariantSpec
 from optimizers.settings import Int8Settings, PruneSettings
 
 
 def test_power_names_the_smallest_margin_the_certify_split_can_certify():
-    # b = c = 0: the one-sided 95% lower limit is -z^2 / (n + z^2), z = 1.6449 (90% two-sided).
+    # b = c = 0: the certificate's test there is the exact one (no discordant pair), whose
+    # one-sided 95% lower limit is below Tango's -z^2 / (n + z^2) (-1.48 points): the
+    # guarantee costs 0.19 points on 180 examples.
     z2 = 1.6448536269514722 ** 2
-    assert smallest_margin_pts(180, 0.95) == pytest.approx(100 * z2 / (180 + z2), abs=1e-6)
-    assert certifiable_pts(180, 0.95) == 1.49
+    assert smallest_margin_pts(180, 0.95) == pytest.approx(
+        -100 * noninferiority_lower(0, 0, 180, 0.95), abs=1e-9)
+    assert smallest_margin_pts(180, 0.95) > 100 * z2 / (180 + z2)
+    assert certifiable_pts(180, 0.95) == 1.68
     with pytest.raises(ValueError) as refused:
         check_power(1.0, 180, 0.95)
     line = str(refused.value)
     assert "certify split of 180 test images cannot certify 1 point" in line
-    assert "it can certify 1.49 points" in line and "\n" not in line
-    assert check_power(1.49, 180, 0.95) == 1.49
+    assert "it can certify 1.68 points" in line and "\n" not in line
+    assert check_power(1.68, 180, 0.95) == 1.68
     with pytest.raises(ValueError):  # exactly the limit is not above it
         check_power(smallest_margin_pts(180, 0.95), 180, 0.95)
     # More examples certify a smaller margin; more confidence needs a larger one.
@@ -54,14 +58,15 @@ def test_power_advises_the_margin_a_candidate_that_differs_on_some_examples_need
     # At the smallest margin one loss and one gain already fail (b = c = 1: -1.95 points);
     # the advice is the margin of a candidate that differs on 1 in 30 examples (3 lost, 3
     # gained of 180), rounded up to a hundredth, and that candidate passes at it.
-    assert -100 * tango_lower(1, 1, 180, 0.95) > certifiable_pts(180, 0.95)
+    assert -100 * noninferiority_lower(1, 1, 180, 0.95) > certifiable_pts(180, 0.95)
     typical = typical_margin_pts(180, 0.95)
-    assert typical == math.ceil(-100 * tango_lower(3, 3, 180, 0.95) * 100) / 100 == 2.66
-    assert -100 * tango_lower(3, 3, 180, 0.95) < typical
+    assert typical == math.ceil(-100 * noninferiority_lower(3, 3, 180, 0.95) * 100) / 100 \
+        == 2.68
+    assert -100 * noninferiority_lower(3, 3, 180, 0.95) < typical
     with pytest.raises(ValueError) as refused:
         check_power(1.0, 180, 0.95)
-    assert str(refused.value).endswith("(--within 2.66pt)")
-    assert check_power(typical, 180, 0.95) == 1.49  # the advice itself is accepted
+    assert str(refused.value).endswith("(--within 2.68pt)")
+    assert check_power(typical, 180, 0.95) == 1.68  # the advice itself is accepted
     assert typical_margin_pts(1000, 0.95) < typical  # more examples, a smaller margin
 
 
@@ -84,6 +89,9 @@ def test_an_identical_candidate_is_certified_at_the_margin_the_power_check_names
     assert judge(tested, same, base, split, certifiable_pts(180, 0.95), 0.95)
     assert (tested.b, tested.c, tested.n) == (0, 0, 180)
     assert "few discordant pairs (0)" in tested.notes[0]
+    # Which test and why: the exact one, no pair differing; its p-value below alpha.
+    assert tested.test == EXACT_TEST and "few discordant pairs" in tested.test_why
+    assert tested.p_value < 0.05 and tested.lower_pts > -certifiable_pts(180, 0.95)
     assert not judge(order_candidates([{"name": "same", "ratio": 2.0}])[0], same, base, split,
                      1.0, 0.95)
 
