@@ -469,14 +469,18 @@ def _device_type(device: str | None) -> str | None:
 
 
 def _paired(result: VariantResult, base: VariantResult | None) -> dict:
-    """p-value of the exact McNemar test against the baseline on the same test examples, and
-    whether the accuracy difference is within noise (None where no pairing is possible)."""
-    out = {"p_value_vs_base": None, "within_noise": None}
+    """The accuracy change against the baseline on the same test examples: its interval
+    (points) and p-value from one test (``stats.paired_difference``: exact where discordant
+    pairs are few, Tango's score test otherwise), so the interval excludes zero exactly when
+    p < 0.05; and whether it is within noise (None where no pairing is possible)."""
+    out = {"p_value_vs_base": None, "within_noise": None, "accuracy_vs_base_ci": None,
+           "test_vs_base": None}
     if base is None or result is base or not (result.correct_bits and base.correct_bits) \
             or result.n_test != base.n_test:
         return out
-    p = stats.paired_p_value(result.correct_bits, base.correct_bits, result.n_test)
-    out.update(p_value_vs_base=p, within_noise=p >= stats.ALPHA)
+    test = stats.paired_bits(result.correct_bits, base.correct_bits, result.n_test)
+    out.update(p_value_vs_base=test["p_value"], within_noise=test["p_value"] >= stats.ALPHA,
+               accuracy_vs_base_ci=test["ci_pts"], test_vs_base=test["test"])
     return out
 
 
@@ -492,15 +496,24 @@ def _add_control_gains(results: list[VariantResult], rows: list[dict]) -> None:
         if twin is None:
             continue
         row["control"] = twin.name
-        if result.correct_bits and twin.correct_bits and result.n_test == twin.n_test:
-            row["p_value_vs_control"] = stats.paired_p_value(result.correct_bits,
-                                                             twin.correct_bits, result.n_test)
-        if result.seeds and result.seeds == twin.seeds:
+        row["test_vs_control"] = None
+        # The gain, its interval and its p-value from one test: over seeds the paired t-test
+        # of the per-seed differences (never seed 0's paired test beside the seeds' mean),
+        # otherwise the paired test on the test examples.
+        test = None
+        if result.seeds and result.seeds == twin.seeds and len(result.seeds) >= 2:
             diffs = [100 * (a - b) for a, b in zip(result.seed_accuracies, twin.seed_accuracies)]
-            summary = stats.mean_interval(diffs)
-            row["gain_vs_control_pts"] = summary["mean"]
-            row["gain_vs_control_ci"] = summary["ci"]
-        elif result.accuracy is not None and twin.accuracy is not None:
+            test = stats.paired_t(diffs)
+            if test is not None:
+                row.update(gain_vs_control_pts=test["mean"], gain_vs_control_ci=test["ci"],
+                           p_value_vs_control=test["p_value"], test_vs_control=test["test"])
+        if test is None and result.correct_bits and twin.correct_bits \
+                and result.n_test == twin.n_test:
+            test = stats.paired_bits(result.correct_bits, twin.correct_bits, result.n_test)
+            row.update(gain_vs_control_pts=test["difference_pts"],
+                       gain_vs_control_ci=test["ci_pts"], p_value_vs_control=test["p_value"],
+                       test_vs_control=test["test"])
+        if test is None and result.accuracy is not None and twin.accuracy is not None:
             row["gain_vs_control_pts"] = 100 * (result.accuracy - twin.accuracy)
 
 
