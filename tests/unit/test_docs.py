@@ -195,3 +195,16 @@ def test_the_layout_picture_is_the_folder_tree():
 def test_the_readme_is_a_landing_page():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES})"
+
+
+def test_nothing_names_a_file_outside_the_repository():
+    """The product and its docs stand alone: no reference to the design notes it started from
+    (DESIGN.md, STYLE.md) or to a folder beside the checkout."""
+    outside = re.compile(r"\b(?:DESIGN|STYLE)\.md\b|\.\./shared\b")
+    files = [*DOCS, *(p for root in ("benchmarks", "optimizers", "dashboard", "pages", "tools",
+                                      "tests") for p in (ROOT / root).rglob("*.py")),
+             ROOT / "app.py", ROOT / "serve.py"]
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in files
+             for n, line in enumerate(p.read_text().splitlines(), 1)
+             if outside.search(line) and p != Path(__file__)]
+    assert not found, found

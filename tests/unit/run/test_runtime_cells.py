@@ -1,6 +1,6 @@
 """Runtime cells in a real sweep (the seed CNN on digits, one epoch): every variant under eager
 and ONNX Runtime at batch 1 and 8, each cell one row, timed in the same interleaved rounds as
-the variants, its ratios against the eager baseline at its own batch size; the DESIGN.md
+the variants, its ratios against the eager baseline at its own batch size; the contract's
 runtime entry on every cell; a cell that cannot be built (a dynamic INT8 variant under ONNX
 Runtime, a model the exporter cannot trace) fails with one line and the sweep goes on; an
 exported cell writes the runtime's own file with its parity in the model card."""
