@@ -8,12 +8,14 @@ Streamlit's additions (``:red[...]`` colour directives, ``$...$`` LaTeX): a name
 ``[Sign in](https://evil.example)`` or ``![p](http://host/x.png)`` would draw a link inside the
 app's own warning, or make the viewer's browser fetch an image from a host the link chose.
 ``md`` backslash-escapes what can start markup (CommonMark lets any ASCII punctuation be
-escaped, and an escaped character is always literal text): ``\ ` * [ ] < > $ ~ | { } & @``,
-an ``_`` at a word's edge (inside a word it never emphasises), the ``:`` of ``://`` and the
-``.`` of ``www.`` (GitHub's autolinked URLs) and a leading ``# - + > =`` or ``1.`` (a heading,
-a list, a quote); line breaks fold into spaces. So no link, image, emphasis, HTML, entity,
-directive (``:red[...]``), maths or autolinked URL can start, and ordinary text (a name, a
-path, an error) reads, and is stored in the element, as it was.
+escaped, and an escaped character is always literal text): ``\ ` * [ ] < > $ ~ | { } &``,
+an ``_`` at a word's edge (inside a word it never emphasises) and a leading ``# - + > =`` or
+``1.`` (a heading, a list, a quote); line breaks fold into spaces. What Streamlit finds in
+the text itself, after escapes are undone (GitHub's autolinked ``https://``, ``www.`` and
+e-mail addresses; ``:emoji:`` and ``:material/icon:`` shortcodes), is broken by a zero-width
+space after the ``:`` or ``@`` (or before ``www``'s dot). So no link, image, emphasis, HTML,
+entity, directive (``:red[...]``), maths, icon or autolinked URL can start, and ordinary text
+(a name, a path, an error) reads as it was.
 
 ``no_paths`` is what a person who does not own a run sees of an error: the server's paths
 (an upload's folder and file name, the models folder) replaced by a placeholder.
@@ -23,9 +25,12 @@ from __future__ import annotations
 
 import re
 
-_ALWAYS = re.compile(r"([\\`*\[\]<>$~|{}&@])")
+_ALWAYS = re.compile(r"([\\`*\[\]<>$~|{}&])")
 _EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-_AUTOLINK = re.compile(r"(?i)(:)(?=//)|(?<=\bwww)(\.)")
+# Found in the text itself, after escapes are undone (GitHub's autolinked URLs and e-mail
+# addresses, emoji and icon shortcodes): broken by a zero-width space, which reads the same.
+_IN_TEXT = re.compile(r"(?i)(?<=:)(?=//|[a-z])|(?<=\bwww)(?=\.)|(?<=@)")
+ZERO_WIDTH = "\u200b"
 _LEADING = re.compile(r"^(\s*)([#+>=-]|\d+(?=[.)]))")
 # An absolute path: a slash not inside a word, a number, a URL (``1/2``, ``p50/p90``,
 # ``https://...``), then at least one more component.
@@ -38,7 +43,7 @@ def md(value) -> str:
     text = "" if value is None else " ".join(str(value).split())
     text = _ALWAYS.sub(r"\\\1", text)
     text = _EDGE_UNDERSCORE.sub(r"\\_", text)
-    text = _AUTOLINK.sub(lambda m: "\\" + (m.group(1) or m.group(2)), text)
+    text = _IN_TEXT.sub(ZERO_WIDTH, text)
     return _LEADING.sub(_leading, text, count=1)
 
 
