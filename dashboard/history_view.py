@@ -15,13 +15,25 @@ from dashboard.state import one_line, store
 TREND_RUNS = 50  # the latest runs of a model and data set a trend reads
 
 
+def unreadable_warning(runs: dict | list[dict] | None, shown: set | None = None) -> None:
+    """One warning line per stored row the store left out as unreadable (its reader names
+    the run and the row): the rest of the page stands. ``shown``: the lines this page run
+    has warned of already (two views reading one run say it once)."""
+    shown = set() if shown is None else shown
+    for run in [runs] if isinstance(runs, dict) else runs or []:
+        for line in run.get("unreadable") or []:
+            if line not in shown:
+                shown.add(line)
+                st.warning(md(one_line(line, 400)))  # a variant's name is the row's: literal
+
+
 def pairs(runs: list[dict]) -> list[tuple[str, str]]:
     """(model, data set) of the sweeps listed, the most recently run first."""
     return list(dict.fromkeys((r["model"], r["dataset"]) for r in runs
                               if r.get("kind", "sweep") == "sweep" and r.get("model")))
 
 
-def trend_section(runs: list[dict]) -> None:
+def trend_section(runs: list[dict], shown: set | None = None) -> None:
     from benchmarks.report.trend import trend, trend_figure
     options = pairs(runs)
     if not options:
@@ -34,6 +46,7 @@ def trend_section(runs: list[dict]) -> None:
     except Exception as exc:
         st.error(f"Cannot read the results store: {md(one_line(exc))}")
         return
+    unreadable_warning(full, shown)
     points = trend(full)
     if len({p.run_id for p in points}) < 2:
         st.caption(f"One run of {md(model)} on {md(dataset)} so far: a trend needs two.")

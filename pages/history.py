@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from benchmarks.run.estimate import shown_kind
 from dashboard import history_view, shell, state, widgets
 from dashboard.markup import md
 
@@ -24,7 +25,7 @@ me, admin = state.owner(), state.is_admin()
 st.dataframe(pd.DataFrame([{
     "run": r["run_id"],
     "open": state.run_link(r["run_id"]) if r.get("kind", "sweep") == "sweep" else None,
-    "yours": r.get("owner") == me, "kind": r.get("kind"), "model": r["model"],
+    "yours": r.get("owner") == me, "kind": shown_kind(r), "model": r["model"],
     "dataset": r["dataset"], "device": r.get("device"),
     "date": (r["created_at"] or "")[:19].replace("T", " "), "status": r["status"],
     "variants": r["variant_count"], "error": r.get("error")}
@@ -33,7 +34,8 @@ st.dataframe(pd.DataFrame([{
                    "yours": st.column_config.CheckboxColumn("Yours")})
 
 st.subheader("Trend")
-history_view.trend_section(runs)
+unreadable_shown: set[str] = set()  # each unreadable row's line once on this page
+history_view.trend_section(runs, unreadable_shown)
 
 st.subheader("Compare")
 mode = st.radio("Compare", ["two runs", "two variants"], horizontal=True, key="history_mode",
@@ -41,8 +43,16 @@ mode = st.radio("Compare", ["two runs", "two variants"], horizontal=True, key="h
 ids = list(by_id)
 
 
+loaded_full: dict[str, dict] = {}
+
+
 def full(run_id: str) -> dict:
-    return state.store().run(run_id) or {**by_id[run_id], "variants": []}
+    """A run with its variants, read once per page run; a stored row left out as unreadable
+    is one warning line."""
+    if run_id not in loaded_full:
+        loaded_full[run_id] = state.store().run(run_id) or {**by_id[run_id], "variants": []}
+        history_view.unreadable_warning(loaded_full[run_id], unreadable_shown)
+    return loaded_full[run_id]
 
 
 if mode == "two runs":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import links, results_view, sensitivity_view, shell, state, widgets
+from dashboard import history_view, links, results_view, sensitivity_view, shell, state, widgets
 from dashboard.markup import md, shown_error
 
 shell.standalone()
@@ -37,6 +37,7 @@ if run is None:
     st.warning("No such run: it was deleted, or the link is wrong." if shared
                else "This run was deleted meanwhile.")
     st.stop()
+history_view.unreadable_warning(run)  # a stored row left out: one line each, the rest shown
 if shared:
     st.caption(f"A shared run (read-only): {md(widgets.run_label(run))}")
 if run.get("kind") == "sensitivity":  # a map opened by its link: the map alone

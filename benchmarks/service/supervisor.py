@@ -78,11 +78,16 @@ class Supervisor(threading.Thread):
         self._start_failures: dict[str, tuple[int, str]] = {}
 
     def run(self) -> None:
+        said = None  # the last error said: the same one is not said again every tick
         while not self._stopped.wait(self.interval):
             try:
                 self.watch()
+                said = None
             except Exception as exc:  # a busy or broken store: try again next tick
-                print(f"supervisor: {first_line(exc)}", file=sys.stderr)
+                line = f"supervisor: {first_line(exc)}"
+                if line != said:
+                    print(line, file=sys.stderr)
+                said = line
 
     def stop(self) -> None:
         self._stopped.set()

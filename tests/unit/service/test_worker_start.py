@@ -40,3 +40,25 @@ def test_a_worker_that_cannot_start_fails_its_job_once_with_the_reason(
     lines = [ln for ln in capfd.readouterr().err.splitlines() if "supervisor" in ln]
     assert len(lines) == 2, lines
     assert all("could not start" in ln and "1 queued job(s) failed" in ln for ln in lines)
+
+
+def test_the_same_supervisor_error_is_said_once_not_every_tick(tmp_path, capfd):
+    import shutil
+
+    from benchmarks.service.supervisor import Supervisor
+    from helpers import wait_until
+    folder = tmp_path / "store"
+    queue = JobQueue(folder / "results.db")
+    shutil.rmtree(folder)  # every pass now fails: the store cannot be opened
+    supervisor = Supervisor(queue, interval=0.01)
+    ticks = []
+    real_watch = supervisor.watch
+    supervisor.watch = lambda: (ticks.append(1), real_watch())
+    supervisor.start()
+    try:
+        wait_until(lambda: len(ticks) >= 20, 60, "20 supervisor passes")
+    finally:
+        supervisor.stop()
+        supervisor.join(10)
+    lines = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("supervisor:")]
+    assert len(lines) == 1, lines
