@@ -1,7 +1,8 @@
 """Where it will run: a run's variant x runtime grid (speed-up against the eager fp32 baseline
 at the same batch size and threads, the parity badge, "INT8 in name only", a changed accuracy
 verdict), the throughput-latency curves with their 1x crossings, and the best runtime per
-variant. Everything is built by the engine's report (``benchmarks/report/runtimes.py``);
+variant (named only where it beats the others beyond noise, else "tie: …" with the
+interval). Everything is built by the engine's report (``benchmarks/report/runtimes.py``);
 this only draws it. Torch-free.
 
     runtimes_view.draw(run, key)   # a stored run (ResultsStore.run); nothing for a run
@@ -27,7 +28,7 @@ def grid_frame(grid: dict):
 
 def best_frame(rows: list[dict]):
     import pandas as pd
-    return pd.DataFrame([{"variant": v, "best runtime": b["runtime"],
+    return pd.DataFrame([{"variant": v, "best runtime": b["verdict"],
                           "speed-up": f"{b['speedup']:.2f}x", "batch": b["batch_size"],
                           "threads": b["threads"]}
                          for v, b in runtimes.best_runtimes(rows).items()])

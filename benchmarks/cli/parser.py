@@ -360,7 +360,8 @@ def _add_technique_flags(run) -> None:
 
 def _add_budgets(run) -> None:
     from benchmarks.spec.plan import DEFAULT_MAX_VARIANTS
-    from benchmarks.spec.sweep import DEVICES, EXECUTORS, FP32_MODES, MAX_SEEDS, TIMING_MODES
+    from benchmarks.spec.sweep import (DEFAULT_TIMING_ROUNDS, DEVICES, EXECUTORS, FP32_MODES,
+                                       MAX_SEEDS, TIMING_MODES)
     run.add_argument("--combine", action="store_true",
                      help="add chained variants: every enabled technique, one per point of "
                           "their values' cross product")
@@ -384,7 +385,10 @@ def _add_budgets(run) -> None:
                      help="interleaved: build every variant, then time them together in "
                           "round-robin rounds (host drift hits all alike); sequential: each "
                           "right after its build")
-    run.add_argument("--timing-rounds", type=positive_int("--timing-rounds"), default=5)
+    run.add_argument("--timing-rounds", type=positive_int("--timing-rounds"),
+                     default=DEFAULT_TIMING_ROUNDS,
+                     help="interleaved rounds (each a slice of --min-time); the speed-up "
+                          "intervals and the best runtime resample them")
     run.add_argument("--executor", default="local", choices=EXECUTORS,
                      help="local: every build here, in turn; ray: builds as tasks on a Ray "
                           "cluster, timed together on one of its nodes")

@@ -369,7 +369,10 @@ def runtime_columns(result: VariantResult) -> dict:
             "quant_dequant": ops.get("quant_dequant"), "int8_real": ops.get("int8_real"),
             "ops_verdict": ops.get("verdict"),
             "runtime_notes": "; ".join(rt.get("notes") or []) or None,
-            "joules_per_inference": (result.energy or {}).get("joules_per_inference")}
+            "joules_per_inference": (result.energy or {}).get("joules_per_inference"),
+            # Each interleaved round's p50: the grid's best runtime is a paired bootstrap
+            # over them (``report.runtimes.verdict``).
+            "round_p50_ms": list(result.round_p50_ms) or None}
 
 
 # The figures of the comparison table, with the direction that is better.

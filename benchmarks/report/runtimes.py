@@ -8,6 +8,16 @@ against the eager fp32 baseline at that batch and threads (timed in the same rou
 parity badge against the same variant in eager PyTorch, "INT8 in name only" where its op census
 says most convs and matmuls ran float kernels, and a mark where its accuracy verdict against
 the baseline (within noise or not) differs from the eager variant's.
+
+A variant's best runtime is named only where it is faster than every other runtime's cell
+beyond noise (``verdict``): the cells of one batch size and thread count were timed in the
+same interleaved rounds, so each pair is compared by a paired bootstrap over those rounds
+(``stats.bootstrap_ratio``, the rounds resampled together, a fixed seed: the same stored
+rounds give the same verdict), and the fastest is named when every interval lies above 1x.
+Otherwise the grid says "tie: openvino ≈ eager (openvino/eager 1.07x, 95% CI [0.93, 1.22]
+over 10 rounds)". One run named OpenVINO at 8.00x against eager's 6.56x and the next, a
+minute later, eager at 9.09x against 7.59x: five rounds at an IQR of 15-60% cannot separate
+cells within about 30%.
 """
 
 from __future__ import annotations
@@ -17,13 +27,16 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
+from benchmarks.report.stats import CONFIDENCE, bootstrap_ratio
 from benchmarks.report.style import CHART_HEIGHT, PALETTE, num, short
 
 EAGER = "eager"
 LEGEND = ("close/off: parity with eager below 99%/95% top-1 agreement (or a significant "
           "accuracy change); n/a: parity not judged (eager predicts one class for nearly every "
           "input: random weights); name-only: INT8 in name only (most convs and matmuls on "
-          "float kernels); ≠: accuracy verdict differs from eager's")
+          "float kernels); ≠: accuracy verdict differs from eager's; best: the runtime faster "
+          "than every other beyond noise (a paired bootstrap over the shared timing rounds), "
+          "else tie with the speed-up's interval")
 
 
 def has_cells(rows: list[dict]) -> bool:
@@ -51,7 +64,8 @@ def cell(row: dict, eager: dict | None) -> dict:
            "precision": row.get("runtime_precision"), "badge": row.get("parity_badge"),
            "top1_agree": num(row.get("parity_top1_agree")),
            "verdict": row.get("ops_verdict"), "int_kernels": row.get("int_kernels"),
-           "float_kernels": row.get("float_kernels"), "accuracy": num(row.get("accuracy"))}
+           "float_kernels": row.get("float_kernels"), "accuracy": num(row.get("accuracy")),
+           "rounds": [x for x in (row.get("round_p50_ms") or []) if num(x) is not None]}
     out["name_only"] = row.get("ops_verdict") == "INT8 in name only"
     mine = row.get("within_noise")
     theirs = None
@@ -64,9 +78,46 @@ def cell(row: dict, eager: dict | None) -> dict:
     return out
 
 
+def verdict(cells: dict[str, dict], confidence: float = CONFIDENCE) -> dict | None:
+    """Which runtime of one variant's cells (at one batch size and threads) is fastest beyond
+    noise: {"runtime": its name or None for a tie, "fastest", "tied": [runtimes within noise of
+    it], "against": {runtime: {"ratio", "ci", "rounds"}} (the fastest's speed-up over each,
+    a paired bootstrap over their shared rounds), "text"}; None where no cell was timed. A
+    pair with fewer than two shared rounds has no interval and is a tie: it cannot be told."""
+    timed = {rt: c for rt, c in cells.items() if c["speedup"] is not None and not c["error"]}
+    if not timed:
+        return None
+    fastest = max(timed, key=lambda rt: timed[rt]["speedup"])
+    against = {}
+    for rt, c in timed.items():
+        if rt == fastest:
+            continue
+        boot = bootstrap_ratio([[x] for x in c["rounds"]],
+                               [[x] for x in timed[fastest]["rounds"]], confidence)
+        if boot is None:  # no rounds stored: the p50s' ratio, with no interval
+            boot = {"ratio": timed[fastest]["speedup"] / c["speedup"], "ci": None, "rounds": 0}
+        against[rt] = {"ratio": boot["ratio"], "ci": boot["ci"], "rounds": boot["rounds"]}
+    tied = [rt for rt, a in against.items() if a["ci"] is None or a["ci"][0] <= 1.0]
+    out = {"runtime": None if tied else fastest, "fastest": fastest, "tied": tied,
+           "against": against, "confidence": confidence}
+    out["text"] = fastest if not tied else "tie: " + " ≈ ".join([fastest, *tied]) + " (" + \
+        "; ".join(_ratio_text(fastest, rt, against[rt], confidence) for rt in tied) + ")"
+    return out
+
+
+def _ratio_text(fastest: str, other: str, a: dict, confidence: float) -> str:
+    prefix = f"{fastest}/{other} " if other else ""
+    if a["ci"] is None:
+        return f"{prefix}{a['ratio']:.2f}x, no interval from {a['rounds']} round(s)"
+    low, high = a["ci"]
+    return (f"{prefix}{a['ratio']:.2f}x, {confidence:.0%} CI [{low:.2f}, {high:.2f}] over "
+            f"{a['rounds']} rounds")
+
+
 def grids(rows: list[dict]) -> list[dict]:
     """One grid per (batch size, threads): {"batch_size", "threads", "variants", "runtimes",
-    "cells": {variant: {runtime: cell}}, "best": {variant: runtime}}."""
+    "cells": {variant: {runtime: cell}}, "best": {variant: the runtime faster than every
+    other beyond noise, or "tie: …"}, "verdicts": {variant: ``verdict``}}."""
     by_shape: dict = defaultdict(list)
     for row in rows:
         by_shape[_shape(row)].append(row)
@@ -78,14 +129,11 @@ def grids(rows: list[dict]) -> list[dict]:
         cells: dict = defaultdict(dict)
         for r in members:
             cells[_variant(r)][r.get("runtime") or EAGER] = cell(r, eager.get(_variant(r)))
-        best = {}
-        for v in variants:
-            timed = [(c["speedup"], rt) for rt, c in cells[v].items()
-                     if c["speedup"] is not None and not c["error"]]
-            if timed:
-                best[v] = max(timed)[1]
+        verdicts = {v: verdict(cells[v]) for v in variants}
+        verdicts = {v: x for v, x in verdicts.items() if x is not None}
         out.append({"batch_size": batch, "threads": threads, "variants": variants,
-                    "runtimes": runtimes, "cells": dict(cells), "best": best})
+                    "runtimes": runtimes, "cells": dict(cells), "verdicts": verdicts,
+                    "best": {v: x["text"] for v, x in verdicts.items()}})
     return out
 
 
@@ -120,13 +168,15 @@ def crossings(rows: list[dict]) -> list[dict]:
 
 
 def best_runtimes(rows: list[dict]) -> dict[str, dict]:
-    """{variant: {"runtime", "speedup", "batch_size", "threads"}}: its fastest cell."""
+    """{variant: {"runtime", "speedup", "batch_size", "threads", "verdict"}}: its fastest
+    cell's batch size and threads, and there the runtime faster than the others beyond noise
+    (``runtime`` None and ``verdict`` "tie: …" where none is)."""
     out: dict = {}
     for grid in grids(rows):
-        for variant, runtime in grid["best"].items():
-            s = grid["cells"][variant][runtime]["speedup"]
+        for variant, v in grid["verdicts"].items():
+            s = grid["cells"][variant][v["fastest"]]["speedup"]
             if variant not in out or s > out[variant]["speedup"]:
-                out[variant] = {"runtime": runtime, "speedup": s,
+                out[variant] = {"runtime": v["runtime"], "speedup": s, "verdict": v["text"],
                                 "batch_size": grid["batch_size"], "threads": grid["threads"]}
     return out
 

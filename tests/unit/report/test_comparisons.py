@@ -15,7 +15,7 @@ from benchmarks.report import stats
 from benchmarks.report.results import VariantResult, comparison_rows
 from benchmarks.run.cache import WeightsCache
 from benchmarks.run.runner import prepare_sweep, run_sweep
-from benchmarks.spec.sweep import SweepSpec
+from benchmarks.spec.sweep import DEFAULT_TIMING_ROUNDS, SweepSpec
 
 TINY = dict(epochs=1, min_time_s=0.02, min_runs=4, warmup=1, finetune_epochs=1,
             calibration_batches=2)
@@ -200,7 +200,8 @@ def test_every_variant_is_timed_in_interleaved_rounds(tmp_path):
     spec = SweepSpec.from_toggles(amp=True, prune=0.5, **TINY)
     results = list(run_sweep(spec, cache=WeightsCache(tmp_path)))
     for r in results:
-        assert r.timing["method"] == "interleaved" and r.timing["rounds"] == 5
+        assert r.timing["method"] == "interleaved" and r.timing["rounds"] == \
+            spec.timing_rounds == DEFAULT_TIMING_ROUNDS
         assert r.timing["variants_together"] == 3 and r.latency.n >= spec.min_runs
     sequential = list(run_sweep(SweepSpec(**{**spec.__dict__, "timing": "sequential"}),
                                 cache=WeightsCache(tmp_path)))

@@ -21,6 +21,8 @@ def _row(name, variant, runtime, batch, p50_ms, *, techniques=(), wrong=0, verdi
     return VariantResult(
         name=name, techniques=list(techniques), batch_size=batch,
         latency_samples_ms=[p50_ms * (1 + 0.001 * k) for k in range(21)],
+        # Ten interleaved rounds, 1% apart: far from each other's cells beyond noise.
+        round_p50_ms=[p50_ms * (1 + 0.01 * ((k * 7) % 5 - 2)) for k in range(10)],
         accuracy=sum(right) / N, correct_bits=stats.pack_bits(right), n_test=N,
         axes={"eval_batch_size": batch},
         runtime={"name": runtime, "variant": variant, "batch_size": batch, "threads": 1,
@@ -120,3 +122,75 @@ def test_a_run_without_deployment_axes_has_no_runtime_section():
     rows = RunReport(variants=plain, baseline="baseline").rows()
     assert not runtimes.has_cells(rows) and runtimes.runtime_figures(rows) == {}
     assert "runtime" not in rows[0]  # its table keeps today's columns
+
+
+def _cells(rounds: dict[str, list[float]]) -> dict:
+    """One variant's cells at one shape: each runtime's rounds (ms), speed-up against 1 ms."""
+    import statistics
+    return {rt: {"speedup": 1.0 / statistics.median(r), "error": None, "rounds": r}
+            for rt, r in rounds.items()}
+
+
+def test_cells_within_noise_are_a_tie_with_the_interval_and_the_same_verdict_twice():
+    """The issue's flip: one run named OpenVINO (8.00x against eager's 6.56x), the next
+    eager. Rounds as noisy as those (IQR 15-60%, five rounds) cannot tell the two apart: the
+    grid says tie, with the ratio's interval, and says the same on the same stored rounds."""
+    import random
+    rng = random.Random(3)
+    drift = [rng.uniform(0.7, 1.4) for _ in range(5)]  # the host, shared by the round
+    rounds = {"eager": [0.152 * d * rng.uniform(0.75, 1.35) for d in drift],
+              "openvino": [0.125 * d * rng.uniform(0.75, 1.35) for d in drift]}
+    first = runtimes.verdict(_cells(rounds))
+    assert first["runtime"] is None and first["tied"] == ["eager"]
+    assert first["text"].startswith("tie: openvino ≈ eager (openvino/eager ")
+    low, high = first["against"]["eager"]["ci"]
+    assert low <= 1.0 < high and "95% CI [" in first["text"] and "over 5 rounds" in first["text"]
+    assert runtimes.verdict(_cells(rounds)) == first  # resampled with a fixed seed
+
+
+def test_a_runtime_faster_beyond_noise_is_named_and_a_10pct_gap_separates_on_a_quiet_host():
+    """On a quiet host (rounds within ±3% of each other, the drift shared by the round) the
+    default rounds separate a 10% difference; the fastest is named only when it beats every
+    other cell, a third within noise of it making the whole a tie."""
+    import random
+
+    from benchmarks.spec.sweep import DEFAULT_TIMING_ROUNDS
+    rng = random.Random(0)
+    n = DEFAULT_TIMING_ROUNDS
+    drift = [rng.uniform(0.97, 1.03) for _ in range(n)]
+    eager = [1.0 * d * rng.uniform(0.985, 1.015) for d in drift]
+    ort = [0.9 * d * rng.uniform(0.985, 1.015) for d in drift]
+    named = runtimes.verdict(_cells({"eager": eager, "ort": ort}))
+    assert named["runtime"] == "ort" and named["text"] == "ort" and not named["tied"]
+    assert named["against"]["eager"]["ci"][0] > 1.0
+    close = [0.905 * d * rng.uniform(0.985, 1.015) for d in drift]  # 0.5% behind ort
+    tie = runtimes.verdict(_cells({"eager": eager, "ort": ort, "openvino": close}))
+    assert tie["runtime"] is None and tie["tied"] == ["openvino"]
+    assert tie["text"].startswith("tie: ort ≈ openvino (ort/openvino 1.0")
+    # Rounds not stored (an older run): no interval, so no name.
+    legacy = runtimes.verdict(_cells({"eager": [1.0], "ort": [0.5]}))
+    assert legacy["runtime"] is None and "no interval from 1 round(s)" in legacy["text"]
+    assert runtimes.verdict(_cells({"eager": eager}))["runtime"] == "eager"  # nothing to beat
+
+
+def test_the_best_runtime_table_says_tie_where_the_grid_does(rows):
+    by = {r["variant"]: r for r in rows}
+    # Two cells of one variant a hair apart: the stored rounds cannot tell them apart.
+    by["int8-static@ort"]["round_p50_ms"] = [x * 0.995 for x in reversed(by["int8-static"][
+        "round_p50_ms"])]
+    by["int8-static@ort"]["p50_ms_vs_base"] = by["int8-static"]["p50_ms_vs_base"] * 0.995
+    grid = {g["batch_size"]: g for g in runtimes.grids(rows)}[1]
+    assert grid["best"]["int8-static"].startswith("tie: ort ≈ eager")
+    assert grid["best"]["baseline"] == "ort"
+    assert "tie: ort ≈ eager" in runtimes.grid_text(rows)
+
+
+def test_the_page_tables_show_the_verdict(rows):
+    from dashboard.runtimes_view import best_frame, grid_frame
+    by = {r["variant"]: r for r in rows}
+    by["int8-static@ort b32"]["round_p50_ms"] = None  # rounds not stored: cannot tell
+    best = best_frame(rows).set_index("variant")["best runtime"]
+    assert best["baseline"] == "ort"
+    assert best["int8-static"].startswith("tie: ort ≈ eager (ort/eager ")
+    grid = {g["batch_size"]: g for g in runtimes.grids(rows)}
+    assert list(grid_frame(grid[1])["best runtime"]) == ["ort", "eager"]
