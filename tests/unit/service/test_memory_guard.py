@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from benchmarks.service import memory_guard as guard
 
@@ -95,3 +96,45 @@ def test_shm_files_are_the_users_own_written_since_and_new_ones_are_removed(tmp_
     assert mg.new_shm_files(before, os.getuid(), tmp_path) == ["written-by-the-job"]
     assert mg.remove_shm_files(["written-by-the-job"], tmp_path) == ["written-by-the-job"]
     assert old.exists() and not new.exists() and (tmp_path / "sem.shared").exists()
+
+
+def test_the_watchdog_counts_a_dev_shm_file_no_process_maps(tmp_path):
+    """Issue 31.5: a worker that writes a file to /dev/shm and closes it holds that memory
+    (nothing maps it, RssShmem misses it): the watchdog counts it and stops the worker."""
+    import uuid
+
+    from benchmarks.service.queue import JobQueue
+    from helpers import wait_until
+    shm = Path("/dev/shm") / f"compression-bench-test-{uuid.uuid4().hex[:8]}"
+    code = textwrap.dedent(f"""
+        import sys
+        print("ready", flush=True)
+        sys.stdin.readline()
+        with open({str(shm)!r}, "wb") as f:
+            f.write(b"x" * (256 << 20))
+        print("written", flush=True)
+        sys.stdin.read()
+    """)
+    queue = JobQueue(tmp_path / "results.db")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    watchdog = None
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        # The limit: what the process holds now and 128 MiB more; the file is 256 MiB.
+        limit = guard.held_bytes(proc.pid, 2**40) + (128 << 20)
+        queue._spawned.append(proc)
+        watchdog = guard.MemoryGuard(queue, limit, interval=0.02)
+        watchdog.start()
+        wait_until(lambda: proc.pid in watchdog._shm_since, 30, "the watchdog seeing it")
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        wait_until(lambda: proc.poll() is not None, 60, "the watchdog stopping the writer")
+        status, line = queue._causes[proc.pid]
+        assert status == "failed" and line.startswith("exceeded its memory limit")
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
+        guard.kill_tree(proc.pid)
+        proc.wait()
+        shm.unlink(missing_ok=True)
