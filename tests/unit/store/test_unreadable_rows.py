@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from helpers import store_history
 
 from benchmarks.cli.main import main
@@ -61,3 +63,18 @@ def test_history_prints_the_runs_and_one_warning_line_per_bad_row(tmp_path, caps
     out, err = capsys.readouterr()
     assert len(json.loads(out)) == 2  # stdout stays JSON; the warning goes to stderr
     assert err.count("unreadable") == 1
+
+
+@pytest.mark.slow  # two small recommend searches (about 40 s on 2 loaded cores)
+def test_recommend_reads_past_a_bad_row_of_an_earlier_run_and_names_it(tmp_path, capsys):
+    """Issue 31.9: it exited 2 with only "Expecting ',' delimiter"."""
+    path = tmp_path / "s.db"
+    argv = ["recommend", "--model", "mlp", "--trials", "2", "--epochs", "1", "--within",
+            "3pt", "--quiet", "--store", str(path)]
+    assert main(argv) == 0
+    (earlier,) = [r["run_id"] for r in ResultsStore(path).runs(with_variants=False)]
+    truncated(path, earlier)
+    capsys.readouterr()
+    assert main(argv) == 0
+    (warning,) = [ln for ln in capsys.readouterr().err.splitlines() if "unreadable" in ln]
+    assert warning.startswith(f"warning: store {path}: run {earlier}: stored row 1 ")
