@@ -324,9 +324,9 @@ def believe(peaks: dict, theory: dict | None, precisions) -> dict:
             limited[precision] = (
                 f"{precision}: the best kernel ({kernel}) reaches {peak / top[precision]:.0%} "
                 f"of the theoretical {top[precision] / 1e9:,.1f} GFLOP/s after measuring "
-                f"again with {REMEASURE_BEST_OF} windows: the kernels' limit on this machine, "
-                f"believed (measured again when a variant runs above it or after "
-                f"{MAX_AGE_DAYS} days)")
+                f"again with {REMEASURE_BEST_OF} windows: believed as the kernels' limit here "
+                f"(or a machine busy at both measurements), measured again when a variant "
+                f"runs above it or after {MAX_AGE_DAYS} days")
         else:
             limited.pop(precision, None)
     if limited:

@@ -294,6 +294,13 @@ def peak_notes(environment: dict) -> list[str]:
             parts.append(part)
         if parts:
             notes.append(f"roofs {device}: " + ", ".join(parts) + " GFLOP/s")
+        clock = peaks.get("clock") or {}
+        if clock.get("sustained_ghz") and theory.get("clock_ghz"):
+            notes.append(f"roofs {device}: theoretical at {theory['clock_ghz']:.2f} GHz "
+                         f"(sustained {clock['sustained_ghz']:.2f} measured, "
+                         f"{clock.get('nominal_ghz') or 0:.2f} stated)")
+        for why in (peaks.get("kernel_limited") or {}).values():
+            notes.append(f"roofs {device}: believed low, {why}")
         for entry in peaks.get("remeasured") or []:
             if entry.get("at", "") >= since:
                 notes.append(f"roofs {device}: {', '.join(map(str, entry['precisions']))} "

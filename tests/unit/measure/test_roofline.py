@@ -327,7 +327,7 @@ def test_a_peak_still_low_after_measuring_again_is_believed_and_the_stored_max_i
     assert tried == {"torch._int_mm": 2300.9e9, "quantized.conv2d 3x3 (x86)": 850e9}
     assert first["gemm_flops_per_s"]["int8"] == max(tried.values())
     assert set(first["kernel_limited"]) == {"bf16", "int8"}
-    assert "the kernels' limit" in first["kernel_limited"]["int8"]
+    assert "believed as the kernels' limit" in first["kernel_limited"]["int8"]
     # Hours later the store is read, not measured again (the script has no third figure).
     later = peaks._now() + timedelta(hours=peaks.RETRY_HOURS * 5)
     assert peaks.stale_reason(first, AMX_THEORY, now=later) is None
@@ -398,3 +398,15 @@ def test_no_point_above_the_theoretical_roof_unflagged():
     fig = roofline_chart(rows, peaks)
     marked = [t for t in fig.data if t.mode == "markers" and "above" in (t.name or "")]
     assert marked and "above the theoretical roof" in marked[0].name
+
+
+def test_the_table_states_the_clock_and_the_believed_peaks():
+    from benchmarks.report.document import peak_notes
+    env = {"peaks": {"cpu": {"gemm_flops_per_s": {"int8": 2300e9},
+                             "clock": {"sustained_ghz": 4.1, "nominal_ghz": 2.6},
+                             "theoretical": {**AMX_THEORY, "clock_ghz": 4.1},
+                             "kernel_limited": {"int8": "int8: the best kernel (x) reaches "
+                                                        "36% of ..."}}}}
+    notes = peak_notes(env)
+    assert "roofs cpu: theoretical at 4.10 GHz (sustained 4.10 measured, 2.60 stated)" in notes
+    assert "roofs cpu: believed low, int8: the best kernel (x) reaches 36% of ..." in notes
