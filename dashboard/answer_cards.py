@@ -103,7 +103,7 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
     chosen = next((c for c in answer.candidates if c.name == name), None)
     row = next((r for r in rows if r["variant"] == name), {})
     columns = st.columns([3, 2, 2, 2, 2], border=True)
-    columns[0].metric(f"Variant ({kind})", short(name, 28) if name else NONE,
+    columns[0].metric(f"Variant ({kind})", md(short(name, 28)) if name else NONE,
                       help=md((name + ": " if name else "") + (answer.reason if not cert else
                                                                "certified by its run")))
     if cert:
