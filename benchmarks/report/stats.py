@@ -237,13 +237,14 @@ def bootstrap_ratio(reference: list[list[float]], candidate: list[list[float]],
 # sqrt(I) <= d Phi / d pi_d with Phi = sqrt(n) (2 sqrt(pi_b) + 2 sqrt(pi_c) - 2 sqrt(1 - pi_d));
 # between grid points a and b the p-value is at most (p(a) + p(b) + (Phi(b) - Phi(a)) / 2) / 2.
 # The grid starts uniform in Phi (step 0.25) and an interval is halved while its bound is more
-# than EXACT_SLACK above the largest p-value on the grid, so the p-value returned is the
-# supremum's upper bound and exceeds the grid's maximum by at most 0.001. The discordant
+# than EXACT_SLACK (or a tenth of the p-value, when that is smaller) above the largest p-value
+# on the grid, so the p-value returned is the supremum's upper bound and exceeds the grid's
+# maximum by at most 0.001. Berger-Boos's gamma (1e-4) is the p-value's floor. The discordant
 # totals outside the range summed add their whole probability (at most 2e-12). Every term
 # errs upwards: the test stays valid, slightly conservative.
 
 EXACT_BELOW = 50             # b + c below this: the exact test; from here on, Tango's
-BERGER_BOOS_GAMMA = 1e-3     # the nuisance's restriction (Berger and Boos's suggested value)
+BERGER_BOOS_GAMMA = 1e-4     # the nuisance's restriction: also the p-value's floor (x2 two-sided)
 EXACT_SLACK = 1e-3           # at most this added to a p-value by the grid (see above)
 _TAIL = 1e-12                # discordant counts less likely than this are not summed
 _TOL = 1e-5                  # a bound's bisection stops within this (0.001 points)
@@ -354,7 +355,9 @@ def exact_p_upper(b: int, c: int, n: int, theta0: float, gamma: float = BERGER_B
                 return min(1.0, best + left_out + gamma)
             if float(bound.max()) + left_out + gamma < versus:
                 return float(bound.max()) + left_out + gamma
-        live = bound > best + slack
+        # A small p-value is refined to a tenth of itself (a p of 1e-4 is not reported as
+        # 1e-3), a large one to ``slack``.
+        live = bound > best + min(slack, max(1e-6, 0.1 * best))
         if not live.any():
             return min(1.0, max(best, float(bound.max())) + left_out + gamma)
         new = at_phi((ph[:-1][live] + ph[1:][live]) / 2)

@@ -40,13 +40,13 @@ def test_power_names_the_smallest_margin_the_certify_split_can_certify():
     assert smallest_margin_pts(180, 0.95) == pytest.approx(
         -100 * noninferiority_lower(0, 0, 180, 0.95), abs=1e-9)
     assert smallest_margin_pts(180, 0.95) > 100 * z2 / (180 + z2)
-    assert certifiable_pts(180, 0.95) == 1.68
+    assert certifiable_pts(180, 0.95) == 1.67
     with pytest.raises(ValueError) as refused:
         check_power(1.0, 180, 0.95)
     line = str(refused.value)
     assert "certify split of 180 test images cannot certify 1 point" in line
-    assert "it can certify 1.68 points" in line and "\n" not in line
-    assert check_power(1.68, 180, 0.95) == 1.68
+    assert "it can certify 1.67 points" in line and "\n" not in line
+    assert check_power(1.67, 180, 0.95) == 1.67
     with pytest.raises(ValueError):  # exactly the limit is not above it
         check_power(smallest_margin_pts(180, 0.95), 180, 0.95)
     # More examples certify a smaller margin; more confidence needs a larger one.
@@ -61,12 +61,12 @@ def test_power_advises_the_margin_a_candidate_that_differs_on_some_examples_need
     assert -100 * noninferiority_lower(1, 1, 180, 0.95) > certifiable_pts(180, 0.95)
     typical = typical_margin_pts(180, 0.95)
     assert typical == math.ceil(-100 * noninferiority_lower(3, 3, 180, 0.95) * 100) / 100 \
-        == 2.68
+        == 2.67
     assert -100 * noninferiority_lower(3, 3, 180, 0.95) < typical
     with pytest.raises(ValueError) as refused:
         check_power(1.0, 180, 0.95)
-    assert str(refused.value).endswith("(--within 2.68pt)")
-    assert check_power(typical, 180, 0.95) == 1.68  # the advice itself is accepted
+    assert str(refused.value).endswith("(--within 2.67pt)")
+    assert check_power(typical, 180, 0.95) == 1.67  # the advice itself is accepted
     assert typical_margin_pts(1000, 0.95) < typical  # more examples, a smaller margin
 
 
