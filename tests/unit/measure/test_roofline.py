@@ -137,14 +137,15 @@ def test_peaks_are_measured_once_per_machine_and_cached_in_the_store(tmp_path):
         # The theoretical roof is built on the clock measured here, recorded beside the
         # stated one; wherever each peak sits against it, one still low after measuring again
         # is believed, so the second read below measures nothing.
-        clock = first["clock"]
-        assert clock["nominal_ghz"] == first["theoretical"]["nominal_clock_ghz"]
+        clock, theory = first["clock"], first["theoretical"]
+        assert theory["clock_ghz"] >= (theory["nominal_clock_ghz"] or 0.0)
         if clock["sustained_ghz"]:
-            assert first["theoretical"]["clock_ghz"] == max(clock["sustained_ghz"],
-                                                            clock["nominal_ghz"])
-        # No measured peak above the theoretical one.
-        for precision, value in first["gemm_flops_per_s"].items():
-            assert value <= first["theoretical"]["gemm_flops_per_s"][precision]
+            assert theory["clock_ghz"] >= clock["sustained_ghz"]
+            assert theory["sustained_clock_ghz"] == clock["sustained_ghz"]
+            # On the measured clock, no measured peak above the theoretical one (on the
+            # stated clock alone, a boost can take one above it: the card says which).
+            for precision, value in first["gemm_flops_per_s"].items():
+                assert value <= theory["gemm_flops_per_s"][precision]
         assert set(first.get("kernel_limited") or {}) <= set(peaks.implausible(
             first, first["theoretical"], believed=True))
     again = ResultsStore(tmp_path / "s.db")
