@@ -19,8 +19,9 @@ A cell is placed on the roofline by what it ran: an eager or compiled cell by it
 multiply-adds per precision (``measure.macs``), a graph runtime's by its own kernel census;
 after timing, a cell above its roof has that peak measured again, as a variant does
 (``run.roofs.check_roofs`` over variants and cells alike). A cell that cannot be built fails
-with one line (the exporter's or the runtime's reason) and the sweep goes on. Speed ratios are against the eager fp32 baseline at the same batch size and
-thread count (``report.results.comparison_rows``).
+with one line (the exporter's or the runtime's reason) and the sweep goes on. Speed ratios
+are against the eager fp32 baseline at the same batch size and thread count
+(``report.results.comparison_rows``).
 """
 
 from __future__ import annotations

@@ -282,6 +282,8 @@ def test_resnet18_baseline_sits_below_both_roofs():
     memory_roof = point["arithmetic_intensity"] * peaks["memory_bytes_per_s"]
     assert point["achieved_flops_per_s"] < memory_roof
     assert 0 < point["percent_of_peak"] < 100
+    if (peaks["clock"] or {}).get("sustained_ghz") and point["theoretical_peak_flops_per_s"]:
+        assert point["above_theoretical"] is False  # on the measured clock, below it too
 
 
 AMX_THEORY = {"gemm_flops_per_s": {"fp32": 200e9, "bf16": 3200e9, "int8": 6400e9},
