@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.recommend.power import (
+    certifiable_pts,
     certify_size,
     check_power,
     data_power,
@@ -33,10 +34,11 @@ def test_mnist5k_certifies_1pt_for_a_candidate_that_differs_on_1_in_30_and_digit
     assert typical_margin_pts(certify_size("mnist5k", 0.5), 0.95) <= 1.0
     big = data_power("mnist5k", "1pt", 0.95, 0.5)
     assert not big.refused and not big.typical_fails
-    assert big.sentence() == ("On mnist5k, the certify split of 1,250 test images can certify "
-                              "1pt: a candidate that differs from the baseline on 1 in 30 "
-                              "examples needs 0.88 points (one that agrees on every example, "
-                              "0.22).")
+    assert big.sentence() == (f"On mnist5k, the certify split of 1,250 test images can "
+                              f"certify 1pt: a candidate that differs from the baseline on 1 "
+                              f"in 30 examples needs {typical_margin_pts(1250, 0.95):g} points "
+                              f"(one that agrees on every example, "
+                              f"{certifiable_pts(1250, 0.95):g}).")
     small = data_power("digits", "1pt", 0.95, 0.5)
     assert small.refused and small.typical_fails
     # The page's sentence is the CLI's refusal without its flag.
@@ -51,7 +53,8 @@ def test_between_the_best_case_and_a_typical_candidate_it_warns_without_refusing
     middle = data_power("digits", "2pt", 0.95, 0.5)
     assert not middle.refused and middle.typical_fails
     assert "only for a candidate that agrees with the baseline on nearly every example; " \
-           "one that differs on 1 in 30 needs 2.66 points" in middle.sentence()
+           f"one that differs on 1 in 30 needs {typical_margin_pts(180, 0.95):g} points" in \
+           middle.sentence()
     # A relative margin is judged at its largest (a baseline at 100%), as the job does first.
     assert data_power("digits", "2%", 0.95, 0.5).margin_pts == 2.0
     # Unknown until the folder is read: nothing refused before, the job checks it.
