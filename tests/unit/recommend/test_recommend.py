@@ -21,12 +21,12 @@ from benchmarks.cli.main import main
 from benchmarks.recommend.certificate import recompute
 from benchmarks.recommend.request import STARTUP_TRIALS
 from benchmarks.recommend.split import accuracy_at
-from benchmarks.report.stats import pack_bits, tango_interval, tango_lower, unpack_bits
+from benchmarks.report.stats import noninferiority, pack_bits, paired_difference, unpack_bits
 from helpers import ROOT, run_cli
 
 SPACE = ["--int8", "dynamic,static", "--calibration-batches", "8"]
 BUDGET = ["--epochs", "2", "--min-time", "0.05", "--timing-rounds", "5"]
-MARGIN = "3pt"  # above digits' 1.49: a candidate with a couple of discordant pairs passes
+MARGIN = "3pt"  # above digits' 1.67: a candidate with a couple of discordant pairs passes
 
 
 def _recommend(store, json_file, cache, *extra):
@@ -73,9 +73,12 @@ def test_a_reader_recomputes_the_certificate_from_the_stored_bits(recommended):
         b = sum(1 for x, y in zip(mine, base) if x and not y)
         c = sum(1 for x, y in zip(mine, base) if y and not x)
         assert (b, c, len(certify)) == (tested["b"], tested["c"], tested["n"])
-        lower = 100 * tango_lower(b, c, len(certify), cert["confidence"])
+        # The certificate's test (exact where discordant pairs are few), named in its row.
+        test = noninferiority(b, c, len(certify), cert["margin_pts"] / 100, cert["confidence"])
+        lower = 100 * test["lower"]
         assert lower == pytest.approx(tested["lower_pts"])
-        assert [100 * x for x in tango_interval(b, c, len(certify), cert["confidence"])] == \
+        assert tested["test"] == test["test"] and tested["p_value"] == test["p_value"]
+        assert paired_difference(b, c, len(certify), cert["confidence"])["ci_pts"] == \
             pytest.approx(tested["interval_pts"])
         if lower <= -cert["margin_pts"]:
             stopped = tested["order"]
@@ -130,10 +133,10 @@ def test_a_margin_the_certify_split_cannot_certify_is_refused_with_the_one_it_ca
     assert main(["recommend", *SPACE, "--within", "1pt", "--store", str(store)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == ("error: the certify split of 180 test images cannot certify 1 point at "
-                   "95% confidence; it can certify 1.49 points only for a candidate that "
-                   "agrees with the baseline on every example, and 2.66 points for one that "
+                   "95% confidence; it can certify 1.67 points only for a candidate that "
+                   "agrees with the baseline on every example, and 2.67 points for one that "
                    "differs on 1 in 30 of them, as often right as wrong; use a larger data set "
-                   "or a wider margin (--within 2.66pt)")
+                   "or a wider margin (--within 2.67pt)")
     assert not store.exists()  # refused before a run was recorded
 
 

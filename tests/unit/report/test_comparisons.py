@@ -91,7 +91,7 @@ def test_comparison_rows_mark_a_one_image_difference_within_noise():
         VariantResult("b", ["prune"], accuracy=359 / n,
                       correct_bits=stats.pack_bits(many_more), n_test=n)])
     assert rows[1]["accuracy_vs_base"] == pytest.approx(100 / 360)
-    assert rows[1]["within_noise"] is True and rows[1]["p_value_vs_base"] == 1.0
+    assert rows[1]["within_noise"] is True and rows[1]["p_value_vs_base"] > 0.5
     assert rows[2]["within_noise"] is False and rows[2]["p_value_vs_base"] < 0.001
 
 
