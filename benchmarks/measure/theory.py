@@ -199,6 +199,18 @@ def cpu_theoretical(threads: int, cpuinfo_text: str | None = None,
             "source": "cores x clock x FLOP/cycle for the instruction set /proc/cpuinfo names"}
 
 
+def clock_text(theory: dict | None) -> str:
+    """The clock a CPU's theoretical peaks are built on, for a card: "at 4.04 GHz (measured;
+    stated 2.60)"; empty for a GPU's (its data sheet) or where none is known."""
+    ghz = (theory or {}).get("clock_ghz")
+    if not ghz:
+        return ""
+    stated = theory.get("nominal_clock_ghz")
+    if theory.get("sustained_clock_ghz") and stated and ghz > stated:
+        return f"at {ghz:.2f} GHz (measured; stated {stated:.2f})"
+    return f"at {ghz:.2f} GHz (stated)"
+
+
 def _read_cpu() -> tuple[str, float | None]:
     try:
         text = CPUINFO.read_text()

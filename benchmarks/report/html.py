@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 
+from benchmarks.measure.theory import clock_text
 from benchmarks.report.document import (
     SWEEP_COLUMNS,
     RunReport,
@@ -73,9 +74,13 @@ def _peak_rows(peaks: dict) -> list[dict]:
              "gemm": ", ".join(f"{k} {v / 1e9:,.1f}" for k, v in
                                (p.get("gemm_flops_per_s") or {}).items()),
              "bandwidth": f"{(p.get('memory_bytes_per_s') or 0) / 1e9:,.1f}",
-             "theoretical": "; ".join(f"{k} {v / 1e9:,.1f}" for k, v in
-                                      ((p.get("theoretical") or {}).get("gemm_flops_per_s")
-                                       or {}).items()) or "-",
+             "theoretical": ("; ".join(f"{k} {v / 1e9:,.1f}" for k, v in
+                                       ((p.get("theoretical") or {}).get("gemm_flops_per_s")
+                                        or {}).items()) or "-")
+             + (f" {clock_text(p.get('theoretical'))}" if clock_text(p.get("theoretical"))
+                else "")
+             + "".join(f"; believed low: {why}" for why in
+                       (p.get("kernel_limited") or {}).values()),
              "measured_at": p.get("measured_at"),
              "method": "; ".join(f"{k}: {v}" for k, v in (p.get("method") or {}).items()
                                  if k not in ("candidates", "version", "best_of"))}

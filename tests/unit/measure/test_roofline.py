@@ -413,3 +413,8 @@ def test_the_table_states_the_clock_and_the_believed_peaks():
     notes = peak_notes(env)
     assert "roofs cpu: theoretical at 4.10 GHz (sustained 4.10 measured, 2.60 stated)" in notes
     assert "roofs cpu: believed low, int8: the best kernel (x) reaches 36% of ..." in notes
+    from benchmarks.report.html import _peak_rows
+    cell = _peak_rows({"cpu": {**env["peaks"]["cpu"], "theoretical": {
+        **AMX_THEORY, "clock_ghz": 4.1, "nominal_clock_ghz": 2.6,
+        "sustained_clock_ghz": 4.1}}})[0]["theoretical"]
+    assert "at 4.10 GHz (measured; stated 2.60)" in cell and "believed low: int8" in cell

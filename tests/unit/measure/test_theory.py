@@ -149,3 +149,11 @@ def test_dense_tensor_core_peaks_and_what_a_gpu_lacks():
     assert "bf16" not in theory.gpu_theoretical("Tesla T4")["gemm_flops_per_s"]
     for unknown in ("NVIDIA GeForce RTX 4090", "NVIDIA GH200 480GB", "", "AMD Instinct MI300X"):
         assert theory.gpu_theoretical(unknown) is None
+
+
+def test_the_clock_a_card_states():
+    stated = cpuinfo("GenuineIntel", 6, 143, f"{BASE} avx fma avx2 avx512f", mhz=2600.0)
+    assert theory.clock_text(theory.cpu_theoretical(1, stated, sustained_ghz=4.04)) == \
+        "at 4.04 GHz (measured; stated 2.60)"
+    assert theory.clock_text(theory.cpu_theoretical(1, stated)) == "at 2.60 GHz (stated)"
+    assert theory.clock_text(theory.gpu_theoretical("NVIDIA H200")) == ""
