@@ -72,6 +72,25 @@ def no_paths_in(value):
     return no_paths(value) if isinstance(value, str) else value
 
 
+def without_paths(run: dict) -> dict:
+    """A stored run as someone who does not own it sees it (its page and its downloads): its
+    environment, settings, errors and recipe without the server's paths; figures untouched."""
+    out = dict(run)
+    for key in ("environment", "spec"):
+        if isinstance(run.get(key), dict):
+            out[key] = no_paths_in(run[key])
+    if run.get("error"):
+        out["error"] = no_paths(run["error"])
+    out["variants"] = [{**v, "error": no_paths(v["error"])} if v.get("error") else v
+                       for v in run.get("variants") or []]
+    block = run.get("recommendation")
+    if isinstance(block, dict) and isinstance(block.get("recipe"), dict):
+        recipe = block["recipe"]
+        out["recommendation"] = {**block, "recipe": {**recipe, "command": no_paths(
+            recipe.get("command"))}}
+    return out
+
+
 def shown_error(text, own: bool) -> str:
     """An error as Markdown text: its owner sees it whole, anyone else without server paths."""
     return md(text if own else no_paths(text))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from dashboard import answer_cards, charts, links, recommend_panel, selection, state, tables
-from dashboard.markup import md, no_paths_in, shown_error
+from dashboard.markup import md, no_paths_in, shown_error, without_paths
 from dashboard.state import one_line, queue, store
 
 OVERVIEW, CURVES, PARETO, TABLE, ENVIRONMENT = ("Overview", "Curves", "Pareto", "Table",
@@ -91,6 +91,9 @@ def run_report(run: dict, key: str, *, url=None, export: bool = False,
     """The answer, the tabs, the downloads and the selected variant of one run. The charts
     are ``charts.run_figures``: the same list the HTML report holds."""
     from benchmarks.report.document import RunReport
+    own = state.owns(run)  # its owner sees errors and settings whole; others, no server path
+    if not own:  # the page, its figures and its downloads alike
+        run = without_paths(run)
     report = RunReport.from_stored(run)
     rows = report.shown_rows()  # over seeds where there are several (seeds.shown_rows)
     if not rows:
@@ -99,7 +102,6 @@ def run_report(run: dict, key: str, *, url=None, export: bool = False,
     answer = answer_cards.cards(run, report, rows, key, url)  # certified for a recommend run
     if run.get("recommendation"):  # then its certificate: the candidates, the trials
         recommend_panel.show(run, key=f"{key}-rec")
-    own = state.owns(run)  # its owner sees errors and settings whole; others, no server path
     for warning in report.warnings:
         st.warning(md(warning))
     failed = [r for r in rows if r.get("error")]

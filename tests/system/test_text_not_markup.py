@@ -206,3 +206,21 @@ def test_the_owner_is_offered_what_a_shared_link_is_not(store):
     labels = [b.label for b in at.button]
     assert "Draw sensitivity map" in labels and "Run this" in labels, labels
     assert [c for c in at.code if SECRET in c.value]  # their own recipe, whole
+
+
+def test_what_a_non_owner_downloads_names_no_server_path(store):
+    import json
+
+    from benchmarks.report.document import RunReport
+    from benchmarks.store.database import ResultsStore
+    from dashboard.markup import without_paths
+    stored = ResultsStore(store).run(store_run(store, "session:alice",
+                                               recommendation=recommendation()))
+    assert SECRET in json.dumps(stored, default=str)
+    shared = without_paths(stored)
+    assert SECRET not in json.dumps(shared, default=str)
+    # The figures are the run's own: the JSON contract's document is drawn the same.
+    document, original = (RunReport.from_stored(r).document() for r in (shared, stored))
+    assert [v["accuracy"] for v in document["variants"]] == \
+        [v["accuracy"] for v in original["variants"]]
+    assert SECRET not in json.dumps(document, default=str)
