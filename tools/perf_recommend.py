@@ -13,6 +13,7 @@
    (``--within 1pt``, 8 trials, no budget): a certified variant whose p50 speed-up interval
    lies above 1.5x, its certificate recomputed from the stored bits; or the one line why none
    is, with the CPU's instruction set (INT8 can be slower than fp32 without VNNI or AMX).
+   And the same defaults from the Recommend panel in Chromium, one click: a certified answer.
 """
 
 from __future__ import annotations
@@ -154,6 +155,47 @@ def _mnist5k(tmp: str, env: dict) -> tuple[list, dict]:
     return checks, {"mnist5k": doc["recommendation"] if doc else None}
 
 
+def panel_defaults_in_chromium(tmp: str, timeout_s: float = 1800) -> dict:
+    """The Recommend panel in Chromium, defaults untouched, one click: a certified answer and
+    no error on the page (minutes, so here and not in the suite)."""
+    import re
+
+    from playwright.sync_api import expect, sync_playwright
+
+    from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
+    store = Path(tmp) / "panel.db"
+    t0 = time.perf_counter()
+    with sync_playwright() as pw, running_server(store) as (_, url):
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
+            page.goto(url)
+            expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
+                timeout=60_000)
+            page.locator('[data-testid="stCheckbox"]', has_text="Recommend: the fastest"
+                         ).click()
+            button = page.get_by_role("button", name="Recommend", exact=True)
+            expect(button).to_be_visible(timeout=60_000)
+            button.click()
+            # The headline (report.certified.headline), or the job's one-line failure.
+            answer = page.get_by_text(re.compile(r"^(certified|no certified variant): ")).or_(
+                page.locator('[data-testid="stAlertContentError"]')).first
+            try:
+                expect(answer).to_be_visible(timeout=timeout_s * 1000)
+                text = answer.inner_text()
+            except AssertionError:
+                text = f"no answer in {timeout_s:.0f} s"
+            errors = page.locator('[data-testid="stException"]').count() + \
+                page.get_by_text("Traceback").count()
+        finally:
+            browser.close()
+    seconds = time.perf_counter() - t0
+    return check("the Recommend panel in Chromium, defaults untouched, one click: a certified "
+                 "answer, no error", text[:200], "certified, no error",
+                 text.startswith("certified:") and not errors, f"{seconds:.0f} s")
+
+
 def measure_recommend(copies: int = FOLDER_COPIES, budget: str = BUDGET) -> dict:
     """The section (smaller ``copies`` and ``budget`` prove it works on a busy machine)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -161,7 +203,7 @@ def measure_recommend(copies: int = FOLDER_COPIES, budget: str = BUDGET) -> dict
                "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
         checks, out = _digits(tmp, env)
         more, found = _mnist5k(tmp, env)
-        checks += more
+        checks += [*more, panel_defaults_in_chromium(tmp)]
         out.update(found)
         images = digits_folder(Path(tmp) / "images", copies)
         args = ["--model", FOLDER_MODEL, "--dataset", f"imagefolder:{tmp}/images",
