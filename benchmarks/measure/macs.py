@@ -5,8 +5,8 @@ A technique's name says what it asks for, not what runs: dynamic INT8 quantizes 
 linear layers only, so 98% of seed_cnn's multiply-adds stay in fp32 convolutions, and an
 "int8" label put it on the int8 roof, eight times too high. Here one forward of the example
 batch is watched by hooks on every convolution and linear layer (float, quantized, dynamic or
-fused): a quantized module's multiply-adds count as int8, a float one's as the autocast dtype
-it ran under (bf16, fp16), else fp32. A graph that computes between quantize/dequantize calls
+fused): a quantized module's multiply-adds count as int8, a float one's as the dtype its output
+came out in (bf16 or fp16 under autocast, or a model cast to half; else fp32). A graph that computes between quantize/dequantize calls
 (pt2e's reference graph) has no such modules: nothing is counted (None), and the roofline
 falls back on the runtime's kernel census or the technique's declared precision.
 """
@@ -23,7 +23,7 @@ from torch import nn
 CONV = ("Conv1d", "Conv2d", "Conv3d", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "ConvAdd2d",
         "ConvAddReLU2d", "ConvBn1d", "ConvBn2d", "ConvBn3d", "ConvBnReLU2d")
 LINEAR = ("Linear", "LinearReLU", "LinearBn1d")
-AUTOCAST_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+FLOAT_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 
 
 def _quantized(module: nn.Module) -> bool:
@@ -56,12 +56,12 @@ def mac_census(model: nn.Module, example: torch.Tensor, device=None,
     """{"macs": {precision: multiply-adds per batch}, "precision": the one most run in,
     "share": its fraction, "source"}; None where no convolution or linear layer ran."""
     counts: dict[str, int] = {}
-    floating = AUTOCAST_NAMES.get(autocast_dtype, "fp32")
 
     def hook(module, inputs, output):
         n = _macs(module, inputs, output)
         if n:
-            precision = "int8" if _quantized(module) else floating
+            # (a dynamic INT8 linear returns fp32 but multiplies in int8: its class says so)
+            precision = "int8" if _quantized(module) else FLOAT_NAMES.get(output.dtype, "fp32")
             counts[precision] = counts.get(precision, 0) + int(n)
 
     handles = [m.register_forward_hook(hook) for m in model.modules() if _leaf_compute(m)]
