@@ -414,8 +414,10 @@ def cached_peaks(store, device: torch.device, threads: int) -> dict:
 def remeasure(store, device: torch.device, threads: int, peaks: dict,
               reasons: dict[str, str]) -> dict:
     """Measure ``reasons``' precisions of ``device`` again with ``REMEASURE_BEST_OF``
-    windows, after a variant ran above their peaks: each peak becomes the higher of the two,
-    the re-measurement is logged, and the store (where there is one) keeps the result."""
+    windows, after a variant ran above their peaks or they read implausibly low: each
+    candidate kernel keeps the higher of its two figures and the peak is the best of them,
+    the re-measurement is logged, one still below half its theoretical peak is believed
+    (``believe``), and the store (where there is one) keeps the result."""
     fresh = dict(peaks)
     gemm = dict(peaks.get("gemm_flops_per_s") or {})
     method = dict(peaks.get("method") or {})
