@@ -113,9 +113,14 @@ def _data_choice(page_data: str | None, within, confidence: float) -> str | None
         _larger(within, confidence) or page_data or options[0])
     if st.session_state.get(DATA_KEY) not in options:
         st.session_state[DATA_KEY] = default
-    return st.selectbox("Certify on", options, key=DATA_KEY,
-                        format_func=lambda name: f"{name} (the page's data)"
-                        if name == page_data else name,
+
+    def label(name: str) -> str:
+        if name != page_data:
+            return name
+        # A folder's name is a path on the server: not shown.
+        return "the page's image folder" if ":" in name else f"{name} (the page's data)"
+
+    return st.selectbox("Certify on", options, key=DATA_KEY, format_func=label,
                         help="The data set the search and the certificate use: half of its "
                              "test images search, the other half certify")
 

@@ -118,8 +118,10 @@ class DataPower:
         """What the chosen data can certify, in words a page shows (no flags)."""
         every = round(1 / DISCORDANT_SHARE)
         if self.certify is None:
-            return (f"On {self.dataset}, the certify split is known once its images are read; "
-                    f"a margin it cannot certify is refused then, before the search.")
+            # A parametric name's argument (an image folder's path) is the server's: unsaid.
+            return (f"On {self.dataset.partition(':')[0]}, the certify split is known once "
+                    f"its images are read; a margin it cannot certify is refused then, before "
+                    f"the search.")
         if self.refused:
             text = refusal(self.margin_pts, self.certify, self.confidence)
             return f"On {self.dataset}, {text}."

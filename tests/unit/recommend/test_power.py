@@ -60,6 +60,7 @@ def test_between_the_best_case_and_a_typical_candidate_it_warns_without_refusing
     # Unknown until the folder is read: nothing refused before, the job checks it.
     folder = data_power("imagefolder:/nowhere", "1pt", 0.95, 0.5)
     assert not folder.refused and not folder.typical_fails and "once" in folder.sentence()
+    assert "/nowhere" not in folder.sentence()  # the server's path is not the page's to say
     with pytest.raises(ValueError, match="--within must be a margin"):
         data_power("digits", "-1pt", 0.95, 0.5)
 
