@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from benchmarks.run.estimate import shown_kind
+from benchmarks.run.estimate import actual_seconds, estimated_seconds, shown_kind
 from dashboard import history_view, shell, state, widgets
 from dashboard.markup import md
 
@@ -28,10 +28,16 @@ st.dataframe(pd.DataFrame([{
     "yours": r.get("owner") == me, "kind": shown_kind(r), "model": r["model"],
     "dataset": r["dataset"], "device": r.get("device"),
     "date": (r["created_at"] or "")[:19].replace("T", " "), "status": r["status"],
-    "variants": r["variant_count"], "error": r.get("error")}
+    "variants": r["variant_count"], "took_s": actual_seconds(r),
+    "estimated_s": estimated_seconds(r), "error": r.get("error")}
     for r in runs]), hide_index=True, key="history_table",
     column_config={"open": st.column_config.LinkColumn("Open", display_text="results ↗"),
-                   "yours": st.column_config.CheckboxColumn("Yours")})
+                   "yours": st.column_config.CheckboxColumn("Yours"),
+                   # The estimate shown when the run started beside what it took: its error.
+                   "took_s": st.column_config.NumberColumn("Took (s)", format="%.0f"),
+                   "estimated_s": st.column_config.NumberColumn(
+                       "Estimated (s)", format="%.0f", help="The estimate when the run "
+                       "started, from earlier runs here (empty: none to estimate from)")})
 
 st.subheader("Trend")
 unreadable_shown: set[str] = set()  # each unreadable row's line once on this page

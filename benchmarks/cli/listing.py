@@ -72,6 +72,7 @@ def cmd_list(args) -> int:
 
 def cmd_history(args) -> int:
     from benchmarks.report.document import RunReport
+    from benchmarks.run.estimate import estimate_error, shown_kind
     from benchmarks.store.database import ResultsStore
     store = ResultsStore(args.store)
     runs = store.runs(limit=args.limit)
@@ -84,9 +85,10 @@ def cmd_history(args) -> int:
         return EXIT_OK
     for run in runs:
         ok = sum(1 for v in run["variants"] if not v.get("error"))
-        print(f"{run['run_id']}  {run['created_at'][:19]}  {run['kind']:<11} {run['model']:<20} "
-              f"{run['dataset']:<12} {run['device'] or '-':<7} {run['status']:<11} "
-              f"{ok}/{len(run['variants'])} variants ok"
+        print(f"{run['run_id']}  {run['created_at'][:19]}  {shown_kind(run):<11} "
+              f"{run['model']:<20} {run['dataset']:<12} {run['device'] or '-':<7} "
+              f"{run['status']:<11} {ok}/{len(run['variants'])} variants ok, "
+              f"{estimate_error(run)}"
               + (f", {len(run['unreadable'])} stored row(s) unreadable (see below)"
                  if run.get("unreadable") else ""))
     return EXIT_OK

@@ -107,8 +107,10 @@ def cmd_run(args) -> int:
         sweep = RaySweep(sweep, args.ray_address)
     store = ResultsStore(args.store)
     sweep.attach_peaks(store)
+    estimate = estimate_sweep(spec, store, sweep.baseline_cached())
+    sweep.environment["estimate"] = estimate.to_dict()  # beside what it took, in `history`
     if not args.quiet:
-        print(estimate_sweep(spec, store, sweep.baseline_cached()).describe(), file=sys.stderr)
+        print(estimate.describe(), file=sys.stderr)
     for warning in sweep.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     results, run_id = _measure(sweep, spec, store, quiet=args.quiet)

@@ -170,7 +170,10 @@ class Recommender:
         return env
 
     def run_fields(self, owner: str | None = None) -> dict:
-        """What ``store.record`` takes for this run (it is a sweep like any other)."""
+        """What ``store.record`` takes for this run. Its stored kind stays "sweep" (readers
+        that filter kind="sweep" for trends, exports and estimates read its variants as a
+        sweep's); the ``recommend`` entry of its spec is what History and ``history`` show
+        as its kind (``benchmarks.run.estimate.shown_kind``)."""
         spec = {**self.spec.to_dict(), "recommend": self.request.to_dict()}
         return dict(model=self.spec.model, dataset=self.spec.dataset,
                     device=str(self.sweep.device), spec=spec, environment=self.environment,

@@ -9,6 +9,14 @@ A variant's time is its training (only when its weights are not cached) plus its
    measuring time, plus its training time if the cache missed back then and not since;
 2. variants of the same techniques in earlier runs: their median training and measuring;
 3. nothing: the variant counts as unknown and the estimate says so.
+
+Each runtime cell (a variant under another runtime, batch size or thread count) costs what
+earlier cells of that runtime cost (their preparing, accuracy and timing), and a run costs,
+beyond its rows, what earlier runs of the model and data set spent outside them (loading
+data, the shared timing rounds, the report): the median of their wall time less their rows'.
+Without either, the variant's eager measuring stands in for a cell, and nothing for the
+overhead. The estimate is stored with the run (``environment["estimate"]``) beside what it
+took (``actual_seconds``), so History shows its error.
 """
 
 from __future__ import annotations
@@ -16,7 +24,8 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime
 
 # The spec fields that change how long a variant takes or whether its weights are cached.
 COMPATIBLE = ("model", "dataset", "batch_size", "epochs", "seed", "lr", "normalize",
@@ -33,17 +42,41 @@ class Estimate:
     runs_used: int              # earlier runs it drew on
     cached: int                 # variants whose weights are expected in the cache
     seeds: int = 1
+    cells: int = 0              # runtime cells (rows beyond each variant's first)
+    overhead_s: float = 0.0     # the run's time outside its rows, from earlier runs
+    floor_s: float = 0.0        # the timing budget alone (min_time_s per row): a lower bound
+
+    def to_dict(self) -> dict:
+        """What is stored with the run (``environment["estimate"]``)."""
+        return {k: (round(v, 3) if isinstance(v, float) else v)
+                for k, v in asdict(self).items()}
 
     def describe(self) -> str:
         head = f"{self.variants} variant{'s' if self.variants != 1 else ''}"
         if self.seeds > 1:
             head += f" x {self.seeds} seeds"
+        if self.cells:
+            head += f" + {self.cells} runtime cell{'s' if self.cells != 1 else ''}"
         if self.seconds is None:
-            return f"{head}; no earlier run of this model and data set here to estimate from"
+            floor = (f": at least {format_seconds(self.floor_s)} of timing, training on top"
+                     if self.floor_s >= 1 else "")
+            return (f"{head}; no earlier run of this model and data set here to estimate "
+                    f"from{floor}")
         unknown = self.variants - self.known
         tail = f", {unknown} without an estimate" if unknown else ""
         return (f"{head}; about {format_seconds(self.seconds)} (from {self.runs_used} earlier "
                 f"run{'s' if self.runs_used != 1 else ''}; {self.cached} cached{tail})")
+
+
+def shown_kind(run: dict) -> str:
+    """A stored run's kind as History and ``history`` list it. A recommend run is stored as
+    kind "sweep" (its variants are a sweep's: trends, exports and estimates read it as one,
+    filtering on kind="sweep"), so its spec's ``recommend`` request is what names it."""
+    kind = run.get("kind") or "sweep"
+    if kind == "sweep" and ((run.get("spec") or {}).get("recommend") is not None
+                            or run.get("recommendation")):
+        return "recommend"
+    return kind
 
 
 def format_seconds(seconds: float) -> str:
@@ -73,6 +106,53 @@ def _family(techniques: list, settings: dict) -> str:
     return "+".join(techniques or ["baseline"]) + "".join(f":{c}" for c in costs)
 
 
+def _cell_runtime(result: dict) -> str | None:
+    """The runtime of a stored runtime cell; None for a variant's own first row."""
+    runtime = result.get("runtime") or {}
+    # A variant's own first row names itself as its variant; a cell names the one it runs.
+    variant = runtime.get("variant")
+    return runtime.get("name") if variant and variant != result.get("name") else None
+
+
+def _row_seconds(result: dict) -> float:
+    return sum(float(v or 0.0) for v in ((result.get("raw") or {}).get("phase_s") or {})
+               .values())
+
+
+def actual_seconds(run: dict) -> float | None:
+    """A stored run's wall time, started to finished; None while it runs."""
+    try:
+        return (datetime.fromisoformat(run["finished_at"])
+                - datetime.fromisoformat(run["created_at"])).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def estimated_seconds(run: dict) -> float | None:
+    """The estimate stored with a run when it started (None: an older run, or no earlier run
+    here to estimate from)."""
+    value = ((run.get("environment") or {}).get("estimate") or {}).get("seconds")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def estimate_error(run: dict) -> str:
+    """"took 38 s, estimated 4 s (-89%)" for History and ``history``: the estimate's error
+    in plain sight; what is missing said as such."""
+    took, guess = actual_seconds(run), estimated_seconds(run)
+    head = f"took {format_seconds(took)}" if took is not None else "not finished"
+    if guess is None:
+        return f"{head}, no estimate"
+    tail = f" ({100 * (guess - took) / took:+.0f}%)" if took else ""
+    return f"{head}, estimated {format_seconds(guess)}{tail}"
+
+
+def cells_per_variant(spec: dict) -> int:
+    """Rows beyond a variant's first: runtimes (eager among them) x batch sizes x threads."""
+    runtimes = set(spec.get("runtimes") or ()) | {"eager"}
+    return (len(runtimes) * max(1, len(spec.get("eval_batch_sizes") or ()))
+            * max(1, len(spec.get("thread_counts") or ()))) - 1
+
+
 def _times(result: dict) -> tuple[float, float, bool]:
     """(training seconds, measuring seconds, whether it trained) of a stored variant."""
     raw = result.get("raw") or {}
@@ -94,8 +174,17 @@ def estimate_sweep(spec, history, baseline_cached: bool | None = None) -> Estima
                  and r.get("model") == spec.get("model") and r.get("dataset") == spec.get("dataset")]
     exact: dict[str, tuple] = {}
     by_family: dict[str, list] = defaultdict(list)
+    by_runtime: dict[str, list] = defaultdict(list)
+    overheads = []
     used = set()
     for run in same_data:
+        rows = [v for v in run.get("variants") or [] if not v.get("error")]
+        for row in rows:
+            if _cell_runtime(row):
+                by_runtime[_cell_runtime(row)].append(_row_seconds(row))
+        wall = actual_seconds(run)
+        if wall is not None and rows and run.get("status") == "complete":
+            overheads.append(max(0.0, wall - sum(_row_seconds(r) for r in rows)))
         stored = {v.get("name"): v for v in run.get("variants") or []}
         compatible = _spec_key(run.get("spec") or {}) == key
         for v in (run.get("spec") or {}).get("variants", []):
@@ -114,6 +203,8 @@ def estimate_sweep(spec, history, baseline_cached: bool | None = None) -> Estima
                 exact[vk] = (train if trained else (was[0] if was else None), measure)
     total, known, cached = 0.0, 0, 0
     seeds = int(spec.get("seeds") or 1)
+    per_variant = cells_per_variant(spec)
+    runtimes = sorted(set(spec.get("runtimes") or ()) | {"eager"})
     for v in spec.get("variants", []):
         family = by_family.get(_family(v.get("techniques"), v.get("settings")), [])
         match = exact.get(_variant_key(v))
@@ -135,5 +226,28 @@ def estimate_sweep(spec, history, baseline_cached: bool | None = None) -> Estima
         known += 1
         # Each further seed rebuilds the variant: its training again, and one scoring.
         total += measure + train * seeds + (seeds - 1) * 0.2 * measure
-    return Estimate(variants=len(spec.get("variants", [])), seconds=total if known else None,
-                    known=known, runs_used=len(used), cached=cached, seeds=seeds)
+        total += _cells_seconds(spec, runtimes, by_runtime, measure) if per_variant else 0.0
+    overhead = statistics.median(overheads) if overheads and known else 0.0
+    n = len(spec.get("variants", []))
+    # Every row is timed for min_time_s whatever the machine (split over the rounds): what
+    # the first run here can be told, and what a variant without an estimate costs at least.
+    row_s = float(spec.get("min_time_s") or 0.0)
+    floor = n * (1 + per_variant) * row_s
+    total += (n - known) * (1 + per_variant) * row_s
+    return Estimate(variants=n, seconds=total + overhead if known else None, known=known,
+                    runs_used=len(used), cached=cached, seeds=seeds, cells=per_variant * n,
+                    overhead_s=overhead, floor_s=floor)
+
+
+def _cells_seconds(spec: dict, runtimes: list[str], by_runtime: dict, measure: float) -> float:
+    """One variant's cells: each runtime's median earlier cell (its preparing, accuracy and
+    timing), else any runtime's, else the variant's own measuring."""
+    batches = max(1, len(spec.get("eval_batch_sizes") or ()))
+    threads = max(1, len(spec.get("thread_counts") or ()))
+    every = [t for times in by_runtime.values() for t in times]
+    seconds = 0.0
+    for runtime in runtimes:
+        rows = batches * threads - (1 if runtime == "eager" else 0)
+        seen = by_runtime.get(runtime) or every
+        seconds += rows * (statistics.median(seen) if seen else measure)
+    return seconds

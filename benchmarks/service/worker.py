@@ -319,10 +319,20 @@ class Worker:
 
         sweep.attach_peaks(self.store)
         sweep.environment["queue_device"] = self.device
+        sweep.environment["estimate"] = self._estimate(spec, sweep)
         recorder = self.store.record(model=spec.model, dataset=spec.dataset,
                                      device=str(sweep.device), spec=spec.to_dict(),
                                      environment=sweep.environment, owner=job.owner)
         self._record(job, recorder, run)
+
+    def _estimate(self, spec, sweep) -> dict | None:
+        """The sweep's estimate (benchmarks.run.estimate), stored with the run beside what it
+        took so History shows its error; None where it cannot be made (never a failure)."""
+        from benchmarks.run.estimate import estimate_sweep
+        try:
+            return estimate_sweep(spec, self.store, sweep.baseline_cached()).to_dict()
+        except Exception:  # an estimate is no reason to fail a sweep
+            return None
 
     def run_recommend_job(self, job: Job) -> None:
         """A recommendation (``benchmarks.recommend``): searched, certified, stored as a run;
