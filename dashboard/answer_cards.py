@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from benchmarks.report.style import short
-from dashboard import links
+from dashboard import links, tables
 from dashboard.markup import md
 
 MARGIN_RANGE = (0.1, 10.0)  # points; the answer refuses (0, 50], the page offers a sane part
@@ -74,8 +74,8 @@ def _ratio_text(ratio, ci, coverage=None, rounds=None) -> tuple[str, str | None]
 
 def _against(row: dict, figure: str) -> tuple[str, str | None]:
     value, ratio = row.get(figure), row.get(f"{figure}_vs_base")
-    if value is None:
-        return DASH, None
+    if value is None:  # a word under the dash (the reason on hover): a bare "—" reads as a bug
+        return DASH, ("not measured" if figure == "peak_memory_mb" else None)
     return f"{value:.2f} MB", (None if ratio is None else f"{ratio:.2f}× the baseline")
 
 
@@ -128,7 +128,8 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
     for column, (title, figure) in zip(columns[3:], (("Size", "size_mb"),
                                                      ("Peak memory", "peak_memory_mb"))):
         value, delta = _against(row, figure) if name else (DASH, None)
-        column.metric(title, value, delta, delta_color="off", delta_arrow="off")
+        why = tables.memory_reason(row) if name and delta == "not measured" else None
+        column.metric(title, value, delta, delta_color="off", delta_arrow="off", help=why)
     if not name:
         st.caption(f"No answer: {md(cert.get('reason') if cert else answer.reason)}.")
     elif not cert:

@@ -28,6 +28,39 @@ def job_fraction(progress: dict | None) -> float:
     return min(1.0, max(0.0, (index + frac) / total))
 
 
+MIN_PACE_FRACTION = 0.05  # below this share done, the pace so far says too little to extrapolate
+
+
+def elapsed_s(job) -> float | None:
+    """Seconds since the job started (its worker's clock, in UTC); None before it starts."""
+    from datetime import datetime, timezone
+    try:
+        started = datetime.fromisoformat(job.started_at)
+    except (TypeError, ValueError):
+        return None
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=timezone.utc)
+    return max(0.0, (datetime.now(timezone.utc) - started).total_seconds())
+
+
+def countdown_text(left: float | None, elapsed: float | None, fraction: float) -> str | None:
+    """The time left as the bar says it: the estimate counting down while it has time left;
+    once it has run out (or where there was none: the first run here), the pace so far
+    extrapolated, never "0 s" before the end."""
+    from benchmarks.run.estimate import format_seconds
+    if left is not None and left >= 1.0:
+        return f"about {format_seconds(left)} left (estimated from earlier runs here)"
+    pace = None
+    if elapsed is not None and MIN_PACE_FRACTION <= fraction < 1.0:
+        pace = max(1.0, elapsed * (1.0 - fraction) / fraction)
+    head = "longer than estimated: " if left is not None else ""
+    if pace is not None:
+        return f"{head}about {format_seconds(pace)} left at the pace so far"
+    if left is not None:
+        return "longer than estimated: not far enough along to say how much longer"
+    return None
+
+
 def progress_text(job) -> str:
     p = job.progress or {}
     return p.get("message") or (f"{p.get('variant', '')}: {p.get('phase', '')}".strip(": ")
@@ -42,8 +75,10 @@ def headline(variant: dict) -> str:
     if variant.get("accuracy") is not None:
         parts.append(f"accuracy {100 * variant['accuracy']:.2f}%")
     latency = variant.get("latency_ms") or {}
-    parts.append(f"p50 {latency['p50']:.3f} ms" if latency.get("p50") is not None
-                 else "latency: timed with the others at the end")
+    if latency.get("p50") is not None:
+        parts.append(f"p50 {latency['p50']:.3f} ms")
+    elif not variant.get("workers"):  # a distributed run times training, not latency
+        parts.append("latency: timed with the others at the end")
     if variant.get("size_mb") is not None:
         parts.append(f"{variant['size_mb']:.2f} MB")
     if variant.get("throughput") is not None and variant.get("workers"):
@@ -63,8 +98,8 @@ def _steps(job) -> tuple[list[dict], float | None]:
                 "at": time.monotonic()}
         st.session_state[STEPS][job.job_id] = memo
     left = memo["left"]
-    if left is not None:
-        left = max(0.0, left - (time.monotonic() - memo["at"]))
+    if left is not None:  # below zero: it is taking longer than estimated (countdown_text)
+        left = left - (time.monotonic() - memo["at"])
     return memo["done"], left
 
 
@@ -87,7 +122,6 @@ def _estimate_left(job, done: list[dict]) -> float | None:
 def running_steps(job) -> None:
     """A running job as steps: done variants with their figures, the current one and its
     phase, the bar, the estimate counting down."""
-    from benchmarks.run.estimate import format_seconds
     p = job.progress or {}
     done, left = _steps(job)
     current = p.get("variant") or "preparing"
@@ -104,8 +138,7 @@ def running_steps(job) -> None:
                     f"{md(p.get('phase') or 'starting')}")
         if total and total > len(done) + 1:
             st.caption(f"{total - len(done) - 1} more to come")
-        st.progress(job_fraction(p), text=None if left is None else
-                    f"about {format_seconds(left)} left (estimated from earlier runs here)")
+        st.progress(job_fraction(p), text=countdown_text(left, elapsed_s(job), job_fraction(p)))
 
 
 def job_status(job) -> None:

@@ -307,7 +307,7 @@ def _summary(row: dict) -> str:
         f"Latency p50 {fmt(row.get('p50_ms'), '{:.3f}')} ms "
         f"({fmt(row.get('p50_ms_vs_base'), '{:.2f}x')} the baseline's)",
         f"Size {fmt(row.get('size_mb'), '{:.3f}')} MB · peak memory "
-        f"{fmt(row.get('peak_memory_mb'), '{:.2f}')} MB"])
+        f"{md(tables.memory_text(row))}"])
 
 
 def report_json(run: dict) -> str:

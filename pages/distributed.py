@@ -54,15 +54,32 @@ if run and run["variants"]:
                               ("tput", "eff", "bytes")):
         with col:
             st.plotly_chart(fig, config=charts.PLOTLY_CONFIG, key=f"dist-{name}")
+    from benchmarks.report import scaling  # torch-free
+    for line in scaling.noise_warnings(results):
+        st.warning(md(line))
+    alike = scaling.within_noise(results)
+    if alike:
+        st.caption("Within noise: " + md("; ".join(alike)) + ".")
     failed = [r for r in results if r.get("error")]
     if failed:
         st.warning("Failed runs:\n\n" + "\n".join(f"- **{md(r.get('name'))}**: {md(r['error'])}"
                                                   for r in failed))
-    keys = ["name", "workers", "compression", "amp", "throughput", "scaling_efficiency",
-            "bytes_per_step", "comm_ms_per_step", "step_ms", "loss", "accuracy",
-            "oversubscribed", "error"]
-    st.dataframe([{k: r.get(k) for k in keys} for r in results], hide_index=True,
-                 key="dist-table")
+    keys = ["name", "workers", "compression", "amp", "throughput", "throughput_ci",
+            "scaling_efficiency", "efficiency_ci", "bytes_per_step", "comm_ms_per_step",
+            "step_ms", "loss", "accuracy", "oversubscribed", "error"]
+    # Each figure beside its 95% interval (from the run's step times): the noise to read a
+    # difference against.
+    shown = [{**r, "throughput_ci": scaling.interval_text(scaling.throughput_interval(r)),
+              "efficiency_ci": scaling.interval_text(scaling.efficiency_interval(r, results),
+                                                     percent=True)} for r in results]
+    st.dataframe([{k: r.get(k) for k in keys} for r in shown], hide_index=True,
+                 key="dist-table", column_config={
+                     "throughput_ci": st.column_config.TextColumn(
+                         "Throughput 95% CI", help="samples/s, from the spread of the run's "
+                         "timed steps"),
+                     "efficiency_ci": st.column_config.TextColumn(
+                         "Efficiency 95% CI", help="against the one-worker run of the same "
+                         "compression; both runs' intervals combined")})
     if any(r.get("oversubscribed") for r in results):
         st.info("Some runs had more workers than cores: their timings share cores.")
 elif job_id is None:
