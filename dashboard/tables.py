@@ -10,27 +10,6 @@ from dashboard.markup import md
 
 NOT_APPLICABLE = "—"  # a figure that does not apply (seeds on a one-seed run, a failed row)
 
-
-
-def memory_reason(row: dict) -> str:
-    """Why a row has no peak memory, in words: the recorded ``memory_method`` ("not measured:
-    the runtime's own allocator" for ONNX Runtime and the like, which allocate outside
-    PyTorch's counters), else the row's failure, else plainly "not measured"."""
-    method = str(row.get("memory_method") or "")
-    if method.startswith("not measured"):
-        return method
-    return "not measured: the variant failed" if row.get("error") else "not measured"
-
-
-def memory_text(row: dict) -> str:
-    """A row's peak memory as a page shows it: "12.34 MB", or "—" with the reason, never a
-    bare "— MB"."""
-    value = row.get("peak_memory_mb")
-    if value is not None:
-        return f"{value:.2f} MB"
-    return f"{NOT_APPLICABLE} ({memory_reason(row)})"
-
-
 # Columns of the comparison table, in reading order: each figure beside its change.
 TABLE_COLUMNS = [
     "variant", "techniques", "device", "accuracy", "accuracy_shows", "accuracy_ci_low",
@@ -76,8 +55,10 @@ TABLE_CONFIG = {
     "accuracy_vs_base": _number("Δ accuracy (points)", "%+.2f",
                                 "Accuracy change against the baseline, in percentage points"),
     "p_value_vs_base": _number("p (paired, vs baseline)", "%.3f",
-                               "Exact McNemar test on the same test examples: below 0.05, "
-                               "the change is a finding"),
+                               "Paired test on the same test examples (exact unconditional "
+                               "with fewer than 50 discordant pairs, Tango's score test "
+                               "otherwise; the change's interval is from the same test): "
+                               "below 0.05, the change is a finding"),
     "within_noise": _check("Within noise", "p >= 0.05: the accuracy change is not a finding "
                                            "(which is not the same as equal)"),
     "accuracy_seed_mean": _number("Accuracy, mean over seeds", "percent",
@@ -111,8 +92,7 @@ TABLE_CONFIG = {
     "precision": _text("Ran in", "The precision the variant's kernels ran in"),
     "percent_of_peak": _number("% of peak", "%.1f", "Achieved FLOP/s over the device's "
                                                     "measured GEMM peak for this precision"),
-    "peak_memory_mb": _number("Peak memory (MB)", "%.2f", "Peak memory of one forward pass; "
-                              "— where it was not measured ('Memory measured by' says why)"),
+    "peak_memory_mb": _number("Peak memory (MB)", "%.2f", "Peak memory of one forward pass"),
     "peak_memory_mb_vs_base": _ratio("Memory vs baseline", "Peak memory"),
     "memory_method": _text("Memory measured by", "How the peak was measured"),
     "size_mb": _number("Size (MB)", "%.3f", "Serialized size of the weights"),
@@ -144,7 +124,8 @@ PAIRED_CONFIG = {
     "accuracy_b": _number("accuracy (second)", "%.4f", "Accuracy in the second run"),
     "accuracy_change_pts": _number("Δ accuracy (pts)", "%+.2f",
                                    "From the first run to the second, in points"),
-    "p_value": _number("p (paired)", "%.3f", "Exact McNemar test on the same test examples"),
+    "p_value": _number("p (paired)", "%.3f", "Paired test on the same test examples (exact "
+                       "unconditional with few discordant pairs, Tango's score test otherwise)"),
     "within_noise": _check("within noise", "p >= 0.05: not a finding"),
     "p50_ms_a": _number("p50 ms (first)", "%.3f", "Median latency in the first run"),
     "p50_ms_b": _number("p50 ms (second)", "%.3f", "Median latency in the second run"),
@@ -213,5 +194,5 @@ def paired_note(row: dict) -> str:
         return (f"Δ accuracy {delta:+.2f} points; no paired test: the two were not scored on "
                 f"the same test examples.")
     verdict = "within noise" if p >= 0.05 else "a real difference"
-    return (f"Δ accuracy {delta:+.2f} points, p = {p:.3g} (exact McNemar test on the same "
-            f"test examples): {verdict}.")
+    return (f"Δ accuracy {delta:+.2f} points, p = {p:.3g} (paired test on the same test "
+            f"examples): {verdict}.")

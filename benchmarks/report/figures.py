@@ -120,8 +120,9 @@ def _noise_text(row: dict) -> str:
     p = row.get("p_value_vs_base")
     if p is None:
         return "no paired test"
+    # The test the row's interval and p-value both come from (older rows: the paired test).
     test = "paired t over seeds" if str(row.get("accuracy_shows", "")).startswith("mean") \
-        else "exact McNemar"
+        else (row.get("test_vs_base") or "paired test")
     return f"p = {p:.3g} vs baseline ({test}): " + ("within noise" if row.get("within_noise")
                                                     else "a real difference")
 

@@ -2,8 +2,8 @@
 baseline and of every variant across runs over time, with the commit and the machine of each
 run, and a flag where a change from the variant's previous run is bigger than its noise.
 
-Accuracy: the exact McNemar test on the same test examples (both runs scored the same split:
-the same count of examples, the bits of each), flagged at p < 0.05. Latency: each run's 95%
+Accuracy: the paired test on the same test examples (``stats.paired_difference``; both runs
+scored the same split: the same count of examples, the bits of each), flagged at p < 0.05. Latency: each run's 95%
 interval of its p50 (a t interval over its interleaved timing rounds' medians, or with fewer
 than three rounds the order-statistic interval of the median of its samples), flagged where
 the two intervals do not overlap, and only between runs on the same machine: another machine's
@@ -80,7 +80,8 @@ def _accuracy_flag(before: VariantResult, after: VariantResult) -> str | None:
     if not (before.correct_bits and after.correct_bits and before.n_test == after.n_test
             and before.n_test):
         return None
-    p = stats.paired_p_value(before.correct_bits, after.correct_bits, after.n_test)
+    # The paired test every table uses (its interval would agree with this p).
+    p = stats.paired_bits(after.correct_bits, before.correct_bits, after.n_test)["p_value"]
     if p >= stats.ALPHA:
         return None
     change = 100 * ((after.accuracy or 0) - (before.accuracy or 0))
