@@ -10,6 +10,27 @@ from dashboard.markup import md
 
 NOT_APPLICABLE = "—"  # a figure that does not apply (seeds on a one-seed run, a failed row)
 
+
+
+def memory_reason(row: dict) -> str:
+    """Why a row has no peak memory, in words: the recorded ``memory_method`` ("not measured:
+    the runtime's own allocator" for ONNX Runtime and the like, which allocate outside
+    PyTorch's counters), else the row's failure, else plainly "not measured"."""
+    method = str(row.get("memory_method") or "")
+    if method.startswith("not measured"):
+        return method
+    return "not measured: the variant failed" if row.get("error") else "not measured"
+
+
+def memory_text(row: dict) -> str:
+    """A row's peak memory as a page shows it: "12.34 MB", or "—" with the reason, never a
+    bare "— MB"."""
+    value = row.get("peak_memory_mb")
+    if value is not None:
+        return f"{value:.2f} MB"
+    return f"{NOT_APPLICABLE} ({memory_reason(row)})"
+
+
 # Columns of the comparison table, in reading order: each figure beside its change.
 TABLE_COLUMNS = [
     "variant", "techniques", "device", "accuracy", "accuracy_shows", "accuracy_ci_low",
@@ -92,7 +113,8 @@ TABLE_CONFIG = {
     "precision": _text("Ran in", "The precision the variant's kernels ran in"),
     "percent_of_peak": _number("% of peak", "%.1f", "Achieved FLOP/s over the device's "
                                                     "measured GEMM peak for this precision"),
-    "peak_memory_mb": _number("Peak memory (MB)", "%.2f", "Peak memory of one forward pass"),
+    "peak_memory_mb": _number("Peak memory (MB)", "%.2f", "Peak memory of one forward pass; "
+                              "— where it was not measured ('Memory measured by' says why)"),
     "peak_memory_mb_vs_base": _ratio("Memory vs baseline", "Peak memory"),
     "memory_method": _text("Memory measured by", "How the peak was measured"),
     "size_mb": _number("Size (MB)", "%.3f", "Serialized size of the weights"),
