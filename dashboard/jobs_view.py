@@ -114,7 +114,12 @@ def _estimate_left(job, done: list[dict]) -> float | None:
     try:
         runs = store().runs(limit=20, kind="sweep", model=spec.get("model"),
                             dataset=spec.get("dataset"))
-        return estimate_sweep(spec, [r for r in runs if r.get("run_id") != job.run_id]).seconds
+        left = estimate_sweep(spec, [r for r in runs if r.get("run_id") != job.run_id])
+        if left.seconds is None:
+            return None
+        # The run's time outside its rows is spread over it: the share already behind goes.
+        total = len((job.payload or {}).get("variants") or []) or 1
+        return left.seconds - left.overhead_s * min(1.0, len(names) / total)
     except Exception:  # no estimate is no reason to stop showing the job
         return None
 

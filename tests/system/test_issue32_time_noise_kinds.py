@@ -121,3 +121,23 @@ def test_a_peak_memory_not_measured_says_why():
     assert memory_text({"peak_memory_mb": 1.5}) == "1.50 MB"
     summary = _summary({**ort, "size_mb": 0.25})
     assert "— MB" not in summary and "not measured: the runtime" in summary
+
+
+@pytest.mark.slow  # a worker's start and one sweep: 30-45 s on a loaded machine
+def test_the_worker_stores_the_estimate_with_the_run_beside_what_it_took(queue):
+    """Through the real worker: the first run here is stored with its estimate (its timing
+    floor only: nothing earlier to estimate from) beside what it took. What a later run's
+    estimate draws from the first is test_estimate.py's, over stored-run dicts."""
+    import helpers
+    from benchmarks.run.estimate import estimate_error
+    from benchmarks.spec.sweep import SweepSpec
+    from helpers import finished_job
+    spec = SweepSpec(**helpers.FAST).to_dict()
+    first = queue.submit("sweep", spec, session="a")
+    queue.ensure_worker("cpu")
+    done = finished_job(queue, first)
+    assert done.status == "complete", done.error
+    run = queue.store.run(done.run_id)
+    assert run["environment"]["estimate"]["seconds"] is None
+    assert run["environment"]["estimate"]["floor_s"] > 0
+    assert estimate_error(run).startswith("took ") and "no estimate" in estimate_error(run)
