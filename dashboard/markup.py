@@ -9,11 +9,12 @@ Streamlit's additions (``:red[...]`` colour directives, ``$...$`` LaTeX): a name
 app's own warning, or make the viewer's browser fetch an image from a host the link chose.
 ``md`` backslash-escapes what can start markup (CommonMark lets any ASCII punctuation be
 escaped, and an escaped character is always literal text): ``\ ` * [ ] < > $ ~ | { } &``,
-an ``_`` at a word's edge (inside a word it never emphasises) and a leading ``# - + > =`` or
-``1.`` (a heading, a list, a quote); line breaks fold into spaces. What Streamlit finds in
-the text itself, after escapes are undone (GitHub's autolinked ``https://``, ``www.`` and
-e-mail addresses; ``:emoji:`` and ``:material/icon:`` shortcodes), is broken by a zero-width
-space after the ``:`` or ``@`` (or before ``www``'s dot). So no link, image, emphasis, HTML,
+an ``_`` at a word's edge (inside a word it never emphasises) and what would begin a heading,
+a list item, a rule or a quote (``# ``, ``- ``, ``+ ``, ``---``, ``>``, ``1. ``); line breaks
+fold into spaces. What Streamlit finds in the text itself, after escapes are undone
+(GitHub's autolinked ``https://``, ``www.`` and e-mail addresses; a ``:name`` directive,
+which swallows the word; ``:emoji:`` and ``:material/icon:`` shortcodes), is broken by a
+zero-width space after the ``:`` or ``@`` (or before ``www``'s dot). So no link, image, emphasis, HTML,
 entity, directive (``:red[...]``), maths, icon or autolinked URL can start, and ordinary text
 (a name, a path, an error) reads as it was.
 
@@ -31,7 +32,8 @@ _EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 # addresses, emoji and icon shortcodes): broken by a zero-width space, which reads the same.
 _IN_TEXT = re.compile(r"(?i)(?<=:)(?=//|[a-z])|(?<=\bwww)(?=\.)|(?<=@)")
 ZERO_WIDTH = "\u200b"
-_LEADING = re.compile(r"^(\s*)([#+>=-]|\d+(?=[.)]))")
+# What makes a line a heading, a list item, a rule or a quote (``--flag`` is none of them).
+_LEADING = re.compile(r"^(\s*)(#{1,6}(?=\s|$)|[-+](?=\s|$)|-{3,}|>|\d{1,9}(?=[.)](?:\s|$)))")
 # An absolute path: a slash not inside a word, a number, a URL (``1/2``, ``p50/p90``,
 # ``https://...``), then at least one more component.
 _PATH = re.compile(r"(?<![\w.:/~\\])/(?:[^\s/'\"`,;()\[\]]+/)+[^\s/'\"`,;()\[\]]*")

@@ -226,6 +226,6 @@ def show(run: dict, key: str, device: str = "cpu") -> None:
                 st.session_state[state.JOB_ID] = state.submit(
                     "sweep", {**recipe["spec"], "source_run": run["run_id"]}, device)
             except Exception as exc:
-                st.error(f"The job could not be submitted: {state.one_line(exc)}")
+                st.error(f"The job could not be submitted: {md(state.one_line(exc))}")
             else:
                 st.rerun()  # the page's sweep progress, above, shows the winner's run

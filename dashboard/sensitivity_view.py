@@ -188,7 +188,7 @@ def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
         low, high = checked["accuracy_change_ci"]
         st.caption(f"The whole schedule on the map's {checked['on']} examples: "
                    f"{checked['accuracy_change']:+.2f} points [{low:+.2f}, {high:+.2f}]"
-                   + (f"; let go to fit: {', '.join(checked['let_go'])}"
+                   + (f"; let go to fit: {md(', '.join(map(str, checked['let_go'])))}"
                       if checked.get("let_go") else ""))
     c1, c2 = st.columns(2)
     c1.download_button("Download schedule", json.dumps(schedule, indent=2),

@@ -130,7 +130,8 @@ def test_the_helper_escapes_every_construct_and_keeps_the_text():
     assert rendered_text(md(HOSTILE)) == HOSTILE
     assert_no_markup([("md", md(HOSTILE))])
     # Ordinary text is stored as it was: a name, a path, an environment variable.
-    for plain in ("prune-l1-0.5", "cuda:0 at 02:11:36", "COMPRESSION_BENCH_MAX_JOBS (1, x)"):
+    for plain in ("prune-l1-0.5", "cuda:0 at 02:11:36", "COMPRESSION_BENCH_MAX_JOBS (1, x)",
+                  "--within must be a margin", "1.5 s"):
         assert md(plain) == plain
     # What Streamlit finds in the text itself is broken by a zero-width space: an autolinked
     # URL or address, a directive with no label (it would swallow the word), a shortcode.
