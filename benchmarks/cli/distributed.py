@@ -12,6 +12,8 @@ from benchmarks.cli.parser import config_from_args
 
 
 def cmd_distributed(args) -> int:
+    from benchmarks.report.scaling import (interval_text, noise_warnings, throughput_interval,
+                                           within_noise)
     from benchmarks.spec.distributed import DistributedConfig
     config = config_from_args(DistributedConfig, args)
     check_writable(args.json_file, "--json")
@@ -35,6 +37,8 @@ def cmd_distributed(args) -> int:
             recorder.add(dict(run))
         status = "ok" if run["error"] is None else f"FAILED: {run['error']}"
         tput = f"{run['throughput']:.0f} samples/s" if run["throughput"] else "-"
+        interval = interval_text(throughput_interval(run))
+        tput += f" (95% CI {interval})" if interval else ""
         print(f"[{done}/{total}] {run['name']}: {tput}, {run['wall_s']:.1f} s, {status}",
               file=sys.stderr)
 
@@ -47,4 +51,10 @@ def cmd_distributed(args) -> int:
     if args.json_file:
         write_output(args.json_file, json.dumps(document.document(), indent=2))
     print(document.table())
+    # Which differences are noise: one-worker runs apart beyond their intervals (their
+    # efficiencies carry it), comparisons whose intervals overlap.
+    for line in noise_warnings(runs):
+        print(f"warning: {line}")
+    for line in within_noise(runs):
+        print(f"within noise: {line}")
     return EXIT_VARIANT_FAILED if any(r["error"] is not None for r in runs) else EXIT_OK

@@ -141,3 +141,20 @@ def test_the_worker_stores_the_estimate_with_the_run_beside_what_it_took(queue):
     assert run["environment"]["estimate"]["seconds"] is None
     assert run["environment"]["estimate"]["floor_s"] > 0
     assert estimate_error(run).startswith("took ") and "no estimate" in estimate_error(run)
+
+
+def test_the_distributed_cli_gives_each_runs_throughput_its_interval(tmp_path):
+    import subprocess
+    import sys
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.distributed", "--workers", "1", "--compression",
+         "none,fp16", "--steps", "8", "--batch-size", "16", "--device", "cpu", "--store",
+         str(tmp_path / "s.db")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == 2 and all("samples/s (95% CI " in line for line in progress)
+    # Whether the two differ beyond their noise depends on the machine's load; when they do,
+    # the table is followed by the warning that says so.
+    for line in proc.stdout.splitlines():
+        if line.startswith("warning: w1-"):
+            assert "should be alike" in line
