@@ -34,7 +34,8 @@ def memory_text(row: dict) -> str:
 # Columns of the comparison table, in reading order: each figure beside its change.
 TABLE_COLUMNS = [
     "variant", "techniques", "device", "accuracy", "accuracy_shows", "accuracy_ci_low",
-    "accuracy_ci_high", "accuracy_vs_base", "p_value_vs_base", "within_noise",
+    "accuracy_ci_high", "accuracy_vs_base", "accuracy_vs_base_ci", "p_value_vs_base",
+    "within_noise", "test_vs_base",
     "accuracy_seed_mean", "accuracy_seed_std", "accuracy_seed0", "gain_vs_control_pts",
     "p50_ms", "p50_ms_vs_base", "baseline_ref", "p90_ms", "p99_ms", "noisy", "launch_bound",
     "timing", "throughput", "throughput_sustained", "contention", "throughput_vs_base",
@@ -82,6 +83,12 @@ TABLE_CONFIG = {
                                "below 0.05, the change is a finding"),
     "within_noise": _check("Within noise", "p >= 0.05: the accuracy change is not a finding "
                                            "(which is not the same as equal)"),
+    "accuracy_vs_base_ci": _text("Δ 95% CI (points)", "The accuracy change's 95% interval, "
+                                 "from the same paired test as p: it excludes zero exactly "
+                                 "when p < 0.05"),
+    "test_vs_base": _text("Paired test", "Which test gave the change's interval and p: exact "
+                          "unconditional with fewer than 50 discordant pairs, Tango's score "
+                          "test otherwise, the paired t-test over seeds with --seeds"),
     "accuracy_seed_mean": _number("Accuracy, mean over seeds", "percent",
                                   "With several seeds: the mean accuracy of the rebuilds"),
     "accuracy_seed_std": _number("Std over seeds", "percent",
@@ -161,6 +168,10 @@ def table_frame(rows: list[dict]):
     figure beside its change, the rest after."""
     import pandas as pd  # imported on first use: the first page draws without it
     df = pd.DataFrame(rows)
+    if "accuracy_vs_base_ci" in df.columns:  # a [low, high] pair, shown as one cell
+        df["accuracy_vs_base_ci"] = [
+            f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if isinstance(ci, (list, tuple)) and len(ci) == 2
+            else None for ci in df["accuracy_vs_base_ci"]]
     axes = [c for c in df.columns if c.startswith("axis:")]
     cols = ["variant", *axes] + [c for c in TABLE_COLUMNS[1:] if c in df.columns]
     return df[[c for c in cols if c in df.columns] +

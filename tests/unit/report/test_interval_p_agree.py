@@ -150,3 +150,13 @@ def test_sensitivity_certificate_and_answer_rows_agree(n):
                            "size")
         assert judged.within_margin == (judged.accuracy_lower_pts > -2.0) \
             == (judged.p_value < 0.05)
+
+
+def test_the_pages_table_shows_the_changes_interval_beside_p(runs):
+    from dashboard.tables import TABLE_COLUMNS, table_frame
+    frame = table_frame(runs[180].shown_rows())
+    cols = list(frame.columns)
+    assert cols.index("accuracy_vs_base_ci") == cols.index("p_value_vs_base") - 1
+    row = frame[frame["variant"] == "v-0-5"].iloc[0]
+    low, high = (float(x) for x in row["accuracy_vs_base_ci"].strip("[]").split(","))
+    assert high < 0 and row["p_value_vs_base"] < 0.05 and "test_vs_base" in TABLE_COLUMNS
