@@ -37,7 +37,10 @@ REPORT_COLUMNS = [
 COMPARE_COLUMNS = [
     ("variant", "variant", "{}"), ("accuracy_a", "acc % (first)", lambda v: f"{100 * v:.2f}"),
     ("accuracy_b", "acc % (second)", lambda v: f"{100 * v:.2f}"),
-    ("accuracy_change_pts", "Δ pts", "{:+.2f}"), ("p_value", "p (paired)", "{:.3g}"),
+    ("accuracy_change_pts", "Δ pts", "{:+.2f}"),
+    # The change's interval and p from one paired test (they never disagree).
+    ("accuracy_change_ci", "Δ 95% CI", lambda ci: f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"),
+    ("p_value", "p (paired)", "{:.3g}"),
     ("within_noise", "within noise", "{}"), ("p50_ms_a", "p50 ms (first)", "{:.3f}"),
     ("p50_ms_b", "p50 ms (second)", "{:.3f}"), ("p50_ratio", "p50 second/first", "{:.2f}x"),
 ]
