@@ -225,3 +225,38 @@ def test_what_a_non_owner_downloads_names_no_server_path(store):
     assert [v["accuracy"] for v in document["variants"]] == \
         [v["accuracy"] for v in original["variants"]]
     assert SECRET not in json.dumps(document, default=str)
+
+
+def store_map(path, owner: str, source_run: str) -> str:
+    """A finished sensitivity map of ``source_run``'s baseline: one group at one level."""
+    from benchmarks.store.database import ResultsStore
+    s = ResultsStore(path)
+    model = s.run(source_run)["model"]
+    sweep = {"model": "seed_cnn", "dataset": "digits", "variants": [
+        {"name": "baseline", "techniques": [], "settings": {}}]}
+    run_id = s.start_run(model=model, dataset="digits", device="cpu", kind="sensitivity",
+                         spec={"sweep": sweep, "source_run": source_run, "sensitivity": {
+                             "technique": "prune.l1", "levels": [0.5]}},
+                         environment={"sensitivity": {
+                             "technique": "prune.l1", "levels": [0.5],
+                             "config": {"objective": "p50"},
+                             "baseline": {"accuracy": 0.95, "latency_ms": {"p50": 1.0}}}},
+                         owner=owner)
+    s.add_variant(run_id, {"name": "0@0.5", "root": "0", "group": ["0"], "kind": "prune.l1",
+                           "level": 0.5, "accuracy_change": -0.1,
+                           "accuracy_change_ci": [-0.6, 0.4], "p_value": 0.8,
+                           "latency_share": 0.5, "saving": 0.2, "error": None})
+    s.finish_run(run_id, "complete")
+    return run_id
+
+
+def test_a_map_shown_to_another_person_offers_no_apply_as_schedule(store):
+    viewer = session_owner(VIEWER)
+    for owner, offered in (("session:alice", False), (viewer, True)):
+        sweep = store_run(store, owner=owner)
+        store_map(store, owner, sweep)
+        at = page("pages/results.py", {"run": sweep, "tab": "Sensitivity"})
+        labels = [b.label for b in at.button]
+        assert ("Apply as schedule" in labels) is offered, labels
+        # The map itself is drawn either way: its schedule is there to read and download.
+        assert "Download schedule" in [b.label for b in at.get("download_button")]
