@@ -35,7 +35,7 @@ from benchmarks.recommend.stopping import Stop
 from benchmarks.recommend.waves import Waves
 from benchmarks.report.results import VariantResult
 from benchmarks.spec.cancel import Cancelled
-from benchmarks.spec.datasets import dataset_entry
+from benchmarks.spec.datasets import dataset_entries, dataset_entry
 from benchmarks.spec.sweep import SweepSpec
 from benchmarks.spec.variant import BASELINE, VariantSpec
 
@@ -88,8 +88,9 @@ def too_short(budget_s: float, shortest_s: float, what: str, known: bool = True
 
 def check_labelled(dataset: str) -> None:
     if not dataset_entry(dataset).has_labels:
+        labelled = ", ".join(e.menu for e in dataset_entries() if e.has_labels)
         raise ValueError(f"recommend needs a labelled data set to certify accuracy; "
-                         f"{dataset} has no labels (use digits, cifar10 or imagefolder:DIR)")
+                         f"{dataset} has no labels (use {labelled})")
 
 
 @dataclass
