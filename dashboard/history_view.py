@@ -64,6 +64,6 @@ def trend_section(runs: list[dict], shown: set | None = None) -> None:
             placeholder=tables.NOT_APPLICABLE)
     else:
         st.success("No change bigger than its noise between consecutive runs.")
-    st.caption("Accuracy: exact McNemar test on the same test examples (p < 0.05). Latency: "
+    st.caption("Accuracy: the paired test on the same test examples (p < 0.05). Latency: "
                "the runs' 95% intervals of the p50 do not overlap, compared only between "
                "runs on the same machine.")

@@ -249,8 +249,8 @@ def _table(report, rows, names, key) -> None:
     notes = table_notes(rows)  # the text table's: over seeds, contention, above a roof
     st.caption("Click a row to select its variant. " +
                (md(notes[0]) + ". " if notes and notes[0].startswith("acc %") else
-                "Within noise: the accuracy change is not significant (exact McNemar test on "
-                "the same test examples, p >= 0.05). ") +
+                "Within noise: the accuracy change is not significant (the paired test on "
+                "the same test examples, p >= 0.05; Δ 95% CI is from the same test). ") +
                "Latency ratios are taken against the baseline timed on the same device, in "
                "the same interleaved rounds. % of peak: achieved FLOP/s against the device's "
                "measured peak for the precision the variant ran in. — : the figure does not "

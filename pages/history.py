@@ -72,7 +72,7 @@ if mode == "two runs":
             shared = compare_runs(*(RunReport.from_stored(r) for r in loaded_runs))
             if shared:
                 st.markdown("**The variants both runs have** (change from the first to the "
-                            "second; p: exact McNemar test on the same test examples)")
+                            "second; its interval and p: one paired test on the same examples)")
                 st.dataframe(pd.DataFrame(shared), hide_index=True, key="history-shared",
                              column_config=widgets.PAIRED_CONFIG)
         for col, rid in zip(st.columns(2), picked):
