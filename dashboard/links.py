@@ -1,4 +1,4 @@
-"""The URL as state (STYLE.md 21): a link is the experiment, or the view of a run.
+"""The URL as state: a link is the experiment, or the view of a run.
 
 A page makes one ``UrlForm`` per run, naming every parameter it may take (generated from the
 same metadata its widgets are drawn from: ``technique_form.url_names``,
