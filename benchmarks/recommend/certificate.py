@@ -110,7 +110,7 @@ def order_candidates(candidates: list[dict]) -> list[Tested]:
 
 
 def judge(tested: Tested, mine: VariantResult, base: VariantResult, split: Split,
-             margin_pts: float, confidence: float) -> bool:
+             margin_pts: float, confidence: float, test: str | None = None) -> bool:
     """The non-inferiority test of one candidate on the certify split; fills ``tested``.
     The test follows ``stats.exact_rule``: the exact unconditional test where discordant
     pairs are few (its size is guaranteed there, Tango's is not), Tango's score test
@@ -118,8 +118,9 @@ def judge(tested: Tested, mine: VariantResult, base: VariantResult, split: Split
     is above -margin exactly when p < alpha), and so does the two-sided interval shown."""
     n = len(split.certify)
     b, c = discordant_at(mine.correct_bits, base.correct_bits, split.n, split.certify)
-    test = stats.noninferiority(b, c, n, margin_pts / 100, confidence)
-    two_sided = stats.paired_difference(b, c, n, confidence)
+    forced = test
+    test = stats.noninferiority(b, c, n, margin_pts / 100, confidence, forced)
+    two_sided = stats.paired_difference(b, c, n, confidence, forced)
     tested.tested = True
     tested.b, tested.c, tested.n = b, c, n
     tested.theta_pts = 100 * (b - c) / n
@@ -136,7 +137,8 @@ def judge(tested: Tested, mine: VariantResult, base: VariantResult, split: Split
 def certify(sequence: list[Tested], results: dict[str, VariantResult], base: VariantResult,
             split: Split, *, margin_pts: float, margin: str, confidence: float,
             objective: str, references: dict[str, VariantResult] | None = None,
-            smallest_margin_pts: float | None = None) -> Certificate:
+            smallest_margin_pts: float | None = None, test: str | None = None
+            ) -> Certificate:
     """The fixed-sequence procedure over ``sequence`` (already ordered) with each candidate's
     result: its bits, and its timing rounds beside the baseline's in ``base`` (timed again
     together after the search) or, where ``references`` names one, beside that baseline (the
@@ -153,7 +155,7 @@ def certify(sequence: list[Tested], results: dict[str, VariantResult], base: Var
             tested.notes.append("not measured: counts as a failure (the order was fixed)")
             cert.stopped_at = tested.order
             break
-        if not judge(tested, mine, base, split, margin_pts, confidence):
+        if not judge(tested, mine, base, split, margin_pts, confidence, test):
             cert.stopped_at = tested.order
             break
     for tested in cert.certified:
@@ -250,7 +252,18 @@ def recompute(document: dict) -> Certificate:
     # A candidate timed only in the search: its ratio is against its own wave's baseline.
     references = {name: VariantResult.from_dict(ref) for name, ref in
                   (rec.get("references") or {}).items()}
-    return certify(sequence, variants, base, split, margin_pts=stated.margin_pts,
-                   margin=stated.margin, confidence=stated.confidence,
-                   objective=stated.objective, references=references,
-                   smallest_margin_pts=stated.smallest_margin_pts)
+    # A certificate stored before the exact test names no test in its rows: it used Tango's,
+    # and is redone with it.
+    legacy = any(t.tested for t in stated.candidates) and \
+        not any(t.test for t in stated.candidates)
+    again = certify(sequence, variants, base, split, margin_pts=stated.margin_pts,
+                    margin=stated.margin, confidence=stated.confidence,
+                    objective=stated.objective, references=references,
+                    smallest_margin_pts=stated.smallest_margin_pts,
+                    test=stats.SCORE_TEST if legacy else None)
+    if legacy:  # as it was stored: no test named, its test string and p-values absent
+        again.test = stated.test
+        for t in again.candidates:
+            t.test = t.test_why = t.p_value = None
+        _choose(again, variants)  # its reason, as it was worded without a named test
+    return again

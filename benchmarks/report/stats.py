@@ -452,22 +452,33 @@ EXACT_TEST = "exact unconditional (Sidik 2003, Berger-Boos restricted)"
 SCORE_TEST = "Tango score"
 
 
-def paired_difference(b: int, c: int, n: int, confidence: float = CONFIDENCE) -> dict:
+def _chosen(b: int, c: int, test: str | None) -> tuple[bool, str]:
+    """``exact_rule``, unless ``test`` forces Tango's (what a stored certificate used)."""
+    if test == SCORE_TEST:
+        return False, "Tango's score test, as the certificate was stored with"
+    if test not in (None, EXACT_TEST):
+        raise ValueError(f"test must be {EXACT_TEST!r} or {SCORE_TEST!r}; got {test!r}")
+    return exact_rule(b, c)
+
+
+def paired_difference(b: int, c: int, n: int, confidence: float = CONFIDENCE,
+                      test: str | None = None) -> dict:
     """The paired difference theta = (b - c) / n with its two-sided interval and the
     two-sided p-value for theta = 0, both from one test (``exact_rule``), so the interval
     excludes zero exactly when p < 1 - confidence. Points, not fractions, in ``*_pts``.
-    Cached: the tables, the answer and the JSON ask for the same counts several times."""
+    Cached: the tables, the answer and the JSON ask for the same counts several times.
+    ``test``: SCORE_TEST forces Tango's (a certificate stored before the exact test)."""
     if n <= 0:
         raise ValueError(f"a paired difference needs examples; got n={n}")
     if b < 0 or c < 0 or b + c > n:
         raise ValueError(f"discordant counts must be within 0 and n; got b={b}, c={c}, n={n}")
-    out = _paired_difference(int(b), int(c), int(n), float(confidence))
+    out = _paired_difference(int(b), int(c), int(n), float(confidence), test)
     return {**out, "ci_pts": list(out["ci_pts"])}
 
 
 @functools.lru_cache(maxsize=4096)
-def _paired_difference(b: int, c: int, n: int, confidence: float) -> dict:
-    exact, why = exact_rule(b, c)
+def _paired_difference(b: int, c: int, n: int, confidence: float, test: str | None) -> dict:
+    exact, why = _chosen(b, c, test)
     if exact:
         low, high = exact_interval(b, c, n, confidence)
         p = exact_p_two_sided(b, c, n)
@@ -485,18 +496,21 @@ def paired_bits(a_bits: str, b_bits: str, n: int, confidence: float = CONFIDENCE
                              confidence)
 
 
-def noninferiority(b: int, c: int, n: int, margin: float, confidence: float = CONFIDENCE
-                   ) -> dict:
+def noninferiority(b: int, c: int, n: int, margin: float, confidence: float = CONFIDENCE,
+                   test: str | None = None) -> dict:
     """H0 theta <= -margin against H1 theta > -margin (margin a fraction): the one-sided
     lower limit at ``confidence`` and the p-value at -margin from one test (``exact_rule``),
-    anchored so that lower > -margin exactly when p < 1 - confidence."""
-    return dict(_noninferiority(int(b), int(c), int(n), float(margin), float(confidence)))
+    anchored so that lower > -margin exactly when p < 1 - confidence. ``test``: as
+    ``paired_difference``'s."""
+    return dict(_noninferiority(int(b), int(c), int(n), float(margin), float(confidence),
+                                test))
 
 
 @functools.lru_cache(maxsize=4096)
-def _noninferiority(b: int, c: int, n: int, margin: float, confidence: float) -> dict:
+def _noninferiority(b: int, c: int, n: int, margin: float, confidence: float,
+                    test: str | None) -> dict:
     alpha = 1 - confidence
-    exact, why = exact_rule(b, c)
+    exact, why = _chosen(b, c, test)
     if exact:
         p = exact_p_upper(b, c, n, -margin) if margin < 1 else 0.0
         lower = exact_lower(b, c, n, confidence, anchor=-margin)

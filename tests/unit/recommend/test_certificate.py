@@ -374,3 +374,31 @@ def test_the_speedup_interval_states_its_rounds_and_the_coverage_they_can_give(
     assert f"({label})" in cert.reason
     assert ("95%" in cert.reason.split(" and ")[-1]) == (rounds >= 6)
     assert Certificate.from_dict(json.loads(json.dumps(cert.to_dict()))) == cert
+
+
+def test_a_certificate_stored_before_the_exact_test_recomputes_with_tangos():
+    """At 1.4 points on 200 certify examples an identical candidate passes Tango's score test
+    (-1.34) but not the exact one (-1.50): a certificate made today says exact and fails, one
+    stored before (no test named in its rows) is redone with Tango's and certifies again."""
+    from benchmarks.recommend.certificate import recompute
+    from benchmarks.report.stats import SCORE_TEST
+    split, base, results, found = _sequence_case()
+
+    def document(cert_dict):
+        return {"recommendation": {"certificate": cert_dict, "split": split.to_dict()},
+                "variants": [base.to_dict(), *(r.to_dict() for r in results.values())],
+                "baseline": "baseline"}
+    kwargs = dict(margin_pts=1.4, margin="1.4pt", confidence=0.95, objective="p50")
+    now = certify(order_candidates(found), results, base, split, **kwargs)
+    assert not now.certified and now.candidates[0].test == EXACT_TEST
+    assert recompute(document(now.to_dict())).to_dict() == now.to_dict()
+    before = certify(order_candidates(found), results, base, split, test=SCORE_TEST, **kwargs)
+    stored = json.loads(json.dumps(before.to_dict()))
+    for t in stored["candidates"]:
+        t.pop("test"), t.pop("test_why"), t.pop("p_value")
+    again = recompute(document(stored))
+    assert [t.name for t in again.certified] == stored["certified"] == ["A", "B"]
+    assert [t.lower_pts for t in again.candidates] == [t["lower_pts"] for t in
+                                                       stored["candidates"]]
+    assert again.winner == stored["winner"] and again.stopped_at == stored["stopped_at"]
+    assert all(t.test is None for t in again.candidates)
