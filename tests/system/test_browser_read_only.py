@@ -1,4 +1,4 @@
-"""Issue 31.1, 31.2 and 31.10 where they were seen: the real server and Debian's Chromium. A
+"""Issue 31.1, 31.2, 31.3 and 31.10 where they were seen: the real server and Debian's Chromium. A
 link whose parameter names and values are Markdown (a sign-in link, an image on a host the
 link chose) draws them as text in the app's own warning, and the viewer's browser fetches
 nothing from that host; a ``?run=`` link opened in a second browser context (someone who does
@@ -112,4 +112,20 @@ def test_hostile_links_are_text_and_a_shared_link_queues_nothing(tmp_path, image
                 queue.submit(kind, payload, session=viewer, owner=viewer)
             assert "\n" not in str(refused.value), str(refused.value)
         assert queue.jobs() == []
+
+        # 31.3 where it was seen: one malformed variant row put a traceback on History for
+        # every visitor; it is one line there now, and the page stands.
+        import sqlite3
+        db = sqlite3.connect(store)
+        position, text = db.execute("SELECT position, result FROM variants WHERE run_id=? "
+                                    "ORDER BY position DESC LIMIT 1", (run_id,)).fetchone()
+        db.execute("UPDATE variants SET result=? WHERE run_id=? AND position=?",
+                   (text[:len(text) // 2], run_id, position))
+        db.commit()
+        db.close()
+        other.goto(f"{url}/history")
+        expect(other.get_by_text("unreadable, skipped", exact=False).first).to_be_visible(
+            timeout=PAGE_MS)
+        assert not other.get_by_text("Traceback").count()
+        assert not other.locator('[data-testid="stException"]').count()
     assert requests == []  # no viewer's browser fetched from the host the link chose
