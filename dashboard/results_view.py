@@ -346,6 +346,10 @@ def export_panel(run: dict, key: str, chosen: str | None = None) -> None:
     if not state.may_run_on(run, "export"):  # a shared link is read-only (so is the queue)
         st.caption("Only the person who ran it can export this run's models: a shared link "
                    "shows the run and its report and CSV.")
+        if run.get("owner_unverified"):  # its owner's signature does not verify
+            st.caption("Ownership unverifiable: this run's owner is not one the server "
+                       "signed (rewritten in the store, or stored before owners were "
+                       "signed), so it is read-only for everyone.")
         return
     menu_key = f"{key}-export-variant"
     if chosen in names:

@@ -100,7 +100,9 @@ def _queue(path: str):
     from benchmarks.service.queue import JobQueue
     # This server's one queue, with its supervisor thread: it starts (and so reaps) the
     # workers and notices a dead one within a second, without waiting for a page load.
-    return JobQueue.shared(path)
+    # With the server's secret: it signs every job's owner and run, and believes only an
+    # owner whose signature verifies (job code in the worker may rewrite the store).
+    return JobQueue.shared(path, secret=_secret(path))
 
 
 def queue():

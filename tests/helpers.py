@@ -384,20 +384,43 @@ def store_answer_run(store_path, extra: dict | None = None) -> str:
     return run_id
 
 
+def signed(store_path, owner: str) -> dict:
+    """A new run's owner as the dashboard's server signs it (its secret, the one public
+    ``owner_tag``): ``start_run(..., **signed(path, owner))``. A dashboard believes only an
+    owner whose signature verifies."""
+    from benchmarks.store.database import new_run_id, owner_tag
+    from dashboard.identity import server_secret
+    run_id = new_run_id()
+    return {"owner": owner, "run_id": run_id,
+            "owner_tag": owner_tag(server_secret(Path(store_path)), run_id, owner)}
+
+
+def sign_owner(store_path, run_id: str, owner: str) -> None:
+    """Give unowned (CLI) run ``run_id`` to ``owner``, signed as the dashboard's server would."""
+    from benchmarks.store.database import ResultsStore
+    from dashboard.identity import server_secret
+    ResultsStore(store_path, server_secret(Path(store_path))).sign_owner(run_id, owner)
+
+
 def owned_copy(store_path, run_id: str, owner: str) -> str:
-    """A copy of stored run ``run_id`` (its variants with it) owned by ``owner``: a run's owner
-    is set when it starts and never changed, and only its owner queues jobs on it (a CLI run
-    has none). Returns the copy's id."""
+    """A copy of stored run ``run_id`` (its variants with it) owned by ``owner``, signed: a
+    run's owner is set when it starts and never changed, and only its owner queues jobs on it
+    (a CLI run has none). Returns the copy's id."""
     import sqlite3
     import uuid
     copy_id = f"{run_id.rsplit('-', 1)[0]}-{uuid.uuid4().hex[:8]}"
     with sqlite3.connect(store_path) as db:
         for table in ("runs", "variants"):
             columns = [c[1] for c in db.execute(f"PRAGMA table_info({table})")
-                       if c[1] not in ("run_id", "owner")]
+                       if c[1] not in ("run_id", "owner", "owner_tag")]
             extra = ", owner" if table == "runs" else ""
             values = ", ?" if table == "runs" else ""
             db.execute(f"INSERT INTO {table} (run_id{extra}, {', '.join(columns)}) "
                        f"SELECT ?{values}, {', '.join(columns)} FROM {table} WHERE run_id=?",
                        (copy_id, owner, run_id) if table == "runs" else (copy_id, run_id))
+    from benchmarks.store.database import ResultsStore, owner_tag
+    from dashboard.identity import server_secret
+    with ResultsStore(store_path).transaction() as db:
+        db.execute("UPDATE runs SET owner_tag=? WHERE run_id=?",
+                   (owner_tag(server_secret(Path(store_path)), copy_id, owner), copy_id))
     return copy_id

@@ -134,14 +134,14 @@ def _floor_server(app: Path):
 def claim_for_session(page, store: Path, run_id: str) -> None:
     """Make ``run_id`` the browser session's own run, as if it had started it there: the
     Results page lists a session's own runs (the session is the key in the page's URL)."""
-    import sqlite3
     from urllib.parse import parse_qs, urlparse
 
-    from dashboard.identity import session_owner
+    from benchmarks.store.database import ResultsStore
+    from dashboard.identity import server_secret, session_owner
     from dashboard.state import QUERY_PARAM
     key = parse_qs(urlparse(page.url).query)[QUERY_PARAM][0]
-    with sqlite3.connect(store) as db:
-        db.execute("UPDATE runs SET owner=? WHERE run_id=?", (session_owner(key), run_id))
+    # Signed with the server's secret, as the server signs a job's run: it believes no other.
+    ResultsStore(store, server_secret(Path(store))).sign_owner(run_id, session_owner(key))
 
 
 class ResultsVisits:

@@ -11,7 +11,11 @@ notices sooner, with the cause.
 Files a job needs (an uploaded checkpoint) are moved into the job's own folder at submission
 and removed when it ends, so a closed browser session never breaks a queued job. Jobs carry an
 owner (signed-in user, else the browser session, as a digest): only the owner or an admin
-cancels them, and the operator caps how many one owner may have queued or running.
+cancels them, and the operator caps how many one owner may have queued or running. Owners are
+signed by the server at submission (it holds the session secret; the worker, whose job code may
+rewrite the store, never does): the job's owner and session (``job_tag``), and the run id the
+job will create with its owner (``owner_tag``, copied by the worker into the run). A queue made
+with the secret (the dashboard's) believes only owners whose signature verifies.
 
 Import-light on purpose (no torch): the dashboard imports this module; only the worker loads
 the engine.
@@ -34,7 +38,16 @@ from benchmarks.executors.devices import fake_gpus, try_lock
 from benchmarks.service.supervisor import Supervisor, holder_alive
 from benchmarks.spec.folders import private_file, private_folder
 from benchmarks.spec.limits import Limits
-from benchmarks.store.database import ResultsStore, add_missing_columns, default_store_path, now_iso
+from benchmarks.store.database import (
+    ResultsStore,
+    add_missing_columns,
+    default_store_path,
+    job_tag,
+    new_run_id,
+    now_iso,
+    owner_tag,
+    tagged_job,
+)
 
 JOB_KINDS = ("sweep", "distributed", "export", "recommend", "sensitivity")
 JOB_STATUSES = ("queued", "running", "complete", "failed", "cancelled", "interrupted")
@@ -64,7 +77,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     owner         TEXT,
     time_limit_s  REAL,
     folder        TEXT,
-    client        TEXT
+    client        TEXT,
+    new_run_id    TEXT,
+    run_tag       TEXT,
+    owner_tag     TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs(device, status, seq);
 CREATE TRIGGER IF NOT EXISTS jobs_owner_is_fixed BEFORE UPDATE OF owner, session ON jobs
@@ -78,7 +94,8 @@ CREATE TABLE IF NOT EXISTS workers (
 );
 """
 JOB_COLUMNS = {"worker_token": "TEXT", "owner": "TEXT", "time_limit_s": "REAL",
-               "folder": "TEXT", "client": "TEXT"}
+               "folder": "TEXT", "client": "TEXT", "new_run_id": "TEXT", "run_tag": "TEXT",
+               "owner_tag": "TEXT"}
 ACTIVE_SQL = "status IN ('queued', 'running')"
 ANONYMOUS = "session:"  # the owners of sessions without sign-in (dashboard.identity)
 
@@ -111,6 +128,10 @@ class Job:
     time_limit_s: float | None = None
     folder: str | None = None    # the job's own files (an uploaded checkpoint), removed at its end
     worker_pid: int | None = None
+    # The run this job creates, pre-assigned and signed by the server at submission (the
+    # worker stores both with the run); None for a job queued before they existed.
+    new_run_id: str | None = None
+    run_tag: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -171,8 +192,11 @@ def log_path(store_path: Path, device: str) -> Path:
 
 class JobQueue:
     def __init__(self, store_path: str | os.PathLike | None = None,
-                 limits: Limits | None = None):
-        self.store = ResultsStore(store_path)  # creates the file and the results tables
+                 limits: Limits | None = None, secret: bytes | None = None):
+        # ``secret``: the server's session secret (the dashboard's queue); with it, owners are
+        # signed at submission and believed only where the signature verifies.
+        self.secret = secret
+        self.store = ResultsStore(store_path, secret)  # creates the file and the results tables
         self.path = self.store.path
         self.limits = limits if limits is not None else Limits.from_env()
         self.jobs_dir = self.path.with_name(f"{self.path.name}.jobs")
@@ -193,7 +217,8 @@ class JobQueue:
         self._guard = None
 
     @classmethod
-    def shared(cls, store_path: str | os.PathLike | None = None) -> "JobQueue":
+    def shared(cls, store_path: str | os.PathLike | None = None,
+               secret: bytes | None = None) -> "JobQueue":
         """This process's one queue over a store, supervising: the workers it starts are its
         children, so it alone can reap them and tell how they died. The dashboard's server
         takes it at start-up (serve.py) and in its pages."""
@@ -203,6 +228,8 @@ class JobQueue:
             queue = _SHARED.get(key)
             if queue is None:
                 queue = _SHARED[key] = cls(path)
+            if secret is not None and queue.secret is None:  # serve.py's, taken first
+                queue.secret = queue.store.secret = secret
         queue.supervise()
         return queue
 
@@ -227,6 +254,10 @@ class JobQueue:
         with self.store.connect() as db:
             self._check_cap(db, owner, client)
         job_id = uuid.uuid4().hex[:12]
+        run_id, run_tag, tag = new_run_id(), None, None
+        if self.secret is not None:
+            run_tag = owner_tag(self.secret, run_id, owner)
+            tag = job_tag(self.secret, job_id, owner, session)
         payload, folder = dict(payload), None
         if attachments:
             folder = self.jobs_dir / job_id
@@ -241,11 +272,12 @@ class JobQueue:
             with self.store.transaction() as db:
                 self._check_cap(db, owner, client)
                 db.execute("INSERT INTO jobs (job_id, kind, status, session, device, payload, "
-                           "submitted_at, owner, time_limit_s, folder, client) "
-                           "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                           "submitted_at, owner, time_limit_s, folder, client, new_run_id, "
+                           "run_tag, owner_tag) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            (job_id, kind, "queued", session, device, json.dumps(payload),
                             now_iso(), owner, self.limits.job_time_s,
-                            None if folder is None else str(folder), client))
+                            None if folder is None else str(folder), client, run_id,
+                            run_tag, tag))
         except BaseException:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -259,10 +291,11 @@ class JobQueue:
         if admin or (kind == "export" and self.limits.shared_exports):
             return
         with self.store.connect() as db:
-            row = db.execute("SELECT owner FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            row = db.execute("SELECT run_id, owner, owner_tag FROM runs WHERE run_id=?",
+                             (run_id,)).fetchone()
         if row is None:
             raise ValueError(f"run {run_id!r} is not in the store")
-        if row["owner"] == owner:
+        if self.store.verified_owner(row) == owner:
             return
         if kind == "export":
             raise PermissionError("only the person who ran it can export this run's models "
@@ -335,6 +368,14 @@ class JobQueue:
                     continue
         return total
 
+    def job_owner(self, row) -> tuple[str | None, str]:
+        """A stored job's (owner, session): as stored without the secret; with it, those its
+        server-signed tag names, else (None, its session column): nobody's."""
+        if self.secret is None:
+            return row["owner"], row["session"]
+        said = tagged_job(self.secret, row["job_id"], row["owner_tag"])
+        return said if said is not None else (None, row["session"])
+
     def _job(self, db, row) -> Job:
         position = None
         if row["status"] == "running":
@@ -343,14 +384,17 @@ class JobQueue:
             (ahead,) = db.execute("SELECT COUNT(*) FROM jobs WHERE device=? AND status='queued' "
                                   "AND seq < ?", (row["device"], row["seq"])).fetchone()
             position = ahead + 1
+        owner, session = self.job_owner(row)
         return Job(job_id=row["job_id"], kind=row["kind"], status=row["status"],
-                   session=row["session"], device=row["device"],
+                   session=session, device=row["device"],
                    payload=json.loads(row["payload"]), submitted_at=row["submitted_at"],
                    started_at=row["started_at"], finished_at=row["finished_at"],
                    run_id=row["run_id"], progress=json.loads(row["progress"] or "{}"),
                    error=row["error"], cancel_requested=bool(row["cancel_requested"]),
-                   position=position, owner=row["owner"], time_limit_s=row["time_limit_s"],
-                   folder=row["folder"], worker_pid=row["worker_pid"])
+                   position=position, owner=owner,
+                   time_limit_s=row["time_limit_s"], folder=row["folder"],
+                   worker_pid=row["worker_pid"], new_run_id=row["new_run_id"],
+                   run_tag=row["run_tag"])
 
     def get(self, job_id: str) -> Job | None:
         with self.store.connect() as db:
@@ -361,16 +405,30 @@ class JobQueue:
              ) -> list[Job]:
         """Jobs, newest first; optionally only one session's or one owner's."""
         sql, args, where = "SELECT * FROM jobs", [], []
+        # With the secret, a session's or owner's jobs are those whose signed tag names them
+        # (its columns may have been rewritten): the tag holds them as JSON, checked below.
+        checked = self.secret is not None
         for column, value in (("session", session), ("owner", owner)):
             if value is not None:
-                where.append(f"{column}=?")
-                args.append(value)
+                where.append("instr(owner_tag, ?) > 0" if checked else f"{column}=?")
+                args.append(json.dumps(value) if checked else value)
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY seq DESC LIMIT ?"
-        args.append(int(limit))
+        sql += " ORDER BY seq DESC"
+        checked = checked and bool(where)
+        if not checked:
+            sql += " LIMIT ?"
+            args.append(int(limit))
         with self.store.connect() as db:
-            return [self._job(db, r) for r in db.execute(sql, args).fetchall()]
+            rows = db.execute(sql, args).fetchall()
+            if checked:
+                rows = [r for r in rows if self._is_of(r, session, owner)][:int(limit)]
+            return [self._job(db, r) for r in rows]
+
+    def _is_of(self, row, session: str | None, owner: str | None) -> bool:
+        signed_owner, signed_session = self.job_owner(row)
+        return signed_owner is not None and (session is None or signed_session == session) \
+            and (owner is None or signed_owner == owner)
 
     def cancel(self, job_id: str, *, by: str | None = None, admin: bool = False) -> bool:
         """A queued job is cancelled at once, and so is a running one whose worker is dead; a
@@ -380,7 +438,7 @@ class JobQueue:
             row = db.execute("SELECT * FROM jobs WHERE job_id=?", (job_id,)).fetchone()
             if row is None or row["status"] in FINISHED:
                 return False
-            if by is not None and not admin and row["owner"] != by:
+            if by is not None and not admin and self.job_owner(row)[0] != by:
                 raise PermissionError("only the person who submitted it can cancel this job")
             if row["status"] == "queued" or not holder_alive(row):
                 self._end(db, row, "cancelled",

@@ -194,6 +194,12 @@ class Worker:
         phases, files, artefacts, chunks) and removes its partial files on Cancelled."""
         return lambda: self.should_stop(job.job_id)
 
+    @staticmethod
+    def signed(job: Job) -> dict:
+        """The run a job creates: its owner, with the run id and signature the server made
+        at submission (the worker cannot sign: it never reads the secret)."""
+        return {"owner": job.owner, "run_id": job.new_run_id, "owner_tag": job.run_tag}
+
     def finish(self, job_id: str, status: str, error: str | None = None) -> None:
         self._update(job_id, status=status, error=error, finished_at=now_iso())
 
@@ -322,7 +328,7 @@ class Worker:
         sweep.environment["estimate"] = self._estimate(spec, sweep)
         recorder = self.store.record(model=spec.model, dataset=spec.dataset,
                                      device=str(sweep.device), spec=spec.to_dict(),
-                                     environment=sweep.environment, owner=job.owner)
+                                     environment=sweep.environment, **self.signed(job))
         self._record(job, recorder, run)
 
     def _estimate(self, spec, sweep) -> dict | None:
@@ -362,7 +368,8 @@ class Worker:
             memory_share=self.queue.limits.memory_share, executor=self._executor(),
             ray_address=ray_address(), on_progress=on_progress, on_trial=on_trial)
         recommender.prepare_baseline()
-        recorder = self.store.record(**recommender.run_fields(owner=job.owner))
+        recorder = self.store.record(**{**recommender.run_fields(owner=job.owner),
+                                        **self.signed(job)})
         self._record(job, recorder, recommender.run)
 
     def _on_this_device(self, spec):
@@ -412,7 +419,7 @@ class Worker:
         recorder = self.store.record(model=config.model, dataset=config.dataset,
                                      device=environment["device"], spec=config.to_dict(),
                                      environment=environment, kind="distributed",
-                                     owner=job.owner)
+                                     **self.signed(job))
         self._record(job, recorder, run)
 
     def run_sensitivity_job(self, job: Job) -> None:
@@ -442,7 +449,7 @@ class Worker:
             model=spec.model, dataset=spec.dataset, device=str(sweep.device),
             spec={"sweep": spec.to_dict(), "sensitivity": config.to_dict(),
                   "source_run": job.payload.get("source_run")},
-            environment=sweep.environment, kind="sensitivity", owner=job.owner)
+            environment=sweep.environment, kind="sensitivity", **self.signed(job))
         self._record(job, recorder, run)
 
     def run_export_job(self, job: Job) -> None:

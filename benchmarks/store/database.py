@@ -10,7 +10,12 @@ gone, or belongs to another process now) and marked ``interrupted``.
 public handles other tables in the same file (the job queue's) use.
 
 A run may have an owner (the dashboard's signed-in user or browser session, as a digest,
-never a session key): only its owner, or an admin, deletes it. The file is created owner-only
+never a session key): only its owner, or an admin, deletes it. The owner is signed: the
+server, which alone holds the session secret, pre-assigns a job's run id and signs it with the
+owner (``owner_tag``); the worker stores that tag beside the owner and a store opened with the
+secret believes only an owner whose tag verifies (``verified_owner``). Job code runs inside the
+worker, which may write the file, so it can rewrite an owner, but never sign one: a run whose
+tag does not verify is nobody's (read-only for everyone). The file is created owner-only
 (0600, its folder 0700): it holds every team member's results. Raw latency samples are stored
 as base64 float32 arrays (float64 where a value is not float32-exact), not JSON text: a fast
 model's thousands of samples took 200 KB per variant as text.
@@ -20,6 +25,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import os
 import socket
@@ -57,7 +64,8 @@ CREATE TABLE IF NOT EXISTS runs (
     pid         INTEGER NOT NULL,
     pid_start   TEXT,
     owner       TEXT,
-    recommendation TEXT
+    recommendation TEXT,
+    owner_tag   TEXT
 );
 CREATE TABLE IF NOT EXISTS variants (
     run_id     TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
@@ -85,7 +93,7 @@ CREATE TABLE IF NOT EXISTS device_peaks (
 # What a device's measured peaks are cached under (benchmarks.peaks.peaks_key).
 PEAKS_KEY = ("host", "device", "device_name", "torch", "threads")
 # Columns added after the first release: a store created before them gains them on open.
-RUN_COLUMNS = {"owner": "TEXT", "recommendation": "TEXT"}
+RUN_COLUMNS = {"owner": "TEXT", "recommendation": "TEXT", "owner_tag": "TEXT"}
 # The variant's sample lists stored as packed arrays ("raw" block, and a distributed run's
 # per-step times at the top level).
 SAMPLE_KEYS = ("latency_samples_ms", "host_samples_ms", "cpu_latency_samples_ms")
@@ -161,6 +169,57 @@ def guard_worker_connections() -> None:
         return plain(*args, **kwargs)
     connect.guarded = True
     sqlite3.connect = dbapi2.connect = connect
+
+
+# A tag is a signed statement: the HMAC-SHA256 (hex, MAC_HEX characters) with the server's
+# session secret, a space, then what it says (the owner; a job's owner and session as JSON).
+# What it says is read from the tag itself, so rewriting the owner column takes nothing from
+# the person the tag names; a tag is bound to its run (or job) id, so one copied elsewhere
+# does not verify.
+MAC_HEX = 64
+
+
+def _mac(secret: bytes, *fields: str) -> str:
+    return hmac.new(secret, "\n".join(fields).encode(), hashlib.sha256).hexdigest()
+
+
+def _said(secret: bytes, tag, kind: str, key: str) -> str | None:
+    """What a tag says, where its MAC verifies for ``kind`` ``key``; else None."""
+    if not isinstance(tag, str) or len(tag) <= MAC_HEX or tag[MAC_HEX] != " ":
+        return None
+    mac, said = tag[:MAC_HEX], tag[MAC_HEX + 1:]
+    good = hmac.compare_digest(mac.encode(), _mac(secret, kind, key, said).encode())
+    return said if good else None
+
+
+def owner_tag(secret: bytes, run_id: str, owner: str) -> str:
+    """The server's signed "run ``run_id`` is ``owner``'s" (the secret is the server's: the
+    worker never reads it): the one owner a store with the secret believes."""
+    return f"{_mac(secret, 'run', run_id, owner)} {owner}"
+
+
+def tagged_owner(secret: bytes, run_id: str, tag) -> str | None:
+    """The owner ``tag`` names for run ``run_id``, where it verifies; else None."""
+    return _said(secret, tag, "run", run_id)
+
+
+def job_tag(secret: bytes, job_id: str, owner: str, session: str) -> str:
+    """The server's signed owner and session of job ``job_id`` (``JobQueue.submit``)."""
+    said = json.dumps([owner, session])
+    return f"{_mac(secret, 'job', job_id, said)} {said}"
+
+
+def tagged_job(secret: bytes, job_id: str, tag) -> tuple[str, str] | None:
+    """(owner, session) that ``tag`` names for job ``job_id``, where it verifies; else None."""
+    said = _said(secret, tag, "job", job_id)
+    if said is None:
+        return None
+    owner, session = json.loads(said)
+    return owner, session
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
 
 def default_store_path() -> Path:
@@ -282,8 +341,11 @@ def use_wal(db: sqlite3.Connection) -> None:
 
 
 class ResultsStore:
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, secret: bytes | None = None):
         self.path = Path(path) if path is not None else default_store_path()
+        # The server's session secret: with it, only a signed owner is an owner (the
+        # dashboard's store); without it (the CLI, the worker) owners are read as stored.
+        self.secret = secret
         # The lines of rows read and left out as unreadable (``_variants``), oldest first;
         # shared by every store object of this file in the process (``unreadable_lines``).
         self.unreadable = _UNREADABLE.setdefault(str(self.path), {})
@@ -349,18 +411,37 @@ class ResultsStore:
 
     def start_run(self, *, model: str, dataset: str, device: str | None, spec: dict,
                   environment: dict, kind: str = "sweep", pid: int | None = None,
-                  owner: str | None = None) -> str:
-        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:8]
+                  owner: str | None = None, run_id: str | None = None,
+                  owner_tag: str | None = None) -> str:
+        """A new run; a job's ``run_id`` and ``owner_tag`` are the server's, made at submit."""
+        run_id = run_id or new_run_id()
         pid = os.getpid() if pid is None else pid
         with self.transaction() as db:
             db.execute(
                 "INSERT INTO runs (run_id, created_at, kind, model, dataset, device, status, "
-                "spec, environment, host, pid, pid_start, owner) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "spec, environment, host, pid, pid_start, owner, owner_tag) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (run_id, now_iso(), kind, model, dataset, device, "running",
                  json.dumps(spec, default=str), json.dumps(environment, default=str),
-                 socket.gethostname(), pid, process_start_token(pid), owner))
+                 socket.gethostname(), pid, process_start_token(pid), owner, owner_tag))
         return run_id
+
+    def verified_owner(self, row) -> str | None:
+        """A stored run's owner (``row`` holds run_id, owner, owner_tag): as stored without
+        the secret; with it, the one its server-signed tag names, else nobody (a CLI run, an
+        older row, a rewritten tag)."""
+        if self.secret is None:
+            return row["owner"]
+        return tagged_owner(self.secret, row["run_id"], row["owner_tag"])
+
+    def sign_owner(self, run_id: str, owner: str) -> None:
+        """Give an unowned run (a CLI run) to ``owner``, signed: the server's own act (it
+        needs the secret); the trigger refuses a run that has an owner already."""
+        if self.secret is None:
+            raise ValueError("signing a run's owner needs the server's secret")
+        with self.transaction() as db:
+            db.execute("UPDATE runs SET owner=?, owner_tag=? WHERE run_id=?",
+                       (owner, owner_tag(self.secret, run_id, owner), run_id))
 
     def add_variant(self, run_id: str, result: VariantResult | dict,
                     position: int | None = None) -> int:
@@ -378,12 +459,13 @@ class ResultsStore:
         return position
 
     def record(self, *, model: str, dataset: str, device: str | None, spec: dict,
-               environment: dict, kind: str = "sweep", owner: str | None = None
-               ) -> RunRecorder:
+               environment: dict, kind: str = "sweep", owner: str | None = None,
+               run_id: str | None = None, owner_tag: str | None = None) -> RunRecorder:
         """Start a run and return its recorder (a context manager)."""
         return RunRecorder(self, self.start_run(model=model, dataset=dataset, device=device,
                                                 spec=spec, environment=environment,
-                                                kind=kind, owner=owner))
+                                                kind=kind, owner=owner, run_id=run_id,
+                                                owner_tag=owner_tag))
 
     def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
         if status not in RUN_STATUSES:
@@ -429,10 +511,11 @@ class ResultsStore:
         """Delete a run, and the dashboard's exports of it; with ``by``, only if ``by`` owns it
         (or ``admin``): PermissionError otherwise."""
         with self.transaction() as db:
-            row = db.execute("SELECT owner FROM runs WHERE run_id=?", (run_id,)).fetchone()
+            row = db.execute("SELECT run_id, owner, owner_tag FROM runs WHERE run_id=?",
+                             (run_id,)).fetchone()
             if row is None:
                 return False
-            if by is not None and not admin and row["owner"] != by:
+            if by is not None and not admin and self.verified_owner(row) != by:
                 raise PermissionError("only the person who ran it can delete this run")
             db.execute("DELETE FROM variants WHERE run_id=?", (run_id,))
             cur = db.execute("DELETE FROM runs WHERE run_id=?", (run_id,))
@@ -506,7 +589,11 @@ class ResultsStore:
             "error": row["error"], "spec": self._column(row, "spec", unreadable, {}),
             "environment": self._column(row, "environment", unreadable, {}),
             "variants": variants,
-            "owner": row["owner"],
+            # With the secret, an owner whose signature does not verify is nobody: the run
+            # is read-only for everyone, and says so ("ownership unverifiable").
+            "owner": self.verified_owner(row),
+            "owner_unverified": (row["owner"] is not None or row["owner_tag"] is not None)
+            and self.verified_owner(row) is None,
             "recommendation": self._column(row, "recommendation", unreadable, None),
             # One line per row of this run that could not be read (and was left out).
             "unreadable": unreadable,
@@ -518,19 +605,27 @@ class ResultsStore:
         """Past runs, newest first, each with its variants (or only their count); optionally
         only those of one kind, model, data set or owner."""
         where, args = [], []
+        # With the secret, an owner's runs are those whose tag names them (the owner column
+        # may have been rewritten), checked below.
+        checked = owner is not None and self.secret is not None
         for column, value in (("kind", kind), ("model", model), ("dataset", dataset),
                               ("owner", owner)):
             if value is not None:
-                where.append(f"{column}=?")
+                where.append(f"substr(owner_tag, {MAC_HEX + 2})=?" if checked and
+                             column == "owner" else f"{column}=?")
                 args.append(value)
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY created_at DESC, rowid DESC"
-        if limit is not None:
+        # The limit counts only the runs whose tag verifies.
+        if limit is not None and not checked:
             sql += " LIMIT ?"
             args.append(int(limit))
         with self.connect() as db:
-            return [self._run_dict(db, r, with_variants)
-                    for r in db.execute(sql, args).fetchall()]
+            rows = db.execute(sql, args).fetchall()
+            if checked:
+                rows = [r for r in rows if self.verified_owner(r) == owner]
+                rows = rows if limit is None else rows[:int(limit)]
+            return [self._run_dict(db, r, with_variants) for r in rows]
 
     def run(self, run_id: str) -> dict | None:
         with self.connect() as db:

@@ -14,7 +14,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from helpers import ROOT, wait_until
+from helpers import ROOT, signed, wait_until
 
 APP = str(ROOT / "app.py")
 PAGES = ["pages/experiment.py", "pages/results.py", "pages/history.py", "pages/distributed.py"]
@@ -238,7 +238,7 @@ def test_distributed_page_charts_a_stored_run(app_store):
     rs = ResultsStore(app_store)
     run_id = rs.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
                           environment={}, kind="distributed",
-                          owner=session_owner(at.session_state["cb_session"]))
+                          **signed(app_store, session_owner(at.session_state["cb_session"])))
     for w, tput in ((1, 1000.0), (2, 1700.0)):
         for comp in ("none", "fp16"):
             rs.add_variant(run_id, {

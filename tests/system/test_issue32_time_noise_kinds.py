@@ -11,7 +11,7 @@ import random
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from helpers import ROOT
+from helpers import ROOT, signed
 
 APP = str(ROOT / "app.py")
 
@@ -48,7 +48,7 @@ def test_distributed_flags_one_worker_runs_apart_beyond_their_noise(app_store):
     rs = ResultsStore(app_store)
     run_id = rs.start_run(model="seed_cnn", dataset="digits", device="cpu", spec={},
                           environment={}, kind="distributed",
-                          owner=session_owner(at.session_state["cb_session"]))
+                          **signed(app_store, session_owner(at.session_state["cb_session"])))
     # The case: w1-fp16 and w1-none should be alike but differ 1.75x, so 59% and 92%
     # efficiencies read as a real difference.
     figures = {("none", 1): 1750.0, ("fp16", 1): 1000.0, ("none", 2): 3220.0,

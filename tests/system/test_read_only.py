@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from benchmarks.export import files
 from benchmarks.service.queue import JobQueue
 from dashboard.identity import session_owner
-from helpers import ROOT
+from helpers import ROOT, sign_owner
 
 
 @pytest.fixture
@@ -57,9 +57,7 @@ def test_a_non_owner_on_a_run_link_cannot_export_and_the_owner_can(own_store):
                      owner=session_owner(viewer.session_state["cb_session"]))
     assert [j.job_id for j in queue.jobs()] == before
     # Its owner, on the same link, is offered the export.
-    with queue.store.transaction() as db:
-        db.execute("UPDATE runs SET owner=? WHERE run_id=?",
-                   (session_owner(viewer.session_state["cb_session"]), run_id))
+    sign_owner(path, run_id, session_owner(viewer.session_state["cb_session"]))
     viewer.run()
     assert [b for b in viewer.button if b.key == f"{key}-export"]
 

@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from benchmarks.service.queue import JobQueue
 from dashboard.identity import session_owner
 from dashboard.markup import HIDDEN_PATH, ZERO_WIDTH, md, no_paths
-from helpers import ROOT
+from helpers import ROOT, signed
 
 HOSTILE = ("[Click](https://evil.example/p) ![p](http://127.0.0.1:1/x.png) **bold** <b>x</b> "
            "data:text/html,x $x$ :red[x]")
@@ -71,7 +71,7 @@ def store_run(path, owner: str, *, model: str = f"{HOSTILE} models/net.py:build"
     s = ResultsStore(path)
     run_id = s.start_run(model=model, dataset="digits", device="cpu", spec={},
                          environment={"cpu": HOSTILE, "checkpoint": SECRET, "threads": 1},
-                         owner=owner)
+                         **signed(path, owner))
     for i, name in enumerate(["baseline", f"prune {HOSTILE}"]):
         right = [True] * (1900 - 2 * i) + [False] * (100 + 2 * i)
         rounds = [1.0 - 0.3 * i + 0.01 * r for r in range(5)]
@@ -241,7 +241,7 @@ def store_map(path, owner: str, source_run: str) -> str:
                              "technique": "prune.l1", "levels": [0.5],
                              "config": {"objective": "p50"},
                              "baseline": {"accuracy": 0.95, "latency_ms": {"p50": 1.0}}}},
-                         owner=owner)
+                         **signed(path, owner))
     s.add_variant(run_id, {"name": "0@0.5", "root": "0", "group": ["0"], "kind": "prune.l1",
                            "level": 0.5, "accuracy_change": -0.1,
                            "accuracy_change_ci": [-0.6, 0.4], "p_value": 0.8,
