@@ -381,10 +381,7 @@ def export_panel(run: dict, key: str, chosen: str | None = None) -> None:
                        "disk cap): export it again.")
         return
     card = json.loads((folder / CARD_NAME).read_text())
-    st.table([{"format": md(name), "file": md(entry.get("file") or tables.NOT_APPLICABLE),
-               "status": md(entry["status"]), "why not": md(entry.get("reason") or ""),
-               "note": md(entry.get("note") or "")}  # st.table renders Markdown
-              for name, entry in card["formats"].items()])
+    st.table(tables.export_rows(card))
     def data() -> bytes:
         used(folder.parent)  # the least recently used exports are the first to go
         return zipped.read_bytes()

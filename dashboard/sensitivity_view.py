@@ -130,11 +130,15 @@ def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
                         key=f"{key}-scatter")
     own = state.owns(stored)  # a cell's error names no server path to anyone else
     with st.expander("The map's cells", expanded=False):
-        st.dataframe([{k: (no_paths(r.get(k)) if k == "error" and r.get(k) and not own
-                           else r.get(k)) for k in (
+        from benchmarks.report.formats import display_rows
+        st.dataframe(display_rows([{**r, "error": no_paths(r["error"])} if r.get("error")
+                                   and not own else r for r in rows], [
             "root", "level", "accuracy_change", "accuracy_change_ci", "p_value",
             "latency_share", "macs_removed", "sqnr_db", "group_sqnr_db", "evaluated_on",
-            "error")} for r in rows], hide_index=True, key=f"{key}-cells")
+            "error"], reasons={"sqnr_db": "not a quantization cell",
+                               "group_sqnr_db": "not a quantization cell",
+                               "accuracy_change_ci": "no paired test"}),
+            hide_index=True, key=f"{key}-cells")
     if stored.get("status") == "running":
         st.info("The map is still being measured: reload to see the cells that follow.")
         return

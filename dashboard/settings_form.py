@@ -162,7 +162,10 @@ def several(field, meta, default, key, options=(), *, url=None, name=None):
         return values
     low, high, step = number_range(meta)
     start = type(low)(defaults[0] if defaults[0] is not None else low)
-    span, count = (low, max(start, low + step)), min(5, MAX_POINTS)
+    # The setting's own sweep range where it declares one (where the trade-off happens).
+    span = tuple(type(low)(v) for v in meta.sweep_range) if meta.sweep_range else \
+        (low, max(start, low + step))
+    count = min(5, MAX_POINTS)
     default_text = None
     if url is not None:
         from dashboard import links

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from benchmarks.report.formats import display_rows, header, percent
 from dashboard.markup import md
 
 NOT_APPLICABLE = "—"  # a figure that does not apply (seeds on a one-seed run, a failed row)
@@ -149,8 +150,9 @@ TABLE_CONFIG = {
 }
 
 PAIRED_CONFIG = {
-    "accuracy_a": _number("accuracy (first)", "%.4f", "Accuracy in the first run"),
-    "accuracy_b": _number("accuracy (second)", "%.4f", "Accuracy in the second run"),
+    # A percent, as everywhere (benchmarks.report.formats): never 0.9694 beside 96.94%.
+    "accuracy_a": _number("Accuracy (first)", "percent", "Accuracy in the first run"),
+    "accuracy_b": _number("Accuracy (second)", "percent", "Accuracy in the second run"),
     "accuracy_change_pts": _number("Δ accuracy (pts)", "%+.2f",
                                    "From the first run to the second, in points"),
     "p_value": _number("p (paired)", "%.3f", "Paired test on the same test examples (exact "
@@ -185,6 +187,10 @@ def column_config(df) -> dict:
         if column.startswith("axis:"):
             config[column] = _text(column[5:], f"Where the variant sits on the swept "
                                                f"setting {column[5:]}")
+        elif column not in config:  # a figure with no settings of its own: in words still
+            floats = df[column].dtype.kind == "f"
+            config[column] = _number(header(column), "%.3f", column) if floats else \
+                _text(header(column), column)
     return config
 
 
@@ -216,6 +222,50 @@ def frontier_table(rows: list[dict], front: list[str]):
         "p50 ms": fmt(by_name[name].get("p50_ms"), "{:.3f}"),
         "vs baseline": fmt(by_name[name].get("p50_ms_vs_base"), "{:.2f}x"),
         "Size MB": fmt(by_name[name].get("size_mb"), "{:.3f}")} for name in front])
+
+
+def export_rows(card: dict) -> list[dict]:
+    """The export's formats as a table (st.table renders Markdown): each format, its file or
+    "—" with why, and the verification in words. An entry that is not a record (a card
+    written by an older version holds a bare status text) reads as that text, never an
+    AttributeError."""
+    out = []
+    for name, entry in (card.get("formats") or {}).items():
+        if not isinstance(entry, dict):
+            entry = {"status": str(entry)}
+        written = entry.get("status") == "written"
+        check = entry.get("verification") if isinstance(entry.get("verification"), dict) \
+            else {}
+        verified = "reloaded: the same predictions" if check.get("same_predictions") else \
+            f"reloaded: accuracy {percent(check['accuracy'])}" if "accuracy" in check else \
+            "reloaded" if check else ""
+        out.append({
+            "Format": md(name),
+            "File": md(entry.get("file") or f"{NOT_APPLICABLE} (not written)"),
+            "Status": md(entry.get("status") or "unknown"),
+            "Why not": md("" if written else entry.get("reason") or "no reason recorded"),
+            "Check": md(verified), "Note": md(entry.get("note") or "")})
+    return out
+
+
+DISTRIBUTED_KEYS = ["name", "workers", "compression", "amp", "throughput", "throughput_ci",
+                    "scaling_efficiency", "efficiency_ci", "bytes_per_step",
+                    "comm_ms_per_step", "step_ms", "loss", "accuracy", "oversubscribed",
+                    "error"]
+
+
+def distributed_rows(results: list[dict]) -> list[dict]:
+    """The Distributed page's table: each run's figures beside its 95% interval (from the
+    run's step times: the noise to read a difference against), through the one formatting
+    layer (headers in words, percents, "—" with why)."""
+    from benchmarks.report import scaling  # torch-free
+    shown = [{**r, "throughput_ci": scaling.interval_text(scaling.throughput_interval(r)),
+              "efficiency_ci": scaling.interval_text(scaling.efficiency_interval(r, results),
+                                                     percent=True)} for r in results]
+    return display_rows(shown, DISTRIBUTED_KEYS, reasons={
+        "scaling_efficiency": "no one-worker run to compare with",
+        "throughput_ci": "no step times recorded", "efficiency_ci": "no step times recorded",
+        "step_ms": "no step times recorded"})
 
 
 def paired_note(row: dict) -> str:

@@ -86,8 +86,18 @@ class Setting:
     # successive halving builds at fewer epochs first to drop bad trials cheaply.
     search: tuple | None = None
     fidelity: bool = False
+    # The range a page's sweep opens with (from, to; five points): where the trade-off
+    # happens, e.g. prune ratio 0.3-0.9 rather than a no-op 0 up to 0.5. None: from the low
+    # bound to the default. The CLI's single default is unchanged by it.
+    sweep_range: tuple | None = None
 
     def __post_init__(self):
+        if self.sweep_range is not None and (
+                len(self.sweep_range) != 2 or self.sweep_range[0] >= self.sweep_range[1]
+                or (self.low is not None and self.sweep_range[0] < self.low)
+                or (self.high is not None and self.sweep_range[1] > self.high)):
+            raise ValueError(f"a setting's sweep range must lie within its bounds "
+                             f"[{self.low}, {self.high}]; got {self.sweep_range!r}")
         if self.search is not None and (
                 len(self.search) != 2 or self.search[0] > self.search[1]
                 or (self.low is not None and self.search[0] < self.low)
@@ -188,7 +198,7 @@ class PruneSettings:
     ratio: float = setting(
         0.5, "fraction of weights removed (l1/global) or of channels removed (channel)",
         low=PRUNE_RATIO_RANGE[0], high=PRUNE_RATIO_RANGE[1], sweep=True, flag="--prune",
-        step=0.05, search=(0.1, 0.9))
+        step=0.05, search=(0.1, 0.9), sweep_range=(0.3, 0.9))
     method: str = setting(
         "l1", "l1: per layer (the article's); global: ranked across layers; channel: "
         "structured, the layers shrink (Torch-Pruning)", choices=PRUNE_METHODS, sweep=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from benchmarks.spec.distributed import DistributedConfig  # torch-free
-from dashboard import catalog, charts, settings_form, shell, state, widgets
+from dashboard import catalog, charts, settings_form, shell, state, tables, widgets
 from dashboard.markup import md
 
 shell.standalone()
@@ -64,20 +64,12 @@ if run and run["variants"]:
     if failed:
         st.warning("Failed runs:\n\n" + "\n".join(f"- **{md(r.get('name'))}**: {md(r['error'])}"
                                                   for r in failed))
-    keys = ["name", "workers", "compression", "amp", "throughput", "throughput_ci",
-            "scaling_efficiency", "efficiency_ci", "bytes_per_step", "comm_ms_per_step",
-            "step_ms", "loss", "accuracy", "oversubscribed", "error"]
-    # Each figure beside its 95% interval (from the run's step times): the noise to read a
-    # difference against.
-    shown = [{**r, "throughput_ci": scaling.interval_text(scaling.throughput_interval(r)),
-              "efficiency_ci": scaling.interval_text(scaling.efficiency_interval(r, results),
-                                                     percent=True)} for r in results]
-    st.dataframe([{k: r.get(k) for k in keys} for r in shown], hide_index=True,
-                 key="dist-table", column_config={
-                     "throughput_ci": st.column_config.TextColumn(
-                         "Throughput 95% CI", help="samples/s, from the spread of the run's "
-                         "timed steps"),
-                     "efficiency_ci": st.column_config.TextColumn(
+    # Each figure beside its 95% interval, formatted by the one layer (dashboard.tables).
+    st.dataframe(tables.distributed_rows(results), hide_index=True, key="dist-table",
+                 column_config={
+                     "Samples/s 95% CI": st.column_config.TextColumn(
+                         "Samples/s 95% CI", help="from the spread of the run's timed steps"),
+                     "Efficiency 95% CI": st.column_config.TextColumn(
                          "Efficiency 95% CI", help="against the one-worker run of the same "
                          "compression; both runs' intervals combined")})
     if any(r.get("oversubscribed") for r in results):

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from benchmarks.report.formats import display_rows  # the one formatting layer
 from benchmarks.run.estimate import actual_seconds, estimated_seconds, shown_kind
-from dashboard import history_view, shell, state, widgets
+from dashboard import history_view, shell, state, tables, widgets
 from dashboard.markup import md
 
 shell.standalone()
@@ -30,8 +31,11 @@ st.dataframe(pd.DataFrame([{
     "date": (r["created_at"] or "")[:19].replace("T", " "), "status": r["status"],
     "variants": r["variant_count"], "took_s": actual_seconds(r),
     "estimated_s": estimated_seconds(r), "error": r.get("error")}
-    for r in runs]), hide_index=True, key="history_table",
-    column_config={"open": st.column_config.LinkColumn("Open", display_text="results ↗"),
+    for r in runs]), hide_index=True, key="history_table", placeholder=tables.NOT_APPLICABLE,
+    column_config={"run": "Run", "kind": "Kind", "model": "Model", "dataset": "Data set",
+                   "device": "Ran on", "date": "Started (UTC)", "status": "Status",
+                   "variants": "Variants", "error": "Error",
+                   "open": st.column_config.LinkColumn("Open", display_text="results ↗"),
                    "yours": st.column_config.CheckboxColumn("Yours"),
                    # The estimate shown when the run started beside what it took: its error.
                    "took_s": st.column_config.NumberColumn("Took (s)", format="%.0f"),
@@ -73,18 +77,16 @@ if mode == "two runs":
             if shared:
                 st.markdown("**The variants both runs have** (change from the first to the "
                             "second; its interval and p: one paired test on the same examples)")
-                st.dataframe(pd.DataFrame(shared), hide_index=True, key="history-shared",
-                             column_config=widgets.PAIRED_CONFIG)
+                st.dataframe(display_rows(shared), hide_index=True, key="history-shared")
         for col, rid in zip(st.columns(2), picked):
             run = loaded_runs[picked.index(rid)]
             with col:
                 st.markdown(f"**{md(widgets.run_label(run))}**")
                 if run.get("kind", "sweep") == "sweep":
                     _, rows = widgets.run_rows(run)
-                    st.dataframe(widgets.table_frame(rows), hide_index=True,
-                                 key=f"history-cmp-{rid}")
-                else:
-                    st.dataframe(pd.DataFrame(run["variants"]), hide_index=True,
+                    tables.comparison_table(rows, key=f"history-cmp-{rid}")
+                else:  # a distributed or recipe run: its records, formatted
+                    st.dataframe(display_rows(run["variants"]), hide_index=True,
                                  key=f"history-cmp-{rid}")
     else:
         st.caption("Pick two runs to see them side by side.")
@@ -117,7 +119,7 @@ else:
         # The first pick is the reference: every change, and the paired test on the same
         # test examples where both runs scored the same test split, read against it.
         rows = RunReport(variants=results, baseline=results[0].name).rows()
-        st.dataframe(widgets.table_frame(rows), hide_index=True, key="history-variant-cmp")
+        tables.comparison_table(rows, key="history-variant-cmp")
         st.caption(widgets.paired_note(rows[1]))
     else:
         st.caption("Pick two variants: the table shows every figure and its change.")

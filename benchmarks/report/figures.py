@@ -43,6 +43,7 @@ from benchmarks.report.style import (  # noqa: F401
     with_legend,
 )
 from benchmarks.report.tradeoffs import (  # noqa: F401
+    curve_axes,
     curve_chart,
     pareto_chart,
     pareto_front_of,
@@ -285,7 +286,7 @@ def figure_names(report, rows: list[dict]) -> list[str]:
     rows = primary_rows(rows)
     if not ok_rows(rows):
         return []
-    names = [*FOUR, *(f"curve:{axis}" for axis in swept_axes(rows))]
+    names = [*FOUR, *(f"curve:{axis}" for axis in curve_axes(rows))]
     if pareto_front_of(rows):
         names.append("pareto")
     if report.peaks and roofline_points(rows):

@@ -45,6 +45,10 @@ def pareto_front_of(rows: list[dict]) -> list[str]:
 LABEL_SPOTS = (("top center", 0, 1), ("bottom center", 0, -1), ("middle right", 0.6, 0),
                ("middle left", -0.6, 0), ("top right", 0.6, 1), ("top left", -0.6, 1),
                ("bottom right", 0.6, -1), ("bottom left", -0.6, -1))
+# Beyond the eight spots beside a point: the same directions farther out, drawn as an
+# annotation with an arrow back to its point (plotly's textposition only reaches the first
+# ring). Crowded frontiers (amp and int8 at one latency) get a label there, not none.
+LABEL_RINGS = (1, 2, 3)
 
 
 # The plot area assumed when placing labels: smaller than any the pages draw, so labels
@@ -53,12 +57,14 @@ PLOT_PX = (480.0, 260.0)
 CHAR_PX, LINE_PX = 7.5, 16.0
 
 
-def _label_positions(rows: list[dict], front: list[str]) -> dict[str, str]:
-    """A position for each frontier variant's label such that no two labels (nor a label and
-    a point) overlap; a frontier point with no free spot is named on hover only. Greedy, by
-    latency, in pixels of an assumed plot area (plotly places no labels apart itself)."""
+def label_boxes(rows: list[dict], front: list[str]) -> dict[str, tuple]:
+    """Where each label goes: {variant: (ring, spot name, box)} in pixels of the assumed plot
+    area, no two boxes (nor a box and a point) overlapping. The baseline first (always named:
+    every other point reads against it), then the frontier by latency; a point with no free
+    spot in any ring is named on hover only."""
     by_name = {r["variant"]: r for r in rows}
-    pts = [by_name[n] for n in front if n in by_name]
+    base = [r["variant"] for r in rows if is_baseline(r)]
+    pts = [by_name[n] for n in dict.fromkeys([*base[:1], *front]) if n in by_name]
     if not pts:
         return {}
     xs = [r["p50_ms"] for r in rows]
@@ -74,22 +80,43 @@ def _label_positions(rows: list[dict], front: list[str]) -> dict[str, str]:
         return ((x - x0) / (x1 - x0) * PLOT_PX[0], (y - y0) / (y1 - y0) * PLOT_PX[1])
 
     taken = [(cx - 6, cy - 6, cx + 6, cy + 6) for cx, cy in (px(x, y) for x, y in zip(xs, ys))]
-    placed: dict[str, str] = {}
+    placed: dict[str, tuple] = {}
     for r in pts:
         cx, cy = px(r["p50_ms"], 100 * r["accuracy"])
+        own = (cx - 6, cy - 6, cx + 6, cy + 6)
         w, h = CHAR_PX * len(short(r["variant"])), LINE_PX
-        for name, dx, dy in LABEL_SPOTS:
-            left = cx + dx * w - w / 2 + (8 if dx > 0 else -8 if dx < 0 else 0)
-            bottom = cy + dy * (h / 2 + 8) - h / 2
-            box = (left, bottom, left + w, bottom + h)
-            inside = box[0] >= -40 and box[2] <= PLOT_PX[0] + 40 and box[1] >= -20 and \
-                box[3] <= PLOT_PX[1] + 30
-            if inside and not any(_overlap(box, t) for t in taken
-                                  if t != (cx - 6, cy - 6, cx + 6, cy + 6)):
-                placed[r["variant"]] = name
-                taken.append(box)
+        for ring in LABEL_RINGS:
+            for name, dx, dy in LABEL_SPOTS:
+                gap = 8 + (ring - 1) * 1.5 * h
+                left = cx + ring * dx * w - w / 2 + (gap if dx > 0 else -gap if dx < 0 else 0)
+                bottom = cy + dy * (h / 2 + gap) - h / 2
+                box = (left, bottom, left + w, bottom + h)
+                inside = box[0] >= -40 and box[2] <= PLOT_PX[0] + 40 and box[1] >= -20 and \
+                    box[3] <= PLOT_PX[1] + 30
+                if inside and not any(_overlap(box, t) for t in taken if t != own):
+                    placed[r["variant"]] = (ring, name, box)
+                    taken.append(box)
+                    break
+            if r["variant"] in placed:
                 break
     return placed
+
+
+def _label_positions(rows: list[dict], front: list[str]) -> dict[str, str]:
+    """The labels plotly places itself: those in the first ring, by textposition."""
+    return {n: spot for n, (ring, spot, _) in label_boxes(rows, front).items() if ring == 1}
+
+
+def _pixel(rows: list[dict], r: dict) -> tuple[float, float]:
+    """A point's place in the assumed plot area, as ``label_boxes`` computes it."""
+    xs = [q["p50_ms"] for q in rows]
+    lows = [100 * (num(q.get("accuracy_ci_low")) or q["accuracy"]) for q in rows]
+    highs = [100 * (num(q.get("accuracy_ci_high")) or q["accuracy"]) for q in rows]
+    x0, x1, y0, y1 = min(xs), max(xs), min(lows), max(highs)
+    xpad, ypad = 0.06 * ((x1 - x0) or 1.0), 0.06 * ((y1 - y0) or 1.0)
+    x0, x1, y0, y1 = x0 - xpad, x1 + xpad, y0 - ypad, y1 + ypad
+    return ((r["p50_ms"] - x0) / (x1 - x0) * PLOT_PX[0],
+            (100 * r["accuracy"] - y0) / (y1 - y0) * PLOT_PX[1])
 
 
 def _overlap(a, b) -> bool:
@@ -110,7 +137,8 @@ def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
     sizes = [num(r.get("size_mb")) or 0.0 for r in rows]
     biggest = max(sizes) if sizes and max(sizes) > 0 else 1.0
     on_front = set(front)
-    positions = _label_positions(rows, front)
+    boxes = label_boxes(rows, front)
+    positions = {n: spot for n, (ring, spot, _) in boxes.items() if ring == 1}
     fig = go.Figure()
 
     def group_of(r):
@@ -150,6 +178,17 @@ def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
         fig.add_scatter(x=[None], y=[None], mode="markers", name=NOISY_RING, hoverinfo="skip",
                         marker=dict(size=10, color="rgba(0,0,0,0)",
                                     line=dict(width=3, color=NOISY_COLOR)))
+    # Labels farther out: an annotation at the label's offset, its arrow back to the point.
+    by_name = {r["variant"]: r for r in rows}
+    for name, (ring, _, box) in boxes.items():
+        if ring == 1:
+            continue
+        r = by_name[name]
+        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        px0 = _pixel(rows, r)
+        fig.add_annotation(x=r["p50_ms"], y=100 * r["accuracy"], text=short(name),
+                           ax=cx - px0[0], ay=-(cy - px0[1]), showarrow=True, arrowhead=0,
+                           arrowwidth=1, arrowcolor=INK, font=dict(size=11))
     fig.update_layout(title="Accuracy vs latency (marker area: size)",
                       height=CHART_HEIGHT + 80, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis_title="p50 latency (ms per batch)", yaxis_title="accuracy (%)",
@@ -167,6 +206,18 @@ def swept_axes(rows: list[dict]) -> list[str]:
     return sorted(a for a, vs in values.items() if len(vs) > 1)
 
 
+def _numeric(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def curve_axes(rows: list[dict]) -> list[str]:
+    """The swept settings a curve is drawn against: the numeric ones. A categorical one (the
+    pruning method, a precision) is never an x axis joined by lines: each of its values is a
+    line of its own on the numeric axes' curves."""
+    return [a for a in swept_axes(rows)
+            if all(_numeric(r[f"axis:{a}"]) for r in rows if r.get(f"axis:{a}") is not None)]
+
+
 CURVE_FIGURES = (("accuracy", "accuracy (%)", 100.0), ("p50_ms", "p50 (ms per batch)", 1.0),
                  ("size_mb", "size (MB)", 1.0))
 
@@ -178,6 +229,9 @@ def curve_chart(rows: list[dict], axis: str) -> go.Figure:
     from plotly.subplots import make_subplots
     key = f"axis:{axis}"
     points = [r for r in rows if r.get(key) is not None]
+    if not all(_numeric(r[key]) for r in points):
+        raise ValueError(f"a curve needs a numeric swept setting; {axis} takes categories "
+                         f"(numeric ones here: {', '.join(curve_axes(rows)) or 'none'})")
     others = sorted({k for r in points for k in r if k.startswith("axis:") and k != key
                      and r.get(k) is not None and _varies(points, k)})
     groups: dict[str, list[dict]] = defaultdict(list)
@@ -189,9 +243,8 @@ def curve_chart(rows: list[dict], axis: str) -> go.Figure:
     base = next((r for r in rows if is_baseline(r) and not r.get("error")), None)
     fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t, _ in CURVE_FIGURES],
                         horizontal_spacing=0.08)
-    numeric = all(isinstance(r.get(key), (int, float)) for r in points)
     for g, (label, members) in enumerate(sorted(groups.items())):
-        members = sorted(members, key=lambda r: r[key] if numeric else str(r[key]))
+        members = sorted(members, key=lambda r: r[key])
         color = PALETTE[g % len(PALETTE)]
         for col, (figure, _, scale) in enumerate(CURVE_FIGURES, start=1):
             good = [r for r in members if not r.get("error") and num(r.get(figure)) is not None]
@@ -255,6 +308,9 @@ def _failed_y(rows: list[dict], figure: str, scale: float) -> float:
     return min(values) if values else 0.0
 
 
+ABOVE_ROOF = "above the theoretical roof (a FLOP count or roof is wrong)"
+LEGEND_KEY = "legend key"  # the ``meta`` of a trace drawn only to name a group in the legend
+
 PRECISION_COLORS = {"fp32": "#2563eb", "tf32": "#0891b2", "bf16": "#9333ea", "fp16": "#db2777",
                     "int8": "#ea580c"}
 
@@ -294,7 +350,10 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
             label = f"{device} {precision}" if len(devices) > 1 else precision
             fig.add_scatter(x=[low, ridge, high], y=[low * bandwidth / GIGA, peak / GIGA,
                                                      peak / GIGA],
-                            mode="lines", name=f"{label} roof",
+                            # Named at its right end: the legend has one entry for roofs.
+                            mode="lines+text", name=f"{label} roof", legendgroup="roofs",
+                            showlegend=False, text=["", "", label],
+                            textposition="bottom left",
                             line=dict(color=PRECISION_COLORS.get(precision, BASELINE_COLOR),
                                       width=1.5, dash=dash),
                             hovertemplate=f"{label}: peak {peak / GIGA:,.1f} GFLOP/s, "
@@ -308,23 +367,34 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
                 (peaks[device].get("theoretical") or {}).get("source", "")
             fig.add_scatter(x=[ridge_point(peak, bandwidth), high], y=[peak / GIGA] * 2,
                             mode="lines+text", name=f"{label} theoretical roof",
+                            legendgroup="roofs", showlegend=False,
                             text=["", f"{label} theoretical"], textposition="top left",
                             line=dict(color=PRECISION_COLORS.get(precision, BASELINE_COLOR),
                                       width=1.2, dash="dash"),
                             hovertemplate=f"{label} theoretical: {peak / GIGA:,.1f} GFLOP/s"
                                           f"<br>{how}<extra></extra>")
-    # One trace per variant, so the legend names each point (labels on the chart pile up
-    # where variants share an intensity); the colour says its precision.
-    symbols = ("circle", "square", "triangle-up", "x", "star", "cross", "triangle-down", "hexagon")
+    shown: set[str] = set()
+    for name, dash in (("measured roofs (colour: precision)", "solid"),
+                       ("theoretical roofs", "dash")):
+        if name.startswith("theoretical") and not any(theory.values()):
+            continue
+        fig.add_scatter(x=[None], y=[None], mode="lines", name=name, legendgroup="roofs",
+                        hoverinfo="skip", meta=LEGEND_KEY,
+                        line=dict(color=BASELINE_COLOR, width=1.5, dash=dash))
+    # One trace per variant (a click or hover names it), grouped in the legend: a few entries
+    # (the roofs, a precision each, the baseline, a flag) rather than one per variant; the
+    # colour says the precision, a diamond the baseline, a red outline a flag.
     for n, r in enumerate(points):
+        flagged = bool(r.get("above_theoretical"))
+        group = ABOVE_ROOF if flagged else "baseline (diamond)" if is_baseline(r) else \
+            f"{r.get('precision') or 'unknown'} variants"
         fig.add_scatter(
             x=[r["arithmetic_intensity"]], y=[r["achieved_flops_per_s"] / GIGA], mode="markers",
-            name=f"{short(r['variant'])} ({r.get('precision')})" + (
-                ": above the theoretical roof (a FLOP count or roof is wrong)"
-                if r.get("above_theoretical") else ""),
+            name=group, legendgroup=group, showlegend=group not in shown,
             marker=dict(size=12, color=PRECISION_COLORS.get(r.get("precision"), VARIANT_COLOR),
-                        symbol="diamond" if is_baseline(r) else symbols[n % len(symbols)],
-                        line=dict(width=1, color=INK)),
+                        symbol="diamond" if is_baseline(r) else "circle",
+                        line=dict(width=3 if flagged else 1,
+                                  color=FAILED_COLOR if flagged else INK)),
             customdata=[[r["variant"], num(r.get("percent_of_peak")) or 0.0,
                          r.get("bound") or "-", r.get("device"), _peak_flag(r),
                          throughput_text(r)]],
@@ -332,6 +402,7 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
                           "%{x:.2f} FLOP/byte<br>%{customdata[1]:.1f}% of the peak"
                           "%{customdata[4]}; %{customdata[2]}-bound<br>%{customdata[5]}"
                           "<extra></extra>")
+        shown.add(group)
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte moved)")
     fig.update_yaxes(type="log", title="GFLOP/s")
     fig.update_layout(title="Roofline: achieved FLOP/s against the measured roofs "

@@ -81,6 +81,42 @@ def test_a_swept_setting_travels_as_a_range_and_choices_as_a_list(app_env):
     assert any(c.value.startswith("**7 variants") for c in at.caption)  # 3 x 2 and baseline
 
 
+def test_a_sweep_opens_where_the_trade_off_happens(app_env):
+    # The prune ratio's declared sweep range, not a no-op 0 up to the single default 0.5;
+    # the CLI's single default stays 0.5.
+    at = opened({"prune.sweep": "on"})
+    assert at.slider(key="exp_prune_ratio_range").value == (0.3, 0.9)
+    from optimizers.settings import PruneSettings
+    assert PruneSettings().ratio == 0.5
+
+
+def _legible_table(table) -> None:
+    """An AppTest dataframe a person reads without "None", a snake_case header or a float
+    past four decimals: its headers (the column settings' labels where given) and cells."""
+    import json
+    import re
+    labels = json.loads(table.proto.columns or "{}")
+    for column in table.value.columns:
+        header = (labels.get(column) or {}).get("label", column)
+        assert not re.match(r"^[a-z0-9]+(_[a-z0-9]+)+$", header), header
+        for cell in table.value[column]:
+            if isinstance(cell, str):
+                assert "None" not in cell and not re.search(r"\d\.\d{5,}", cell), cell
+            elif isinstance(cell, float) and column not in labels:
+                assert cell == round(cell, 4), (column, cell)
+
+
+def test_history_and_compare_tables_read_in_words(app_env):
+    store_history(app_env, runs=2)
+    at = opened({}, "pages/history.py")
+    tables = list(at.dataframe)
+    assert len(tables) >= 4  # the runs, the shared variants, each run's comparison
+    for table in tables:
+        _legible_table(table)
+    shared = next(t.value for t in tables if "Accuracy (first)" in t.value.columns)
+    assert all(c.endswith("%") for c in shared["Accuracy (first)"])  # 96.94%, never 0.9694
+
+
 def test_bad_parameters_fall_back_to_defaults_with_one_warning_and_no_job(app_env):
     at = opened({"model": "nosuch", "prune.ratio": "2", "epochs": "abc", "bogus": "1",
                  "int8.mode": "fast"})

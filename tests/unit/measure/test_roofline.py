@@ -85,10 +85,16 @@ def test_the_json_table_and_chart_carry_the_roofline():
     assert "% peak" in report.table() and "10.0" in report.table()
     from benchmarks.report.figures import roofline_chart, run_figures
     fig = roofline_chart(rows, FAKE_PEAKS)
-    roofs = [t for t in fig.data if t.mode == "lines"]
+    roofs = [t for t in fig.data if t.mode == "lines+text"]
     points = [t for t in fig.data if t.mode == "markers"]
     assert sorted(t.name for t in roofs) == ["bf16 roof", "fp32 roof", "int8 roof"]
     assert [t.y[0] * 1e9 for t in points] == pytest.approx([10e9, 20e9])
+    # A grouped legend: one entry for the roofs, one per precision or the baseline; each
+    # roof named at its right end instead.
+    listed = [t.name for t in fig.data if t.showlegend is not False]
+    assert listed == ["measured roofs (colour: precision)", "baseline (diamond)",
+                      "int8 variants"]
+    assert all(t.text[-1] in t.name for t in roofs)
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "roofline" in run_figures(report) and "roofline" not in run_figures(
         RunReport(variants=report.variants, baseline="baseline"))
@@ -96,7 +102,7 @@ def test_the_json_table_and_chart_carry_the_roofline():
     theory = {"gemm_flops_per_s": {"fp32": 300e9, "bf16": 300e9, "int8": 600e9},
               "derivation": {"fp32": "1 core(s) x 3 GHz x 32 FLOP/cycle"}}
     fig = roofline_chart(rows, {"cpu": {**FAKE_PEAKS["cpu"], "theoretical": theory}})
-    dashed = {t.name: t for t in fig.data if t.line.dash == "dash"}
+    dashed = {t.name: t for t in fig.data if t.line.dash == "dash" and t.meta != "legend key"}
     assert set(dashed) == {"fp32 theoretical roof", "int8 theoretical roof"}
     assert dashed["fp32 theoretical roof"].y[0] == pytest.approx(300.0)
     assert "fp32 theoretical" in dashed["fp32 theoretical roof"].text

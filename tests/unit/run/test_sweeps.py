@@ -185,6 +185,10 @@ def test_curves_are_built_per_swept_axis_with_a_line_per_method():
     from dashboard import charts
     rows = _rows()
     assert charts.swept_axes(rows) == ["prune.method", "prune.ratio"]
+    # Curves only over the numeric setting: the method is a line each, never an x axis.
+    assert charts.curve_axes(rows) == ["prune.ratio"]
+    with pytest.raises(ValueError, match="prune.method takes categories"):
+        charts.curve_chart(rows, "prune.method")
     fig = charts.curve_chart(rows, "prune.ratio")
     lines = [t for t in fig.data if t.mode == "lines+markers"]
     assert {t.name for t in lines} == {"method=l1", "method=channel"}
