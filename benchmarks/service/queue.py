@@ -309,15 +309,21 @@ class JobQueue:
         sign-in a person is a browser session, and a new session is one page load away, so
         two caps hold as well: one address (``client``) at most
         ``limits.max_jobs_per_address``, and every anonymous session together at most
-        ``limits.max_anonymous_jobs``."""
-        def count(where: str, *args) -> int:
-            return db.execute(f"SELECT COUNT(*) FROM jobs WHERE {ACTIVE_SQL} AND {where}",
-                              args).fetchone()[0]
+        ``limits.max_anonymous_jobs``. With the secret, a job counts for the owner its tag
+        names; one whose tag does not verify (rewritten by job code) counts as anonymous, so
+        rewriting owners frees no slot."""
+        active_jobs = []
+        for row in db.execute("SELECT job_id, owner, session, owner_tag, client FROM jobs "
+                              f"WHERE {ACTIVE_SQL}"):
+            signed = self.job_owner(row)[0]
+            anon = (signed is None and self.secret is not None) or \
+                (signed is not None and signed.startswith(ANONYMOUS))
+            active_jobs.append((signed, anon, row["client"]))
 
         def jobs(n: int) -> str:
             return f"{n} job{'s' * (n != 1)}"
         limits = self.limits
-        active = count("owner=?", owner)
+        active = sum(1 for signed, _, _ in active_jobs if signed == owner)
         if active >= limits.max_jobs:
             raise CapReached("person", f"you already have {jobs(active)} queued or running, "
                              f"the most one person may have here ({limits.max_jobs}, "
@@ -326,14 +332,14 @@ class JobQueue:
         if not owner.startswith(ANONYMOUS):
             return  # signed in (or a direct caller): the per-person cap is the one
         if client is not None:
-            here = count("client=? AND owner LIKE ?", client, ANONYMOUS + "%")
+            here = sum(1 for _, anon, at in active_jobs if anon and at == client)
             if here >= limits.max_jobs_per_address:
                 raise CapReached("address", f"your address already has {jobs(here)} queued "
                                  f"or running from sessions without sign-in, the most one "
                                  f"address may have ({limits.max_jobs_per_address}, "
                                  f"COMPRESSION_BENCH_MAX_JOBS_PER_ADDRESS; a new session "
                                  f"does not reset it): wait for them to finish, or sign in")
-        anonymous = count("owner LIKE ?", ANONYMOUS + "%")
+        anonymous = sum(1 for _, anon, _ in active_jobs if anon)
         if anonymous >= limits.max_anonymous_jobs:
             raise CapReached("server", f"the server already has {jobs(anonymous)} queued or "
                              f"running from people not signed in, the most it takes "

@@ -8,7 +8,8 @@ import sqlite3
 
 import pytest
 
-from benchmarks.service.queue import JobQueue
+from benchmarks.service.queue import CapReached, JobQueue
+from benchmarks.spec.limits import Limits
 from benchmarks.store.database import ResultsStore, job_tag, owner_tag, tagged_job, tagged_owner
 
 SECRET = b"k" * 32
@@ -83,3 +84,12 @@ def test_a_rewritten_owner_takes_nothing_and_an_unsigned_one_is_nobodys(tmp_path
     store.sign_owner(cli, "session:bob")
     assert store.run(cli)["owner"] == "session:bob"
     assert store.delete_run(cli, by="session:bob")
+
+
+def test_rewriting_a_jobs_owner_frees_no_slot_under_the_cap(tmp_path):
+    path = tmp_path / "results.db"
+    queue = JobQueue(path, limits=Limits(max_jobs=1), secret=SECRET)
+    queue.submit("sweep", {"model": "mlp"}, session="session:m", owner="session:m")
+    rewrite_everything(path, "session:someone-else")
+    with pytest.raises(CapReached, match="you already have 1 job"):
+        queue.submit("sweep", {"model": "mlp"}, session="session:m", owner="session:m")
