@@ -16,6 +16,7 @@ import json
 from importlib import resources
 
 from benchmarks.measure.theory import clock_text
+from benchmarks.report import formats
 from benchmarks.report.document import (
     SWEEP_COLUMNS,
     RunReport,
@@ -34,16 +35,14 @@ REPORT_COLUMNS = [
     ("achieved_flops_per_s", "GFLOP/s", lambda v: f"{v / 1e9:,.2f}"),
     ("arithmetic_intensity", "FLOP/byte", "{:.2f}"), ("bound", "bound", "{}"),
 ]
+# Two runs side by side, through the one formatting layer the dashboard's History uses
+# (benchmarks.report.formats): the same cells, percents and headers in both.
 COMPARE_COLUMNS = [
-    ("variant", "variant", "{}"), ("accuracy_a", "acc % (first)", lambda v: f"{100 * v:.2f}"),
-    ("accuracy_b", "acc % (second)", lambda v: f"{100 * v:.2f}"),
-    ("accuracy_change_pts", "Δ pts", "{:+.2f}"),
-    # The change's interval and p from one paired test (they never disagree).
-    ("accuracy_change_ci", "Δ 95% CI", lambda ci: f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"),
-    ("p_value", "p (paired)", "{:.3g}"),
-    ("within_noise", "within noise", "{}"), ("p50_ms_a", "p50 ms (first)", "{:.3f}"),
-    ("p50_ms_b", "p50 ms (second)", "{:.3f}"), ("p50_ratio", "p50 second/first", "{:.2f}x"),
-]
+    (key, formats.header(key), lambda v, key=key: formats.cell(key, v))
+    for key in ("variant", "accuracy_a", "accuracy_b", "accuracy_change_pts",
+                # The change's interval and p from one paired test (they never disagree).
+                "accuracy_change_ci", "p_value", "within_noise", "p50_ms_a", "p50_ms_b",
+                "p50_ratio")]
 
 
 def _script_json(value) -> str:
