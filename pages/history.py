@@ -30,11 +30,13 @@ st.dataframe(pd.DataFrame([{
     "dataset": r["dataset"], "device": r.get("device"),
     "date": (r["created_at"] or "")[:19].replace("T", " "), "status": r["status"],
     "variants": r["variant_count"], "took_s": actual_seconds(r),
-    "estimated_s": estimated_seconds(r), "error": r.get("error")}
+    "estimated_s": estimated_seconds(r), "error": r.get("error"),
+    # An owner the server did not sign (rewritten in the store): nobody's, and said so.
+    **({"ownership": "unverifiable"} if r.get("owner_unverified") else {})}
     for r in runs]), hide_index=True, key="history_table", placeholder=tables.NOT_APPLICABLE,
     column_config={"run": "Run", "kind": "Kind", "model": "Model", "dataset": "Data set",
                    "device": "Ran on", "date": "Started (UTC)", "status": "Status",
-                   "variants": "Variants", "error": "Error",
+                   "variants": "Variants", "error": "Error", "ownership": "Ownership",
                    "open": st.column_config.LinkColumn("Open", display_text="results ↗"),
                    "yours": st.column_config.CheckboxColumn("Yours"),
                    # The estimate shown when the run started beside what it took: its error.

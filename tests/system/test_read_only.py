@@ -56,9 +56,20 @@ def test_a_non_owner_on_a_run_link_cannot_export_and_the_owner_can(own_store):
         queue.submit("export", {"run_id": run_id, "variant": "amp"}, session="x",
                      owner=session_owner(viewer.session_state["cb_session"]))
     assert [j.job_id for j in queue.jobs()] == before
-    # Its owner, on the same link, is offered the export.
-    sign_owner(path, run_id, session_owner(viewer.session_state["cb_session"]))
+    # An owner the server did not sign (written straight into the store, as job code in the
+    # worker could) is nobody's: still no export, and the page says why; History too.
+    me = session_owner(viewer.session_state["cb_session"])
+    with queue.store.transaction() as db:
+        db.execute("UPDATE runs SET owner=? WHERE run_id=?", (me, run_id))
     viewer.run()
+    assert not [b for b in viewer.button if b.key == f"{key}-export"]
+    assert any("Ownership unverifiable" in c.value for c in viewer.caption)
+    viewer.switch_page("pages/history.py").run()
+    [row] = [r for _, r in viewer.dataframe[0].value.iterrows() if r["run"] == run_id]
+    assert row["ownership"] == "unverifiable" and not row["yours"]
+    # Its owner, signed as the server signs, on the same link, is offered the export.
+    sign_owner(path, run_id, me)
+    viewer.switch_page("pages/results.py").run()
     assert [b for b in viewer.button if b.key == f"{key}-export"]
 
 
