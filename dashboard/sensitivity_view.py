@@ -130,15 +130,7 @@ def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
                         key=f"{key}-scatter")
     own = state.owns(stored)  # a cell's error names no server path to anyone else
     with st.expander("The map's cells", expanded=False):
-        from benchmarks.report.formats import display_rows
-        st.dataframe(display_rows([{**r, "error": no_paths(r["error"])} if r.get("error")
-                                   and not own else r for r in rows], [
-            "root", "level", "accuracy_change", "accuracy_change_ci", "p_value",
-            "latency_share", "macs_removed", "sqnr_db", "group_sqnr_db", "evaluated_on",
-            "error"], reasons={"sqnr_db": "not a quantization cell",
-                               "group_sqnr_db": "not a quantization cell",
-                               "accuracy_change_ci": "no paired test"}),
-            hide_index=True, key=f"{key}-cells")
+        st.dataframe(cell_rows(rows, own), hide_index=True, key=f"{key}-cells")
     if stored.get("status") == "running":
         st.info("The map is still being measured: reload to see the cells that follow.")
         return
@@ -248,6 +240,42 @@ def _may_apply(stored: dict, source: dict | None) -> bool:
                                                   state.may_run_on(source, "sweep"))
 
 
+def schedule_rows(checks: list[dict]) -> list[dict]:
+    """The schedule checks as a table reads them (benchmarks.report.formats): headers in
+    words, changes in points, savings as percents, "—" with why."""
+    from benchmarks.report import formats as f  # the one formatting layer
+    def interval(ci, fmt, reason):
+        return f.missing(reason) if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+    return [{
+        "Variant": c["variant"], "Technique": c["technique"],
+        "Predicted Δ (points)": f.points(c["predicted_pts"], "not predicted"),
+        "Measured Δ (points)": f.points(c["measured_pts"]),
+        "Measured 95% interval": interval(c["measured_ci"], f.points, "no paired test"),
+        "p (paired)": f.cell("p_value", c["p_value"], "no paired test"),
+        "Budget (points)": f.plain(c["max_drop_pts"]),
+        "Within budget": f.plain(c["within_budget"]),
+        "Predicted saving": f.percent(c["predicted_saving"], "not predicted"),
+        "Measured saving": f.percent(c["measured_saving"]),
+        "Measured saving 95% interval": interval(c["measured_saving_ci"], f.percent,
+                                                 "not timed in rounds"),
+        "Fine-tuning (predicted / applied)": f"{f.plain(c['predicted_finetune_epochs'], '')}"
+                                             f" / {f.plain(c['finetune_epochs'], '')}"}
+        for c in checks]
+
+
+def cell_rows(rows: list[dict], own: bool) -> list[dict]:
+    """The map's cells as a table reads them; a cell's error names no server path to anyone
+    but the map's owner."""
+    from benchmarks.report.formats import display_rows
+    return display_rows([{**r, "error": no_paths(r["error"])} if r.get("error") and not own
+                         else r for r in rows], [
+        "root", "level", "accuracy_change", "accuracy_change_ci", "p_value",
+        "latency_share", "macs_removed", "sqnr_db", "group_sqnr_db", "evaluated_on",
+        "error"], reasons={"sqnr_db": "not a quantization cell",
+                           "group_sqnr_db": "not a quantization cell",
+                           "accuracy_change_ci": "no paired test"})
+
+
 def _schedule_checks(run: dict) -> None:
     """A sweep that applied a schedule: the map's prediction beside the measured change."""
     from benchmarks.report.document import RunReport
@@ -258,21 +286,7 @@ def _schedule_checks(run: dict) -> None:
     st.markdown("**Schedules: predicted against measured** (paired on the same test examples; "
                 "the map's cells were measured one group at a time, and effects are not "
                 "additive)")
-    st.dataframe([{
-        "variant": c["variant"], "technique": c["technique"],
-        "predicted Δ pts": c["predicted_pts"], "measured Δ pts": c["measured_pts"],
-        "measured 95% interval": None if c["measured_ci"] is None else
-        f"[{c['measured_ci'][0]:+.2f}, {c['measured_ci'][1]:+.2f}]",
-        "p": c["p_value"], "budget pts": c["max_drop_pts"],
-        "within budget": c["within_budget"],
-        "predicted saving": _pct(c["predicted_saving"]),
-        "measured saving": _pct(c["measured_saving"]),
-        "measured saving 95% interval": None if c["measured_saving_ci"] is None else
-        f"[{c['measured_saving_ci'][0]:.1%}, {c['measured_saving_ci'][1]:.1%}]",
-        "fine-tuning (predicted / applied)":
-            f"{_num(c['predicted_finetune_epochs'], '{}')} / "
-            f"{_num(c['finetune_epochs'], '{}')}"} for c in checks],
-        hide_index=True, key=f"schedule-checks-{run['run_id']}")
+    st.dataframe(schedule_rows(checks), hide_index=True, key=f"schedule-checks-{run['run_id']}")
 
 
 def _diagnostics(run: dict, key: str) -> None:
@@ -310,10 +324,6 @@ def _diagnostics(run: dict, key: str) -> None:
                                            or "none"))
             st.caption("Became right: " + (", ".join(map(str, flips["became_right"]))
                                            or "none"))
-
-
-def _pct(value) -> str | None:
-    return None if value is None else f"{value:.1%}"
 
 
 def _db(value) -> str:

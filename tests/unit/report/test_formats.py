@@ -168,3 +168,38 @@ def test_the_distributed_table_reads_in_words():
         "— (no one-worker run to compare with)", "85.01%"]
     assert rows[0]["Communication (ms per step)"] == "1.23 ms"
     assert rows[0]["Mixed precision"] == "no" and rows[0]["Error"] == ""
+
+
+def test_the_sensitivity_tables_read_in_words():
+    from benchmarks.report.results import VariantResult
+    from benchmarks.report.sensitivity import schedule_checks
+    from benchmarks.report.stats import pack_bits
+    from dashboard.sensitivity_view import cell_rows, schedule_rows
+    bits = pack_bits([True] * 10)
+    schedule = {"technique": "prune.channel", "groups": {"a": 0.5}, "finetune_epochs": 0,
+                "predicted": {"accuracy_change_pts": 0.0, "saving": 0.25}}
+    rounds = [1.0, 1.1, 0.9, 1.0, 1.2]
+    checks = schedule_checks([
+        VariantResult("baseline", correct_bits=bits, n_test=10, latency_samples_ms=[1.0] * 9,
+                      round_p50_ms=rounds),
+        VariantResult("prune-channel-schedule-x", ["prune"], correct_bits=bits, n_test=10,
+                      config={"prune": {"method": "channel", "finetune_epochs": 2,
+                                        "schedule": schedule}},
+                      latency_samples_ms=[0.7] * 9, round_p50_ms=[0.7 * r for r in rounds])],
+        "baseline")
+    [row] = schedule_rows(checks)
+    legible([row])
+    assert row["Measured saving"] == "30.00%" and row["Predicted saving"] == "25.00%"
+    cells = cell_rows([
+        {"root": "features.0", "level": 0.5, "accuracy_change": -1.23456789,
+         "accuracy_change_ci": [-2.5, 0.1], "p_value": 0.0312345, "latency_share": 0.123456,
+         "macs_removed": 0.5, "sqnr_db": None, "group_sqnr_db": None, "evaluated_on": 360,
+         "error": None},
+        {"root": "features.3", "level": 0.9, "accuracy_change": None, "error": "OOM in /srv/x"}],
+        own=False)
+    legible(cells)
+    assert cells[0]["Δ accuracy (points)"] == "-1.23" and cells[0]["Share of latency"] \
+        == "12.35%"
+    assert cells[0]["SQNR (dB)"] == "— (not a quantization cell)"
+    assert cells[1]["Δ accuracy (points)"] == "— (the run failed)"
+    assert "/srv/x" not in cells[1]["Error"]  # no server path to another viewer
