@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from benchmarks.report.style import short
 from dashboard import links, tables
 from dashboard.markup import md
 
@@ -19,6 +18,20 @@ MARGIN_RANGE = (0.1, 10.0)  # points; the answer refuses (0, 50], the page offer
 DEFAULT_MARGIN = 1.0
 NONE = "none"
 DASH = "—"
+# The cards' text wraps instead of ending in "…" (st.metric's own style cuts a value to one
+# line): at 1280 px five cards leave ~130 px each, narrower than "95% CI -1.30 to +0.90".
+CARDS_KEY = "answer-cards"
+CARDS_CSS = (
+    f"<style>.st-key-{CARDS_KEY} [data-testid='stMetricValue'],"
+    f".st-key-{CARDS_KEY} [data-testid='stMetricValue'] *,"
+    f".st-key-{CARDS_KEY} [data-testid='stMetricDelta'],"
+    f".st-key-{CARDS_KEY} [data-testid='stMetricDelta'] *,"
+    f".st-key-{CARDS_KEY} [data-testid='stMetricLabel'],"
+    f".st-key-{CARDS_KEY} [data-testid='stMetricLabel'] *"
+    "{white-space:normal!important;overflow:visible!important;"
+    "text-overflow:clip!important;overflow-wrap:anywhere}"
+    f".st-key-{CARDS_KEY} [data-testid='stMetricValue']{{font-size:1.6rem;line-height:1.2}}"
+    "</style>")
 
 
 def certificate_of(run: dict) -> dict | None:
@@ -79,6 +92,16 @@ def _against(row: dict, figure: str) -> tuple[str, str | None]:
     return f"{value:.2f} MB", (None if ratio is None else f"{ratio:.2f}× the baseline")
 
 
+def measuring(run: dict, rows: list[dict]) -> tuple[int, int] | None:
+    """(timed, planned) while the run is still going, else None: until every variant is
+    timed there is no evidence for a verdict, only a count."""
+    if run.get("status") not in ("running", "queued"):
+        return None
+    planned = len((run.get("spec") or {}).get("variants") or []) or len(rows)
+    timed = sum(1 for r in rows if r.get("p50_ms") is not None)
+    return timed, max(planned, len(rows))
+
+
 def answer_of(report, margin: float):
     from benchmarks.report.answer import exploratory_answer
     return exploratory_answer(report.variants, report.baseline, margin_pts=margin)
@@ -100,10 +123,16 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
         st.markdown(f"**The answer** ({kind}): the fastest variant within {margin:g} "
                     f"accuracy point{'s' if margin != 1 else ''} of the baseline at 95% "
                     f"confidence")
+    st.html(CARDS_CSS)
+    pending = None if cert else measuring(run, rows)
+    if pending is not None:
+        _measuring_cards(kind, *pending)
+        return answer
     chosen = next((c for c in answer.candidates if c.name == name), None)
     row = next((r for r in rows if r["variant"] == name), {})
-    columns = st.columns([3, 2, 2, 2, 2], border=True)
-    columns[0].metric(f"Variant ({kind})", md(short(name, 28)) if name else NONE,
+    columns = st.container(key=CARDS_KEY).columns([3, 2, 2, 2, 2], border=True)
+    # The whole name, wrapped (CARDS_CSS): a shortened one ended in "…" on the headline.
+    columns[0].metric(f"Variant ({kind})", md(name) if name else NONE,
                       help=md((name + ": " if name else "") + (answer.reason if not cert else
                                                                "certified by its run")))
     if cert:
@@ -137,3 +166,16 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
                    "its confidence is not a guarantee; `compression-bench recommend` keeps "
                    "them apart and certifies.")
     return answer
+
+
+def _measuring_cards(kind: str, timed: int, planned: int) -> None:
+    """The cards of a run still going: a count of the variants timed, no verdict yet."""
+    columns = st.container(key=CARDS_KEY).columns([3, 2, 2, 2, 2], border=True)
+    columns[0].metric(f"Variant ({kind})", f"measuring {timed} of {planned}",
+                      help="Variants timed so far of those planned: the answer follows once "
+                           "every variant's latency is measured (this page updates itself).")
+    for column, title in zip(columns[1:], ("Speed-up (p50)", "Accuracy change", "Size",
+                                           "Peak memory")):
+        column.metric(title, DASH, "measuring", delta_color="off", delta_arrow="off")
+    st.caption(f"Measuring: {timed} of {planned} variants timed. The answer comes when the "
+               f"run ends.")

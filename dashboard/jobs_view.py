@@ -149,8 +149,9 @@ def running_steps(job) -> None:
 def job_status(job) -> None:
     """Where a job stands, with the settings it runs with (read from the job, so a value the
     page did not send as chosen shows); a running one as steps; an error as st.error."""
-    if job.status in ACTIVE:
-        st.caption(md(readback.settings_line(job.kind, job.payload)))
+    if job.status in ACTIVE:  # one compact line; every variant's settings on hover
+        st.caption(md(readback.compact_line(job.kind, job.payload)),
+                   help=md(readback.settings_line(job.kind, job.payload)))
     if job.status == "queued":
         ahead = job.position or 0
         st.info(f"Queued: place {ahead} in line. One job per device runs at a time so "

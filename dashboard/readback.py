@@ -26,6 +26,16 @@ def _variant(variant: dict) -> str:
     return variant["name"] + (f" ({', '.join(settings)})" if settings else "")
 
 
+def compact_line(kind: str, payload: dict) -> str:
+    """The first screen's form of ``settings_line``: a sweep's settings with its variants
+    counted, not spelled out (the whole line goes in the hover text)."""
+    line = settings_line(kind, payload)
+    if kind != "sweep" or " · variants: " not in line:
+        return line
+    count = len((payload or {}).get("variants") or [])
+    return line.split(" · variants: ")[0] + f" · {count} variant{'s' if count != 1 else ''}"
+
+
 def settings_line(kind: str, payload: dict) -> str:
     """"Runs: seed_cnn on digits · device auto · 8 epochs · ..." for a job's payload."""
     p = payload or {}

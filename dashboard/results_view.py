@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ import streamlit as st
 
 from dashboard import answer_cards, charts, links, recommend_panel, selection, state, tables
 from dashboard.markup import md, no_paths_in, shown_error, without_paths
-from dashboard.state import one_line, queue, store
+from dashboard.state import POLL_S, one_line, queue, store
 
 OVERVIEW, CURVES, PARETO, TABLE, ENVIRONMENT = ("Overview", "Curves", "Pareto", "Table",
                                                 "Environment")
@@ -82,6 +83,45 @@ def tab_labels(names: list[str], extra: dict) -> list[str]:
     if "pareto" in names or "roofline" in names:
         labels.append(PARETO)
     return labels + [TABLE, *extra, ENVIRONMENT]
+
+
+# -- a run still going ------------------------------------------------------------------------
+
+REDRAW_S = 4.0  # a redraw renders every chart again: at most this often while a run lands
+
+
+def _landed(run: dict | None) -> tuple | None:
+    """What a redraw would change: the status, the variants stored, those timed (a variant
+    measured in two passes is stored again, in place, once timed)."""
+    if run is None:
+        return None
+    variants = run.get("variants") or []
+    return (run.get("status"), len(variants),
+            sum(1 for v in variants if v.get("latency_samples_ms")))
+
+
+def follow(run: dict, key: str) -> None:
+    """While ``run`` is going, the page updates itself: a fragment polls the store every
+    POLL_S and redraws the page when a variant lands or is timed (at most every REDRAW_S)
+    and once more when the run ends. A finished run draws no fragment: the polling stops
+    with the run."""
+    if run.get("status") != "running":
+        return
+    st.session_state[f"{key}-landed"] = _landed(run)
+    _follow(run["run_id"], key)
+
+
+@st.fragment(run_every=POLL_S)
+def _follow(run_id: str, key: str) -> None:
+    now = _landed(store().run(run_id))
+    drawn_key = f"{key}-drawn-at"
+    ended = now is None or now[0] != "running"
+    if ended or (now != st.session_state.get(f"{key}-landed") and
+                 time.monotonic() - st.session_state.get(drawn_key, 0.0) >= REDRAW_S):
+        st.session_state[drawn_key] = time.monotonic()
+        st.rerun(scope="app")
+    st.caption(":material/autorenew: This run is still going: the page updates itself as "
+               "variants land.")
 
 
 # -- the view ----------------------------------------------------------------------------------

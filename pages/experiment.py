@@ -1,8 +1,11 @@
 """Experiment: pick a model, data and techniques (each knob one value or a sweep); the number
-of variants and an estimate of the time update as the knobs move; Run benchmark submits the
-sweep to the job queue; progress and results stream in below the button."""
+of variants and an estimate of the time update as the knobs move; Run benchmark, on the first
+screen beside the estimate and the settings read back in one line, submits the sweep to the
+job queue; its progress shows under the button, the results below the form."""
 
 from __future__ import annotations
+
+import json
 
 import streamlit as st
 
@@ -30,6 +33,9 @@ st.caption("Pick a model and the techniques, click **Run benchmark**, and compar
 # Every widget below reads its first value from the URL and writes its value back; a link
 # only fills the form (Run benchmark still needs a click).
 url = links.UrlForm("experiment", experiment_form.url_names())
+# What to do, on the first screen (filled once the form below is read): the estimate, the
+# settings read back once, Run benchmark and the job's progress.
+top = st.container()
 
 choices = catalog.sweep_choices()
 card = widgets.worker_card("cpu")
@@ -73,12 +79,7 @@ experiment = experiment_form.Experiment(
                              combine=combine), enabled, technique_choices,
     deployment_values)
 planned, problem = experiment.plan()
-if problem:
-    st.error(md(problem))
-else:
-    st.caption(f"**{md(state.describe_estimate(planned))}**")
-    # What the job will run with, read back from the spec it submits (not the widgets).
-    st.caption(md(readback.settings_line("sweep", planned.to_dict())))
+job_id = state.current_job_id(state.JOB_ID, "sweep")
 
 
 def submit() -> None:
@@ -100,17 +101,42 @@ def submit() -> None:
         st.error(f"The job could not be submitted: {md(state.one_line(exc))}")
 
 
-if st.button("Run benchmark", type="primary", key="exp_run"):
-    submit()
+def _running_this(job_id: str | None) -> bool:
+    """Whether the active job runs exactly what the form plans: its progress reads the
+    settings back, so the page does not say them twice."""
+    if problem or not job_id:
+        return False
+    try:
+        job = state.queue().get(job_id)
+    except Exception:
+        return False
+    as_sent = json.loads(json.dumps(planned.to_dict(), default=str))  # as the queue holds it
+    return job is not None and job.status in ("queued", "running") and job.payload == as_sent
 
 
-job_id = state.current_job_id(state.JOB_ID, "sweep")
-if job_id:
-    job = widgets.track_job(job_id)
-    if job is not None and job.run_id:
-        run = state.store().run(job.run_id)
-        if run:
-            widgets.run_report(run, key=f"exp-{job.run_id}")
+with top:
+    plan, go = st.columns([5, 1], vertical_alignment="center")
+    with go:
+        clicked = st.button("Run benchmark", type="primary", key="exp_run", width="stretch")
+    if clicked:
+        submit()
+        job_id = state.current_job_id(state.JOB_ID, "sweep")
+    with plan:
+        if problem:
+            st.error(md(problem))
+        else:
+            st.caption(f"**{md(state.describe_estimate(planned))}**")
+            if not _running_this(job_id):
+                # What the job will run with, read back from the spec it submits (not the
+                # widgets): one line, every variant's settings on hover.
+                st.caption(md(readback.compact_line("sweep", planned.to_dict())),
+                           help=md(readback.settings_line("sweep", planned.to_dict())))
+    job = widgets.track_job(job_id) if job_id else None
+
+if job is not None and job.run_id:
+    run = state.store().run(job.run_id)
+    if run:
+        widgets.run_report(run, key=f"exp-{job.run_id}")
 
 
 st.divider()

@@ -45,8 +45,8 @@ if run.get("kind") == "sensitivity":  # a map opened by its link: the map alone
     sensitivity_view.draw(run, key=f"results-{run_id}")
     st.stop()
 link = st.empty()  # filled once the view has said which tab and variant are shown
-if run.get("status") == "running":
-    st.info("This run is still going: variants appear as they finish (reload to update).")
+if run.get("status") == "running":  # polled while it goes: no reload needed
+    results_view.follow(run, key=f"results-{run_id}")
 elif run.get("error"):
     st.warning(f"Run {md(run['status'])}: {shown_error(run['error'], state.owns(run))}")
 results_view.run_report(run, key=f"results-{run_id}", url=url, export=True)

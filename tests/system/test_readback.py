@@ -38,9 +38,11 @@ def test_the_page_reads_back_what_the_job_runs_with(tmp_path, monkeypatch):
         queue = JobQueue(store)
         (job,) = queue.jobs()
         assert job.payload["epochs"] == 8
-        # Next to its progress, the job's own settings.
-        lines = [c.value for c in at.caption if c.value.startswith("Runs: ")]
-        assert len(lines) == 2 and lines[1] == lines[0], lines
+        # Next to its progress, the job's own settings, once: the page's line, the same,
+        # steps aside (issue 32.15); compact, with every variant's settings on hover.
+        (shown,) = [c for c in at.caption if c.value.startswith("Runs: ")]
+        assert " · 8 epochs · " in shown.value and "variants: " not in shown.value
+        assert "variants: " in shown.help
         queue.cancel(job.job_id)
     finally:
         JobQueue(store).stop_worker("cpu")

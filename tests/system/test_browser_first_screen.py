@@ -1,0 +1,110 @@
+"""The first screen and the answer cards in Chromium (issue 32, items 1, 2 and 15): at
+1400x900 Run benchmark is on the first screen and the settings are read back once, before and
+while the job runs; the Results page of a run still going updates itself (no reload) and its
+cards say "measuring k of n" until the run ends, then the verdict; at 1400x900 and at
+1280x800 no answer card cuts its text (no "…", nothing wider than the box that holds it), for
+a tiny run from the page and for a stored answer with a long variant name. One server, one
+tiny run (seed_cnn on digits, one epoch, the baseline and one pruned variant)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+import pytest
+
+from helpers import chromium, store_answer_run, wait_until
+from tools.browser import running_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+SCREENS = ({"width": 1400, "height": 900}, {"width": 1280, "height": 800})
+TINY = {"model": "seed_cnn", "dataset": "digits", "epochs": "1", "distill": "off",
+        "amp": "off", "int8": "off", "combine": "off", "prune.ratio": "0.2"}
+LONG = "prune-l1-0.2+distill-T4+int8-static"  # a chained name: what a shortened card cut
+RUN_MS = 300_000
+
+# Every answer card's text: an ellipsis, or an element that clips what it holds (wider
+# content than its box, overflow not visible), or text past the card's own right edge.
+CUT_JS = """() => {
+  const cut = [];
+  for (const card of document.querySelectorAll('[data-testid="stMetric"]')) {
+    const edge = card.getBoundingClientRect().right;
+    if (card.innerText.includes('\\u2026')) cut.push(['ellipsis', card.innerText]);
+    for (const el of card.querySelectorAll('*')) {
+      if (!el.textContent.trim() || el.clientWidth === 0) continue;
+      const s = getComputedStyle(el);
+      if (el.scrollWidth > el.clientWidth + 1 && s.overflowX !== 'visible')
+        cut.push(['clipped', el.textContent, el.scrollWidth, el.clientWidth]);
+      if (s.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1)
+        cut.push(['text-overflow', el.textContent]);
+      if (el.getBoundingClientRect().right > edge + 1)
+        cut.push(['past the card', el.textContent]);
+    }
+  }
+  return cut;
+}"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """(browser, url, store path, the stored answer run's id)."""
+    store = tmp_path_factory.mktemp("first-screen") / "results.db"
+    answer = store_answer_run(store, extra={"name": LONG})
+    with chromium() as browser, running_server(store) as (_, url):
+        yield browser, url, store, answer
+
+
+def _readbacks(page) -> int:
+    return page.get_by_text(re.compile(r"^Runs: ")).count()
+
+
+def _cards_of(page, run_id: str, url: str) -> None:
+    from playwright.sync_api import expect
+    page.goto(f"{url}/results?run={run_id}")
+    cards = page.locator('[data-testid="stMetric"]')
+    expect(cards).to_have_count(5, timeout=60_000)
+    expect(cards.first).not_to_contain_text("measuring")
+    page.wait_for_timeout(500)  # the cards' style settles
+
+
+def test_first_screen_live_results_and_whole_cards(site):
+    from playwright.sync_api import expect
+
+    from benchmarks.store.database import ResultsStore
+    browser, url, store, answer = site
+    page = browser.new_context(viewport=SCREENS[0]).new_page()
+    page.goto(f"{url}/?{urlencode(TINY)}")
+    button = page.get_by_role("button", name="Run benchmark")
+    expect(button).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(re.compile(r"^\d+ variants?"))).to_be_visible(timeout=30_000)
+    box = button.bounding_box()  # on the first screen, without scrolling
+    assert box and 0 <= box["y"] and box["y"] + box["height"] <= SCREENS[0]["height"], box
+    assert _readbacks(page) == 1
+    button.click()
+    expect(page.get_by_role("button", name="Cancel")).to_be_visible(timeout=60_000)
+    assert _readbacks(page) == 1  # the job's own line; the page's, the same, steps aside
+
+    known = {answer}
+    run_id = wait_until(lambda: next((r["run_id"] for r in ResultsStore(store).runs(
+        with_variants=False) if r["run_id"] not in known), None), 120, "the tiny run starts",
+        every=0.2)
+    results = browser.new_context(viewport=SCREENS[0]).new_page()
+    results.goto(f"{url}/results?run={run_id}")
+    results.evaluate("window.notReloaded = true")
+    cards = results.locator('[data-testid="stMetric"]')
+    # Before the timings: a count, never a verdict; then the verdict, on the same page.
+    expect(cards.first).to_contain_text(re.compile(r"measuring \d of 2"), timeout=RUN_MS)
+    expect(results.get_by_text("no variant within")).to_have_count(0)
+    expect(cards.first).not_to_contain_text("measuring", timeout=RUN_MS)
+    assert results.evaluate("window.notReloaded === true")
+    expect(results.get_by_text("still going")).to_have_count(0, timeout=30_000)
+    assert ResultsStore(store).run(run_id)["status"] == "complete"
+
+    for screen in SCREENS:
+        view = browser.new_context(viewport=screen).new_page()
+        for shown in (run_id, answer):
+            _cards_of(view, shown, url)
+            assert view.evaluate(CUT_JS) == [], (screen, shown)
+        expect(view.locator('[data-testid="stMetric"]').first).to_contain_text(LONG)
+        view.context.close()
+    assert not results.get_by_text("Traceback").count()
