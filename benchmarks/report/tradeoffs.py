@@ -350,10 +350,12 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
             label = f"{device} {precision}" if len(devices) > 1 else precision
             fig.add_scatter(x=[low, ridge, high], y=[low * bandwidth / GIGA, peak / GIGA,
                                                      peak / GIGA],
-                            # Named at its right end: the legend has one entry for roofs.
+                            # Named at its ridge, under the flat roof (ridges differ, so
+                            # names spread out; the theoretical ones sit at the right end):
+                            # the legend has one entry for all roofs.
                             mode="lines+text", name=f"{label} roof", legendgroup="roofs",
-                            showlegend=False, text=["", "", label],
-                            textposition="bottom left",
+                            showlegend=False, text=["", label, ""],
+                            textposition="bottom right",
                             line=dict(color=PRECISION_COLORS.get(precision, BASELINE_COLOR),
                                       width=1.5, dash=dash),
                             hovertemplate=f"{label}: peak {peak / GIGA:,.1f} GFLOP/s, "
