@@ -1,6 +1,6 @@
 """What a measured variant is: raw samples kept, statistics derived from them.
 
-``VariantResult.to_dict()`` is the JSON contract of DESIGN.md (``latency_ms``, ``size_mb``...)
+``VariantResult.to_dict()`` is the JSON contract of docs/ARCHITECTURE.md (``latency_ms``, ``size_mb``...)
 plus extensions (axes, the accuracy interval, per-seed accuracies, how it was timed, and a
 ``raw`` block: latency samples, per-example correctness, sparsity, wall times); ``from_dict``
 reads it back and a test checks the round trip. ``comparison_rows`` sets every variant
@@ -142,7 +142,7 @@ class VariantResult:
     # For a sample list thinned to KEPT_SAMPLES: the statistics of all its samples (the
     # fields of LatencyStats), by list name.
     sample_stats: dict = field(default_factory=dict)
-    # A runtime cell (DESIGN.md's "Runtime cells"): {"name", "version", "precision",
+    # A runtime cell (docs/ARCHITECTURE.md's runtime cells): {"name", "version", "precision",
     # "prepare_s", "first_call_ms", "parity", "ops", "variant", "batch_size", "threads"...};
     # None for a sweep without deployment axes (an eager row as before).
     runtime: dict | None = None

@@ -160,7 +160,7 @@ def paired(right: list[bool], base_right: list[bool], confidence: float) -> dict
 
 def row(group: Group, level: float, measured: dict, base: Baseline, which: str,
         confidence: float) -> dict:
-    """The map's row of a cell (DESIGN.md's shape, accuracy changes in points)."""
+    """The map's row of a cell (the contract's shape, docs/ARCHITECTURE.md; accuracy changes in points)."""
     _, base_right = base.sets[which]
     out = {"name": f"{group.root}@{level:g}", **group.to_dict(), "level": level,
            "evaluated_on": which, "error": measured.get("error")}
