@@ -8,7 +8,7 @@ Streamlit's additions (``:red[...]`` colour directives, ``$...$`` LaTeX): a name
 ``[Sign in](https://evil.example)`` or ``![p](http://host/x.png)`` would draw a link inside the
 app's own warning, or make the viewer's browser fetch an image from a host the link chose.
 ``md`` backslash-escapes what can start markup (CommonMark lets any ASCII punctuation be
-escaped, and an escaped character is always literal text): ``\ ` * [ ] < > $ ~ | { } &``,
+escaped, and an escaped character is always literal text): ``\ ` * [ ] < $ ~ | { } &``,
 an ``_`` at a word's edge (inside a word it never emphasises) and what would begin a heading,
 a list item, a rule or a quote (``# ``, ``- ``, ``+ ``, ``---``, ``>``, ``1. ``); line breaks
 fold into spaces. What Streamlit finds in the text itself, after escapes are undone
@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import re
 
-_ALWAYS = re.compile(r"([\\`*\[\]<>$~|{}&])")
+# ``>`` only where it starts a line (a quote: _LEADING); with ``<`` escaped nothing inside a
+# line can be closed by it ("must be an integer >= 1" reads as written, in the source too).
+_ALWAYS = re.compile(r"([\\`*\[\]<$~|{}&])")
 _EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 # Found in the text itself, after escapes are undone (GitHub's autolinked URLs and e-mail
 # addresses, emoji and icon shortcodes): broken by a zero-width space, which reads the same.
