@@ -396,6 +396,17 @@ def _private_host(host: str) -> bool | None:
     return ip.is_private or ip.is_loopback
 
 
+LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+def serves_others() -> bool:
+    """Whether this server can be reached from other machines: bound to anything but the
+    loopback (``server.address``; unset binds every interface). A local `make run` is
+    localhost only, and there a root worker is the person's own choice, not a risk to others."""
+    address = st.get_option("server.address")
+    return not address or str(address).strip() not in LOCAL_ADDRESSES
+
+
 def cluster_exposure(cluster: dict | None) -> tuple[str | None, str | None]:
     """(the cluster's address as the operator gave it, a warning or None). Ray binds every
     interface whatever ``--node-ip-address`` says, with no authentication: the warning names

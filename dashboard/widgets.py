@@ -55,7 +55,7 @@ def device_card(card: dict | None, where=None) -> None:
             text += "  \ntheoretical: " + " · ".join(
                 f"{k} {v / 1e9:,.0f}" for k, v in theory.items()) + " GFLOP/s"
     where.markdown(text)
-    if card.get("user") == "root":
+    if card.get("user") == "root" and state.serves_others():  # on a local run: noise
         where.caption("The worker runs as root (COMPRESSION_BENCH_WORKER_USER=root): model "
                       "files run with the server's rights.")
     cluster = card.get("cluster")
