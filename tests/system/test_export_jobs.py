@@ -66,7 +66,8 @@ def test_the_results_page_exports_a_chosen_variant(export_sweep, monkeypatch):
         assert "Download prune-channel-0.5 (zip)" in [b.label for b in
                                                       at.get("download_button")]
         formats = at.table[-1].value
-        assert list(formats["format"]) == ["safetensors", "pt2", "onnx"]
-        assert set(formats["status"]) == {"written"}
+        assert list(formats["Format"]) == ["safetensors", "pt2", "onnx"]  # headers in words
+        assert set(formats["Status"]) == {"written"}
+        assert all(c.startswith("reloaded") for c in formats["Check"])  # each file read back
     finally:
         JobQueue(store_path).stop_worker("cpu")
