@@ -14,6 +14,8 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
+from benchmarks.report.formats import number
+
 BASELINE_COLOR = "#6b7280"
 INK = "#8b93a1"              # whiskers, outlines: a grey with contrast on white and on black
 VARIANT_COLOR = "#2563eb"
@@ -35,14 +37,8 @@ PLOTLY_CONFIG = {
 }
 
 
-def num(value) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
+# A finite number or None: the one test of what counts as a figure (formats.number).
+num = number
 
 
 def is_baseline(row: dict) -> bool:
