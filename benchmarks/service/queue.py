@@ -569,6 +569,10 @@ class JobQueue:
     def stop_supervising(self) -> None:
         if self._supervisor is not None:
             self._supervisor.stop()
+            # The pass under way ends before this returns: a job it ended is said on stderr by
+            # then too, not after the caller has moved on (a test read stderr in that gap).
+            if self._supervisor is not threading.current_thread():
+                self._supervisor.join(timeout=30)
             self._supervisor = None
         if self._guard is not None:
             self._guard.stop()
