@@ -24,9 +24,12 @@ import subprocess
 import sys
 
 ADDS = 100              # dependent adds per loop trip: the loop's own dec/jnz hide under them
-TRIPS = 200_000         # 2e7 cycles a call: ~6 ms at 3.5 GHz
-REPEATS = 30
-WARM = 5
+# 2e6 cycles a call, ~0.5 ms at 4 GHz: short enough that some calls run between two
+# preemptions on a loaded machine. Calls of 6 ms (2e7 cycles) were all preempted on a Zen 4
+# whose two cores ran five other processes: they read 1.6-2.0 GHz where 0.5 ms calls read 4.3.
+TRIPS = 20_000
+REPEATS = 300
+WARM = 20
 TIMEOUT_S = 20.0
 METHOD = (f"a chain of dependent 64-bit register adds (one cycle each), {ADDS} per loop trip, "
           f"{TRIPS:,} trips a call; the fastest of {REPEATS} calls after {WARM} untimed, "
