@@ -198,8 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "baseline, and certify it on test examples the search never saw",
         description="Search the techniques' settings (Optuna) on a search split of the test "
                     "examples, then certify the candidates on a certify split, once: "
-                    "non-inferiority by Tango's paired score interval, fixed-sequence over "
-                    "the candidates, the speed-up with a bootstrap interval."))
+                    "paired non-inferiority (an exact unconditional test where discordant "
+                    "pairs are few, Tango's score test otherwise), fixed-sequence over the "
+                    "candidates, the speed-up with a bootstrap interval."))
     _add_listing(sub)
     _add_handoff(sub)
     _add_distributed(sub.add_parser(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from benchmarks.report.stats import EXACT_TEST, SCORE_TEST
+from benchmarks.report.stats import EXACT_BELOW, EXACT_TEST, SCORE_TEST
 from benchmarks.report.style import (
     BASELINE_COLOR,
     CHART_HEIGHT,
@@ -95,7 +95,7 @@ def summary_lines(block: dict) -> list[str]:
                 if cert.get("stopped_at") is not None else ", none failed")
              + ("" if block.get("final_timing") else
                 "; speed from the search's rounds (no final timing)")]
-    whys = sorted({t["test_why"] for t in cert.get("candidates") or [] if t.get("test_why")})
+    whys = which_tests(cert.get("candidates") or [])
     if whys:
         lines.append("test: " + "; ".join(whys) + " (the lower limit is above -margin exactly "
                      "when p < alpha)")
@@ -182,3 +182,23 @@ def trials_figure(block: dict) -> go.Figure:
     fig.update_xaxes(title=f"{cert['objective']} ratio to the baseline (higher: better)")
     fig.update_yaxes(title="accuracy change on the search split (points)")
     return fig
+
+
+def which_tests(candidates: list[dict]) -> list[str]:
+    """Which paired test judged the tested candidates: once per test, with how many it judged
+    and the rule that chose it (each candidate's own reason, with its count of discordant
+    pairs, is in the JSON; the table shows b and c)."""
+    tested = [t for t in candidates if t.get("test")]
+    out = []
+    for test in sorted({t["test"] for t in tested}, key=lambda name: name != EXACT_TEST):
+        mine = [t for t in tested if t["test"] == test]
+        whys = {t.get("test_why") or "" for t in mine}
+        if all(f"< {EXACT_BELOW})" in why for why in whys):
+            why = (f"fewer than {EXACT_BELOW} discordant pairs: the score interval's size is "
+                   f"not guaranteed there")
+        elif all(f">= {EXACT_BELOW})" in why for why in whys):
+            why = f"{EXACT_BELOW} or more discordant pairs: its normal approximation holds"
+        else:
+            why = "; ".join(sorted(whys - {""}))
+        out.append(f"{test} for {len(mine)} of {len(tested)}" + (f" ({why})" if why else ""))
+    return out

@@ -27,7 +27,7 @@ from benchmarks.recommend.search import rungs_of
 from benchmarks.recommend.space import CHAIN, search_space
 from benchmarks.recommend.split import Split, accuracy_at, discordant_at, make_split
 from benchmarks.report.results import VariantResult
-from benchmarks.report.stats import EXACT_TEST, noninferiority_lower, pack_bits
+from benchmarks.report.stats import EXACT_TEST, SCORE_TEST, noninferiority_lower, pack_bits
 from benchmarks.spec.variant import VariantSpec
 from optimizers.settings import Int8Settings, PruneSettings
 
@@ -402,3 +402,17 @@ def test_a_certificate_stored_before_the_exact_test_recomputes_with_tangos():
                                                        stored["candidates"]]
     assert again.winner == stored["winner"] and again.stopped_at == stored["stopped_at"]
     assert all(t.test is None for t in again.candidates)
+
+
+def test_the_summary_names_each_test_once_with_how_many_candidates_it_judged():
+    """Five candidates judged by the exact test read as one clause, not five near-copies
+    differing only in their counts of discordant pairs."""
+    from benchmarks.report.certified import which_tests
+    from benchmarks.report.stats import exact_rule
+    candidates = [{"test": EXACT_TEST if exact_rule(b, 0)[0] else SCORE_TEST,
+                   "test_why": exact_rule(b, 0)[1]} for b in (12, 16, 18, 6, 80)]
+    lines = which_tests(candidates + [{"name": "untested"}])
+    assert lines == [f"{EXACT_TEST} for 4 of 5 (fewer than 50 discordant pairs: the score "
+                     f"interval's size is not guaranteed there)",
+                     f"{SCORE_TEST} for 1 of 5 (50 or more discordant pairs: its normal "
+                     f"approximation holds)"]
