@@ -45,6 +45,10 @@ class Memo:
     def __init__(self, store=None, key: str | None = None, model: str | None = None,
                  dataset: str | None = None, request: dict | None = None):
         self.hits: dict[str, Hit] = {}
+        # Trials successive halving dropped, by hash: their rungs. Replayed into the companion
+        # study as they were (the pruner's decisions depend on every earlier report), so a
+        # warm rerun prunes what the cold run pruned and the sampler is told the same things.
+        self.pruned: dict[str, list] = {}
         # The trials to replay: where the same command (the same request, in the same
         # context) ran before and its search ended on the wall-time budget, that search's
         # length. A warm rerun reuses its trials in seconds and would otherwise spend the
@@ -63,9 +67,10 @@ class Memo:
             if rec.get("context") != key:
                 continue
             search = rec.get("search") or {}
-            if self.replay is None and asked is not None and \
-                    _canonical(rec.get("request")) == asked and \
-                    "budget" in str(search.get("ended") or ""):
+            # Rungs are changes on that request's search split, against its margin: only the
+            # same request's pruned trials are replayed.
+            same = asked is not None and _canonical(rec.get("request")) == asked
+            if self.replay is None and same and "budget" in str(search.get("ended") or ""):
                 measured = sum(1 for t in search.get("trials") or []
                                if t.get("error") != STOPPED_BEFORE)
                 # A search the budget ended before any trial has nothing to replay: the
@@ -78,6 +83,10 @@ class Memo:
             waves = (rec.get("search") or {}).get("waves") or []
             for record in (rec.get("search") or {}).get("trials") or []:
                 name, digest = record.get("name"), record.get("hash")
+                if record.get("state") == "pruned" and record.get("rungs") and same and \
+                        digest not in self.pruned:
+                    self.pruned[digest] = list(record["rungs"])
+                    continue
                 if record.get("state") != "complete" or name not in stored or \
                         digest in self.hits:
                     continue
@@ -88,6 +97,10 @@ class Memo:
 
     def get(self, digest: str) -> Hit | None:
         return self.hits.get(digest)
+
+    def pruned_rungs(self, digest: str) -> list | None:
+        """The rungs of an earlier trial successive halving dropped, if there was one."""
+        return self.pruned.get(digest)
 
 
 def _canonical(request) -> str:

@@ -260,8 +260,13 @@ class Search:
         for trial, record, variant in wave:
             self.seen[record.hash] = record
             hit = self.memo.get(record.hash) if self.memo is not None else None
+            dropped = getattr(self.memo, "pruned_rungs", lambda digest: None)(record.hash)
             if hit is not None:
                 self._reuse(record, hit)
+            elif dropped is not None:
+                record.rungs = list(dropped)
+                self._replay_rungs(record.rungs)
+                record.state = "pruned"
             elif not self._halve(trial, record, variant):
                 record.state = "pruned"
             else:
@@ -330,6 +335,7 @@ class Search:
             self.log.waves.append(hit.reference)
             record.wave = len(self.log.waves) - 1
         record.rungs = list(hit.record.get("rungs") or [])
+        self._replay_rungs(record.rungs)
         self._judge(record, result)
 
     def _finish(self, trial, record: TrialRecord) -> None:
@@ -355,6 +361,23 @@ class Search:
             self.study.tell(trial, state=states.FAIL)
 
     # -- successive halving ------------------------------------------------------------
+
+    def _replay_rungs(self, rungs: list) -> None:
+        """An earlier trial's rungs told to the companion study as they were first reported:
+        the pruner compares each new trial with every earlier one at the same rung, so a
+        replay that skipped them would prune differently and the searches would part."""
+        if not rungs or self.rung_bits is None:
+            return
+        states = _quiet_optuna().trial.TrialState
+        companion = self.rungs.ask()
+        for rung in rungs:
+            companion.report(min(0.0, rung["search_change_pts"] + self.margin_pts),
+                             step=rung["epochs"])
+            companion.should_prune()  # records the rung it completed, as the first time
+        if rungs[-1].get("pruned"):
+            self.rungs.tell(companion, state=states.PRUNED)
+        else:
+            self.rungs.tell(companion, 0.0)
 
     def _halve(self, trial, record: TrialRecord, variant) -> bool:
         """Build the trial at fewer epochs first (its fidelity settings at 1, 2, 4... below

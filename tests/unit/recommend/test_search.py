@@ -188,3 +188,71 @@ def test_a_budget_that_runs_out_while_the_data_load_is_one_line_not_a_traceback(
     line = str(refused.value)
     assert "\n" not in line and "while the data loaded" in line
     assert "the shortest useful budget here is more than" in line
+
+
+def _digest_int(text: str) -> int:
+    import hashlib
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def _by_name(split, name: str, right: int, p50_ms: float) -> VariantResult:
+    result = _result(split, name, right)
+    result.latency_samples_ms = [p50_ms * (1 + 0.001 * i) for i in range(5)]
+    return result
+
+
+class NamedWaves:
+    """Waves whose every measurement is a function of the variant's name: what a cold search
+    measures, without training or timing (its baseline at 10 ms)."""
+
+    def __init__(self, split):
+        self.split = split
+
+    def measure(self, variants, rounds):
+        base = _by_name(self.split, "baseline", BASE_RIGHT, 10.0)
+        return base, [_by_name(self.split, v.name, 84 + _digest_int(v.name) % 14,
+                               2.0 + _digest_int(v.name[::-1]) % 9) for v in variants], False
+
+
+class Earlier:
+    """The memo a warm rerun builds from the cold search's log: complete trials are hits with
+    their records, pruned ones their rungs, and the replay is the cold search's length."""
+
+    def __init__(self, log):
+        self.replay = len(log.trials)
+        self.hits = {t.hash: Hit(log.results[t.name], {"ratio": t.ratio, "ratio_ci": t.ratio_ci,
+                                                       "rungs": t.rungs}, None, "cold")
+                     for t in log.trials if t.state == "complete"}
+        self.pruned = {t.hash: t.rungs for t in log.trials if t.state == "pruned"}
+
+    def get(self, digest):
+        return self.hits.get(digest)
+
+    def pruned_rungs(self, digest):
+        return self.pruned.get(digest)
+
+
+def test_a_warm_replay_prunes_and_proposes_as_the_cold_search_did():
+    """Successive halving's pruner compares a trial with every earlier one at the same rung:
+    a replay that reuses the measured trials without telling the companion study their
+    rungs pruned differently, and from there the sampler proposed other trials (CI: the
+    warm rerun parted from the cold one at trial 25)."""
+    split = make_split(N_TEST, 0, 0.5)
+    base = _result(split, "baseline", BASE_RIGHT)
+    space = search_space({}, {"prune", "distill"})
+
+    def rung_bits(cheaper):
+        right = 80 + _digest_int(cheaper.name) % 18
+        return _result(split, cheaper.name, right).correct_bits, N_TEST
+
+    def search(memo):
+        return Search(space, RecommendRequest(trials=40), split, base, MARGIN_PTS,
+                      waves=NamedWaves(split), stop=Stop(), seed=0, memo=memo,
+                      rung_bits=rung_bits).run()
+
+    cold = search(None)
+    states = [t.state for t in cold.trials]
+    assert states.count("pruned") >= 2 and states.count("complete") >= 10, states
+    warm = search(Earlier(cold))
+    assert [(t.name, t.state) for t in warm.trials] == [(t.name, t.state) for t in cold.trials]
+    assert all(t.reused == "cold" for t in warm.trials if t.state == "complete")
