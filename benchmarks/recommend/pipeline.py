@@ -29,7 +29,7 @@ from benchmarks.recommend.certificate import Certificate, certify, order_candida
 from benchmarks.recommend.memo import LOOKBACK_RUNS, Memo, context_key
 from benchmarks.recommend.power import certifiable_pts, check_power
 from benchmarks.recommend.recipe import recipe
-from benchmarks.recommend.search import Search, SearchLog
+from benchmarks.recommend.search import Search, SearchLog, candidate_trials
 from benchmarks.recommend.split import accuracy_at, make_split
 from benchmarks.recommend.stopping import Stop
 from benchmarks.recommend.waves import Waves
@@ -254,13 +254,8 @@ class Recommender:
             self.on_trial(record)
 
     def _candidates(self, log: SearchLog) -> list[dict]:
-        """The search's front, at most ``max_candidates`` of it spread over its speeds."""
-        front = sorted(log.front(), key=lambda t: (t.ratio, t.name))
-        k = self.request.max_candidates
-        if len(front) > k:
-            picks = sorted({round(i * (len(front) - 1) / (k - 1)) for i in range(k)}) \
-                if k > 1 else [len(front) - 1]
-            front = [front[i] for i in picks]
+        """What the certificate tests (``search.candidate_trials``)."""
+        front = candidate_trials(log.trials, self.request.max_candidates)
         return [{"name": t.name, "ratio": t.ratio, "change_pts": t.search_change_pts,
                  "variant": t.variant} for t in front]
 

@@ -114,6 +114,39 @@ def pareto_front(trials: list[TrialRecord]) -> list[TrialRecord]:
         and (o.search_accuracy > t.search_accuracy or o.ratio > t.ratio) for o in good)]
 
 
+def pareto_layers(trials: list[TrialRecord]) -> list[list[TrialRecord]]:
+    """The eligible trials in non-dominated layers (NSGA-II's sorting): the front, then the
+    front of what is left, and so on."""
+    left, layers = [t for t in trials if eligible(t)], []
+    while left:
+        layer = pareto_front(left)
+        layers.append(layer)
+        on = {id(t) for t in layer}
+        left = [t for t in left if id(t) not in on]
+    return layers
+
+
+def candidate_trials(trials: list[TrialRecord], k: int) -> list[TrialRecord]:
+    """What the certificate tests: the front, at most ``k`` of it spread over its speeds; a
+    front smaller than that followed by the next non-dominated layers while they fit whole.
+    Search-split accuracies a few examples apart are ties within noise: a front of two left
+    the certificate one fast point to try, and when that one lost a little on the certify
+    split the answer fell back to the slow one, although a near-tie just behind it (as fast,
+    one example less accurate in the search) would have passed. Chosen on the search split
+    alone, before any certify bit is read, so the error rate holds."""
+    layers = pareto_layers(trials)
+    front = sorted(layers[0] if layers else [], key=lambda t: (t.ratio, t.name))
+    if len(front) > k:
+        picks = sorted({round(i * (len(front) - 1) / (k - 1)) for i in range(k)}) \
+            if k > 1 else [len(front) - 1]
+        return [front[i] for i in picks]
+    for layer in layers[1:]:
+        if len(front) + len(layer) > k:
+            break
+        front += layer
+    return front
+
+
 def improves(record: TrialRecord, front: list[TrialRecord]) -> bool:
     """Whether ``record`` adds to ``front`` (the front before it): eligible, and no point of
     that front at least as good in both objectives. A point equal to one already there adds
@@ -224,7 +257,8 @@ class Search:
             return "the search space is exhausted: every point was measured"
         # The next wave and the final timing of the front it may leave must fit in what is
         # left: a wave started without its time is cut by the budget, measuring nothing.
-        candidates = min(self.request.max_candidates, len(self.log.front()) + self.wave_size)
+        candidates = min(self.request.max_candidates, self.wave_size + len(
+            candidate_trials(self.log.trials, self.request.max_candidates)))
         next_wave = statistics.median(self.wave_s) if self.wave_s else 0.0
         if self.stop.soft_end(self.reserve_s(candidates) + next_wave):
             return "the wall-time budget ran out (the rest is kept for the final timing)"

@@ -256,3 +256,29 @@ def test_a_warm_replay_prunes_and_proposes_as_the_cold_search_did():
     warm = search(Earlier(cold))
     assert [(t.name, t.state) for t in warm.trials] == [(t.name, t.state) for t in cold.trials]
     assert all(t.reused == "cold" for t in warm.trials if t.state == "complete")
+
+
+def _trial(name, acc, ratio, feasible=True):
+    return TrialRecord(0, name, name, {}, {}, state="complete", search_accuracy=acc,
+                       search_change_pts=0.0, ratio=ratio, feasible=feasible)
+
+
+def test_a_thin_front_is_followed_by_the_next_layers_that_fit_whole():
+    from benchmarks.recommend.search import candidate_trials, pareto_layers
+    # mnist5k on an AVX2 Zen 3: a front of two; a student 0.08 points behind the faster one
+    # at half its speed; then two points neither of which dominates the other.
+    trials = [_trial("prune", 0.9056, 1.93), _trial("student-fast", 0.9008, 22.5),
+              _trial("student-near", 0.9000, 11.2), _trial("student-int8", 0.8992, 10.9),
+              _trial("int8-a", 0.9000, 1.43), _trial("int8-b", 0.8992, 1.45),
+              _trial("slower", 0.95, 0.9), _trial("outside", 0.5, 30.0, feasible=False)]
+    layers = [sorted(t.name for t in layer) for layer in pareto_layers(trials)]
+    assert layers == [["prune", "student-fast"], ["student-near"],
+                      ["int8-a", "student-int8"], ["int8-b"]]
+    names = lambda k: sorted(t.name for t in candidate_trials(trials, k))  # noqa: E731
+    assert names(6) == ["int8-a", "int8-b", "prune", "student-fast", "student-int8",
+                        "student-near"]
+    # A layer that does not fit whole is left out (no tie broken by a coin).
+    assert names(4) == ["prune", "student-fast", "student-near"]
+    # A front larger than k: k of it, spread over its speeds, nothing behind it.
+    front = [_trial(f"f{i}", 0.9 - i / 100, 1.5 + i) for i in range(8)]
+    assert [t.name for t in candidate_trials(front + [_trial("behind", 0.8, 1.2)], 3)] == ["f0", "f4", "f7"]
