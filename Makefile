@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # `make run PORT=8600` serves the dashboard on another port.
 PORT ?= 8501
 
-.PHONY: setup run test test-fast lint bench perf perf-gpu coverage catalogue browser clean
+.PHONY: setup run test test-fast lint bench perf perf-gpu coverage catalogue browser screenshots clean
 
 setup: $(STAMP)
 
@@ -74,6 +74,11 @@ coverage: setup
 # The torchvision and timm names the menus list, after upgrading either library.
 catalogue: setup
 	$(PY) -m tools.catalogue
+
+# The README's and docs' images, taken in Chromium at 1400x900 from the real app after one
+# click on the default experiment (tools/screenshots.py; a few minutes).
+screenshots: setup browser
+	$(PY) -m tools.screenshots
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

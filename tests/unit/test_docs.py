@@ -208,3 +208,21 @@ def test_nothing_names_a_file_outside_the_repository():
              for n, line in enumerate(p.read_text().splitlines(), 1)
              if outside.search(line) and p != Path(__file__)]
     assert not found, found
+
+
+def test_make_screenshots_takes_every_image_the_docs_show():
+    """`make screenshots` (tools/screenshots.py) regenerates every image README.md and the
+    topic pages (docs/*.md) show from the real app, and takes none that nothing shows (issue
+    32.18). docs/generated/ holds what make perf writes, its charts included."""
+    from tools.screenshots import IMAGES
+    shown = set()
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in LINK.findall(prose(doc.read_text())):
+            path = target.split("#")[0]
+            if "://" not in path and Path(path).suffix.lower() in {".png", ".jpg", ".jpeg",
+                                                                    ".gif", ".svg", ".webp"}:
+                shown.add((doc.parent / path).resolve().relative_to(ROOT).as_posix())
+    assert shown, "no image found: the link pattern no longer reads the docs"
+    assert shown == set(IMAGES), (shown, set(IMAGES))
+    assert re.search(r"^screenshots:.*\n\t.*tools\.screenshots", (ROOT / "Makefile").read_text(),
+                     re.M)
