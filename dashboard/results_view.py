@@ -300,7 +300,9 @@ def _table(report, rows, names, key) -> None:
 def _environment(report, rows, names, key, own: bool = True) -> None:
     st.caption(md(report.measurement_line()))
     # Its owner sees where their files were; a shared link does not show the server's paths.
-    st.json(report.environment if own else no_paths_in(report.environment), expanded=True)
+    from benchmarks.report.formats import readable
+    shown = report.environment if own else no_paths_in(report.environment)
+    st.json(readable(shown), expanded=True)  # floats to four decimals at most
 
 
 # -- below the tabs ----------------------------------------------------------------------------

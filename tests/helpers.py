@@ -424,3 +424,26 @@ def owned_copy(store_path, run_id: str, owner: str) -> str:
         db.execute("UPDATE runs SET owner_tag=? WHERE run_id=?",
                    (owner_tag(server_secret(Path(store_path)), copy_id, owner), copy_id))
     return copy_id
+
+
+# Every answer card's text (a browser test's page.evaluate): an ellipsis, or an element that
+# clips what it holds (wider content than its box, overflow not visible), or text past the
+# card's own right edge.
+CUT_JS = """() => {
+  const cut = [];
+  for (const card of document.querySelectorAll('[data-testid="stMetric"]')) {
+    const edge = card.getBoundingClientRect().right;
+    if (card.innerText.includes('\\u2026')) cut.push(['ellipsis', card.innerText]);
+    for (const el of card.querySelectorAll('*')) {
+      if (!el.textContent.trim() || el.clientWidth === 0) continue;
+      const s = getComputedStyle(el);
+      if (el.scrollWidth > el.clientWidth + 1 && s.overflowX !== 'visible')
+        cut.push(['clipped', el.textContent, el.scrollWidth, el.clientWidth]);
+      if (s.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1)
+        cut.push(['text-overflow', el.textContent]);
+      if (el.getBoundingClientRect().right > edge + 1)
+        cut.push(['past the card', el.textContent]);
+    }
+  }
+  return cut;
+}"""

@@ -96,8 +96,8 @@ class RunReport:
         env, spec = self.environment, self.spec
         norm = (env.get("data") or {}).get("normalization") or {}
         parts = [f"inputs normalised: {norm.get('mode', '?')}"]
-        if norm.get("mean"):
-            parts[-1] += f" (mean {norm['mean']}, std {norm['std']})"
+        if norm.get("mean"):  # four significant figures: the stored floats are float32's
+            parts[-1] += f" (mean {_figures(norm['mean'])}, std {_figures(norm['std'])})"
         if (spec.get("seeds") or 1) > 1:
             parts.append(f"{spec['seeds']} seeds per trained variant")
         if spec.get("timing", "interleaved") == "interleaved":
@@ -408,3 +408,11 @@ def format_table(rows: list[dict], columns: list[tuple], marks=None) -> str:
         if row.get("error"):
             lines.append(f"! {row.get('variant') or row.get('name')}: {row['error']}")
     return "\n".join(lines)
+
+
+def _figures(values) -> str:
+    """A per-channel statistic as shown: [0.3049] (0.304882 stored), [0.485, 0.456, 0.406]."""
+    from benchmarks.report.formats import plain
+    if not isinstance(values, (list, tuple)):
+        return plain(values)
+    return "[" + ", ".join(plain(v) for v in values) + "]"

@@ -169,3 +169,16 @@ def display_rows(rows: list[dict], keys: list[str] | None = None,
             line[header(k)] = cell(k, r.get(k), why)
         out.append(line)
     return out
+
+
+def readable(value):
+    """A record as a person reads it whole (the Environment tab's JSON): every float to six
+    significant figures and at most four decimals (95084778989.40602 -> 95084800000.0,
+    3.240881777617619 -> 3.2409), the rest as it is; what the download holds is unchanged."""
+    if isinstance(value, float) and math.isfinite(value):
+        return round(float(f"{value:.6g}"), 4)
+    if isinstance(value, dict):
+        return {k: readable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [readable(v) for v in value]
+    return value

@@ -148,6 +148,9 @@ def layers_chart(diagnostics: dict, title: str) -> go.Figure:
     fig.update_layout(title=title, height=CHART_HEIGHT, margin=dict(l=10, r=10, t=40, b=10),
                       showlegend=False)
     fig.update_yaxes(title="SQNR vs baseline (dB)")
+    # Layers as categories, whatever their names look like (seed_cnn's "0", "2", "5" were a
+    # -1...6 axis; issue 32.7).
+    fig.update_xaxes(type="category")
     return fig
 
 

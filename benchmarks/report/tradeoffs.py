@@ -7,6 +7,7 @@ Legible at 30 variants: the Pareto chart labels only its frontier, placed apart.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import plotly.graph_objects as go
@@ -21,6 +22,7 @@ from benchmarks.report.style import (
     PALETTE,
     VARIANT_COLOR,
     is_baseline,
+    log_ticks,
     num,
     ok_rows,
     short,
@@ -52,9 +54,25 @@ LABEL_RINGS = (1, 2, 3)
 
 
 # The plot area assumed when placing labels: smaller than any the pages draw, so labels
-# placed apart here are at least as far apart on the page.
-PLOT_PX = (480.0, 260.0)
+# placed apart here are at least as far apart on the page (the page's measured 480x253 at
+# 1400x900 and 1280x800, less the room plotly's autorange gives the markers and whiskers).
+PLOT_PX = (380.0, 180.0)
 CHAR_PX, LINE_PX = 7.5, 16.0
+# Marker area grows with the model's size (plotly's sizemode="area"): sizes 8 to 40.
+MARKER_MIN, MARKER_MAX = 8.0, 40.0
+MARKER_SIZEREF = 2.0 * MARKER_MAX / MARKER_MAX ** 2
+
+
+def marker_sizes(rows: list[dict]) -> list[float]:
+    """Each point's plotly marker size (an area: a bigger model, a bigger disc)."""
+    sizes = [num(r.get("size_mb")) or 0.0 for r in rows]
+    biggest = max(sizes) if sizes and max(sizes) > 0 else 1.0
+    return [max(MARKER_MIN, MARKER_MAX * s / biggest) for s in sizes]
+
+
+def _radius(size: float) -> float:
+    """A marker's radius in pixels, as plotly draws an area-mode size."""
+    return 0.5 * math.sqrt(size / MARKER_SIZEREF)
 
 
 def label_boxes(rows: list[dict], front: list[str]) -> dict[str, tuple]:
@@ -79,15 +97,20 @@ def label_boxes(rows: list[dict], front: list[str]) -> dict[str, tuple]:
     def px(x, y):
         return ((x - x0) / (x1 - x0) * PLOT_PX[0], (y - y0) / (y1 - y0) * PLOT_PX[1])
 
-    taken = [(cx - 6, cy - 6, cx + 6, cy + 6) for cx, cy in (px(x, y) for x, y in zip(xs, ys))]
+    # Each point's disc as drawn (a label over a big model's disc is hidden by it).
+    radii = {r["variant"]: _radius(m) for r, m in zip(rows, marker_sizes(rows))}
+    discs = {r["variant"]: (cx - radii[r["variant"]], cy - radii[r["variant"]],
+                            cx + radii[r["variant"]], cy + radii[r["variant"]])
+             for r, (cx, cy) in zip(rows, (px(x, y) for x, y in zip(xs, ys)))}
+    taken = list(discs.values())
     placed: dict[str, tuple] = {}
     for r in pts:
         cx, cy = px(r["p50_ms"], 100 * r["accuracy"])
-        own = (cx - 6, cy - 6, cx + 6, cy + 6)
+        own = discs[r["variant"]]
         w, h = CHAR_PX * len(short(r["variant"])), LINE_PX
         for ring in LABEL_RINGS:
             for name, dx, dy in LABEL_SPOTS:
-                gap = 8 + (ring - 1) * 1.5 * h
+                gap = radii[r["variant"]] + 3 + (ring - 1) * 1.5 * h
                 left = cx + ring * dx * w - w / 2 + (gap if dx > 0 else -gap if dx < 0 else 0)
                 bottom = cy + dy * (h / 2 + gap) - h / 2
                 box = (left, bottom, left + w, bottom + h)
@@ -100,11 +123,6 @@ def label_boxes(rows: list[dict], front: list[str]) -> dict[str, tuple]:
             if r["variant"] in placed:
                 break
     return placed
-
-
-def _label_positions(rows: list[dict], front: list[str]) -> dict[str, str]:
-    """The labels plotly places itself: those in the first ring, by textposition."""
-    return {n: spot for n, (ring, spot, _) in label_boxes(rows, front).items() if ring == 1}
 
 
 def _pixel(rows: list[dict], r: dict) -> tuple[float, float]:
@@ -135,10 +153,9 @@ def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
     variant's name: what a click on it picks."""
     rows = pareto_points(rows)
     sizes = [num(r.get("size_mb")) or 0.0 for r in rows]
-    biggest = max(sizes) if sizes and max(sizes) > 0 else 1.0
+    markers = marker_sizes(rows)
     on_front = set(front)
     boxes = label_boxes(rows, front)
-    positions = {n: spot for n, (ring, spot, _) in boxes.items() if ring == 1}
     fig = go.Figure()
 
     def group_of(r):
@@ -151,9 +168,7 @@ def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
         pts = [rows[i] for i in idx]
         fig.add_scatter(
             x=[r["p50_ms"] for r in pts], y=[100 * r["accuracy"] for r in pts],
-            mode="markers+text", name=group,
-            text=[short(r["variant"]) if r["variant"] in positions else "" for r in pts],
-            textposition=[positions.get(r["variant"], "top center") for r in pts],
+            mode="markers", name=group,
             error_y=dict(type="data", symmetric=False,
                          array=[100 * ((num(r.get("accuracy_ci_high")) or r["accuracy"])
                                        - r["accuracy"]) for r in pts],
@@ -161,8 +176,8 @@ def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
                                                              or r["accuracy"])) for r in pts],
                          thickness=1, width=0, color=INK),
             # sizemode="area": marker area, not diameter, grows with the model's size.
-            marker=dict(size=[max(8.0, 40.0 * sizes[i] / biggest) for i in idx],
-                        sizemode="area", sizeref=2.0 * 40.0 / (40.0 ** 2), color=color,
+            marker=dict(size=[markers[i] for i in idx],
+                        sizemode="area", sizeref=MARKER_SIZEREF, color=color,
                         line=dict(width=[3 if r.get("noisy") else 0 for r in pts],
                                   color=NOISY_COLOR), opacity=0.85),
             customdata=[[r["variant"], sizes[i], throughput_text(r)] for r, i in zip(pts, idx)],
@@ -178,17 +193,19 @@ def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
         fig.add_scatter(x=[None], y=[None], mode="markers", name=NOISY_RING, hoverinfo="skip",
                         marker=dict(size=10, color="rgba(0,0,0,0)",
                                     line=dict(width=3, color=NOISY_COLOR)))
-    # Labels farther out: an annotation at the label's offset, its arrow back to the point.
+    # Every label where label_boxes put it, in pixels from its point (plotly's textposition
+    # sets a label off by the marker's size, which the placement could not foresee): beside
+    # the point, or farther out with an arrow back to it.
     by_name = {r["variant"]: r for r in rows}
     for name, (ring, _, box) in boxes.items():
-        if ring == 1:
-            continue
         r = by_name[name]
         cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
         px0 = _pixel(rows, r)
+        where = dict(xshift=cx - px0[0], yshift=cy - px0[1], showarrow=False) if ring == 1 \
+            else dict(ax=cx - px0[0], ay=-(cy - px0[1]), showarrow=True, arrowhead=0,
+                      arrowwidth=1, arrowcolor=INK)
         fig.add_annotation(x=r["p50_ms"], y=100 * r["accuracy"], text=short(name),
-                           ax=cx - px0[0], ay=-(cy - px0[1]), showarrow=True, arrowhead=0,
-                           arrowwidth=1, arrowcolor=INK, font=dict(size=11))
+                           font=dict(size=11), **where)
     fig.update_layout(title="Accuracy vs latency (marker area: size)",
                       height=CHART_HEIGHT + 80, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis_title="p50 latency (ms per batch)", yaxis_title="accuracy (%)",
@@ -405,8 +422,13 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
                           "%{customdata[4]}; %{customdata[2]}-bound<br>%{customdata[5]}"
                           "<extra></extra>")
         shown.add(group)
-    fig.update_xaxes(type="log", title="arithmetic intensity (FLOPs per byte moved)")
-    fig.update_yaxes(type="log", title="GFLOP/s")
+    # Ticked at decades, labelled in full (plotly's own log ticks read "2 5 1 2 5 10"; issue
+    # 32.8), over the range the roofs and points span.
+    ys = [y for trace in fig.data for y in (trace.y or ()) if y is not None and y > 0]
+    fig.update_xaxes(title="arithmetic intensity (FLOPs per byte moved)",
+                     **{"type": "log", **log_ticks(low, high)})
+    fig.update_yaxes(title="GFLOP/s",
+                     **{"type": "log", **log_ticks(min(ys, default=1.0), max(ys, default=10.0))})
     fig.update_layout(title="Roofline: achieved FLOP/s against the measured roofs "
                             "(dashed: theoretical)",
                       height=CHART_HEIGHT + 140, margin=dict(l=10, r=10, t=40, b=10),

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from helpers import chromium, store_answer_run, wait_until
+from helpers import CUT_JS, chromium, store_answer_run, wait_until
 from tools.browser import running_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -23,28 +23,6 @@ TINY = {"model": "seed_cnn", "dataset": "digits", "epochs": "1", "distill": "off
 LONG = "prune-l1-0.2+distill-T4+int8-static"  # a chained name: what a shortened card cut
 RUN_MS = 300_000
 PAGE_MS = 120_000  # a page's first draw on the suite's loaded 2 cores took over 60 s once
-
-# Every answer card's text: an ellipsis, or an element that clips what it holds (wider
-# content than its box, overflow not visible), or text past the card's own right edge.
-CUT_JS = """() => {
-  const cut = [];
-  for (const card of document.querySelectorAll('[data-testid="stMetric"]')) {
-    const edge = card.getBoundingClientRect().right;
-    if (card.innerText.includes('\\u2026')) cut.push(['ellipsis', card.innerText]);
-    for (const el of card.querySelectorAll('*')) {
-      if (!el.textContent.trim() || el.clientWidth === 0) continue;
-      const s = getComputedStyle(el);
-      if (el.scrollWidth > el.clientWidth + 1 && s.overflowX !== 'visible')
-        cut.push(['clipped', el.textContent, el.scrollWidth, el.clientWidth]);
-      if (s.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1)
-        cut.push(['text-overflow', el.textContent]);
-      if (el.getBoundingClientRect().right > edge + 1)
-        cut.push(['past the card', el.textContent]);
-    }
-  }
-  return cut;
-}"""
-
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):

@@ -48,3 +48,21 @@ def test_layers_named_like_numbers_are_categories_on_every_layer_chart():
     fig = sparsity_chart({"prune-l1-0.5": sparsity, "prune-l1-0.7": sparsity})
     assert fig.layout.yaxis.type == "category" and fig.layout.xaxis.type == "category"
     assert list(fig.data[0].y) == ["0", "2", "5"]
+
+
+def test_the_roofline_and_the_per_layer_sqnr_read_the_same_way():
+    """What the tour (tests/system/test_tour.py) found still drawn the old way: the roofline's
+    log axes with plotly's own ticks, the per-layer SQNR's layers on a number axis."""
+    from benchmarks.report.sensitivity import layers_chart
+    from benchmarks.report.tradeoffs import roofline_chart
+    peaks = {"cpu": {"gemm_flops_per_s": {"fp32": 100e9}, "memory_bytes_per_s": 20e9}}
+    rows = [{"variant": "baseline", "is_baseline": True, "precision": "fp32", "device": "cpu",
+             "achieved_flops_per_s": 10e9, "arithmetic_intensity": 5.0}]
+    fig = roofline_chart(rows, peaks)
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert axis.type == "log" and axis.tickmode == "array", axis
+        values = [float(t.replace(",", "")) for t in axis.ticktext]
+        assert values == sorted(values) and len(values) >= 2, axis.ticktext
+    sqnr = layers_chart({"layers": [{"layer": name, "sqnr_db": 30.0, "cosine": 0.99}
+                                    for name in ("0", "2", "5")]}, "per-layer SQNR")
+    assert sqnr.layout.xaxis.type == "category"

@@ -5,6 +5,7 @@ legend, curves only over numeric axes."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -203,3 +204,46 @@ def test_the_sensitivity_tables_read_in_words():
     assert cells[0]["SQNR (dB)"] == "— (not a quantization cell)"
     assert cells[1]["Δ accuracy (points)"] == "— (the run failed)"
     assert "/srv/x" not in cells[1]["Error"]  # no server path to another viewer
+
+
+def test_the_measurement_line_reads_the_normalisation_to_four_figures():
+    """The run page's and report's "How this was measured" line (issue 32.12; the tour saw
+    "mean [0.304882], std [0.375837]" under the answer)."""
+    from benchmarks.report.document import RunReport
+    line = RunReport.from_stored({"environment": {"data": {"normalization": {
+        "mode": "dataset", "mean": [0.30488201975822449], "std": [0.375837]}}},
+        "variants": []}).measurement_line()
+    assert "(mean [0.3049], std [0.3758])" in line, line
+    assert not LONG_FLOAT.search(line), line
+
+
+def test_a_record_shown_whole_reads_its_floats_to_four_decimals():
+    """The Environment tab's JSON (the tour saw 95084778989.40602 FLOP/s, a 3.240881777617619
+    GHz clock)."""
+    shown = formats.readable({"peaks": {"fp32": 95084778989.40602, "clock_ghz": 3.240881777617619,
+                                        "mean": [0.304882], "threads": 2, "name": "cpu",
+                                        "none": None, "inf": float("inf")}})
+    assert shown == {"peaks": {"fp32": 95084800000.0, "clock_ghz": 3.2409, "mean": [0.3049],
+                               "threads": 2, "name": "cpu", "none": None,
+                               "inf": float("inf")}}
+    assert not LONG_FLOAT.search(json.dumps(shown))
+
+
+def test_pareto_labels_sit_clear_of_every_disc_and_where_they_were_placed():
+    """The tour saw "student-scratch" over the combined variant's label on the page: plotly
+    set a textposition label off by its marker's size, which the placement did not foresee.
+    Every label is an annotation at its placed offset, and no label covers a model's disc."""
+    from benchmarks.report.tradeoffs import (_pixel, _radius, label_boxes, marker_sizes,
+                                             pareto_chart, pareto_front_of, pareto_points)
+    rows = pareto_points(_pareto_rows())
+    front = pareto_front_of(rows)
+    boxes = label_boxes(rows, front)
+    for r, size in zip(rows, marker_sizes(rows)):
+        cx, cy = _pixel(rows, r)
+        disc = (cx - _radius(size), cy - _radius(size), cx + _radius(size), cy + _radius(size))
+        for name, (_, _, b) in boxes.items():
+            assert not (b[0] < disc[2] and disc[0] < b[2] and b[1] < disc[3] and
+                        disc[1] < b[3]), (name, r["variant"])
+    fig = pareto_chart(rows, front)
+    assert not any(t.text for t in fig.data if t.text)  # no textposition labels
+    assert len(fig.layout.annotations) == len(boxes)
