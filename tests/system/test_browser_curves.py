@@ -147,6 +147,13 @@ def test_sweeping_the_prune_ratio_from_the_page_draws_its_curve(tmp_path):
             # Drawn once: a copy left from the run's progress view goes when the page settles.
             expect(curve).to_have_count(1, timeout=60_000)
             expect(curve).to_be_visible(timeout=60_000)
+            # Issue 32.10: the ratio a numeric axis (never lines between categories), the
+            # default range where trade-offs happen (0.3 to 0.9, not from a no-op 0).
+            axis, xs = curve.evaluate("g => [g._fullLayout.xaxis.type, g._fullData"
+                                      ".filter(t => t.mode === 'lines+markers')"
+                                      ".flatMap(t => Array.from(t.x))]")
+            assert axis == "linear" and all(isinstance(x, (int, float)) for x in xs), (axis, xs)
+            assert xs and min(xs) == pytest.approx(0.3) and max(xs) == pytest.approx(0.9), xs
             assert not page.get_by_text("Traceback").count()
         finally:
             browser.close()
