@@ -38,8 +38,9 @@ SHOWN_JS = """() => {
 # Every chart's axes, read from plotly's own layout and the tick labels it drew: a log axis's
 # labels must read in order along the axis (plotly's own ticks read "2 5 1 2 5 10", the 2 and 5
 # standing for 20 and 50: item 8); on a chart of layers the axis of names must be categories
-# (seed_cnn's layers "0", "2", "5" were drawn on a -1...6 axis: item 7). The Pareto chart's labels must not overlap and
-# name the baseline (item 9); no legend may list more than ten entries (the roofline's had 15).
+# (seed_cnn's layers "0", "2", "5" were drawn on a -1...6 axis: item 7). The Pareto chart's
+# labels must not overlap and must name the baseline (item 9); no legend may list more than
+# ten entries (the roofline's had 15).
 CHARTS_JS = """() => {
   const out = [], checked = {charts: 0, log: 0, layer: 0, pareto: 0};
   for (const gd of document.querySelectorAll('.js-plotly-plot')) {
@@ -56,7 +57,10 @@ CHARTS_JS = """() => {
           .map(t => t.textContent.trim()).filter(t => t);
         const values = labels.map(t => parseFloat(t.replace(/,/g, '').replace('\u2212', '-')));
         for (let i = 1; i < values.length; i++)
-          if (!(values[i] > values[i - 1])) { out.push(['log ticks out of order', title, labels]); break; }
+          if (!(values[i] > values[i - 1])) {
+            out.push(['log ticks out of order', title, labels]);
+            break;
+          }
       }
     }
     // A chart of layers: the axis its traces place names on (layers, variants) is categories.
@@ -78,7 +82,8 @@ CHARTS_JS = """() => {
       if (!boxes.some(([t]) => t.includes('baseline'))) out.push(['no baseline label', title]);
       for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
         const [a, r] = boxes[i], [b, q] = boxes[j];
-        if (r.left < q.right - 1 && q.left < r.right - 1 && r.top < q.bottom - 1 && q.top < r.bottom - 1)
+        if (r.left < q.right - 1 && q.left < r.right - 1 &&
+            r.top < q.bottom - 1 && q.top < r.bottom - 1)
           out.push(['labels overlap', title, a, b]);
       }
     }
@@ -125,11 +130,15 @@ def problems(page, checked: dict) -> list:
 
 def drawn(page) -> None:
     """Wait until the page's script has finished drawing (Streamlit's running indicator
-    gone, the main block present)."""
+    gone, the main block present, every table's headers there)."""
     from playwright.sync_api import expect
     expect(page.locator('[data-testid="stMain"]')).to_be_visible(timeout=PAGE_MS)
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=PAGE_MS)
     page.wait_for_load_state("networkidle")
+    # Every grid's headers written (the grid fills its accessible table after it draws).
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"]')]"
+                           ".every(d => d.querySelectorAll('[role=\"columnheader\"]').length)",
+                           timeout=PAGE_MS)
 
 
 def test_the_demo_tour_finds_nothing_to_apologise_for(tmp_path):
@@ -143,6 +152,10 @@ def test_the_demo_tour_finds_nothing_to_apologise_for(tmp_path):
         page.goto(url)  # the default experiment, as make run opens it
         button = page.get_by_role("button", name="Run benchmark")
         expect(button).to_be_visible(timeout=PAGE_MS)
+        # Item 5: the first run here is told what it can be (no earlier run to estimate from,
+        # its timing floor); after it, the estimate is from it.
+        expect(page.get_by_text(re.compile(r"^\d+ variants; no earlier run of this model and "
+                                           r"data set here"))).to_be_visible(timeout=PAGE_MS)
         button.click()
         run_id = wait_until(lambda: next(iter(r["run_id"] for r in ResultsStore(store).runs(
             with_variants=False)), None), 120, "the default run starting", every=0.5)
@@ -161,6 +174,10 @@ def test_the_demo_tour_finds_nothing_to_apologise_for(tmp_path):
                 expect(page.get_by_role("heading", name=title, exact=True).first).to_be_visible(
                     timeout=PAGE_MS)
                 drawn(page)
+                if name == "Experiment":
+                    expect(page.get_by_text(re.compile(
+                        r"^\d+ variants; about \d.* \(from 1 earlier run"))).to_be_visible(
+                        timeout=PAGE_MS)
                 if name != "Results":
                     page.screenshot(path=str(ARTEFACTS / f"tour-{name}-{size}.png"))
                     seen.append((name, size))
