@@ -89,10 +89,7 @@ def label_boxes(rows: list[dict], front: list[str]) -> dict[str, tuple]:
     ys = [100 * r["accuracy"] for r in rows]
     lows = [100 * (num(r.get("accuracy_ci_low")) or r["accuracy"]) for r in rows]
     highs = [100 * (num(r.get("accuracy_ci_high")) or r["accuracy"]) for r in rows]
-    x0, x1 = min(xs), max(xs)
-    y0, y1 = min(lows), max(highs)
-    xpad, ypad = 0.06 * ((x1 - x0) or 1.0), 0.06 * ((y1 - y0) or 1.0)
-    x0, x1, y0, y1 = x0 - xpad, x1 + xpad, y0 - ypad, y1 + ypad
+    x0, x1, y0, y1 = pareto_frame(rows)
 
     def px(x, y):
         return ((x - x0) / (x1 - x0) * PLOT_PX[0], (y - y0) / (y1 - y0) * PLOT_PX[1])
@@ -125,16 +122,29 @@ def label_boxes(rows: list[dict], front: list[str]) -> dict[str, tuple]:
     return placed
 
 
-def _pixel(rows: list[dict], r: dict) -> tuple[float, float]:
-    """A point's place in the assumed plot area, as ``label_boxes`` computes it."""
+def pareto_frame(rows: list[dict]) -> tuple[float, float, float, float]:
+    """The chart's axis ranges (x0, x1, y0, y1): the points and their intervals, padded 6%.
+    The chart is drawn over exactly these, so the label placement's pixels are the page's,
+    scaled up (the page's plot area is larger than PLOT_PX)."""
     xs = [q["p50_ms"] for q in rows]
     lows = [100 * (num(q.get("accuracy_ci_low")) or q["accuracy"]) for q in rows]
     highs = [100 * (num(q.get("accuracy_ci_high")) or q["accuracy"]) for q in rows]
     x0, x1, y0, y1 = min(xs), max(xs), min(lows), max(highs)
     xpad, ypad = 0.06 * ((x1 - x0) or 1.0), 0.06 * ((y1 - y0) or 1.0)
-    x0, x1, y0, y1 = x0 - xpad, x1 + xpad, y0 - ypad, y1 + ypad
+    return x0 - xpad, x1 + xpad, y0 - ypad, y1 + ypad
+
+
+def _pixel(rows: list[dict], r: dict) -> tuple[float, float]:
+    """A point's place in the assumed plot area, as ``label_boxes`` computes it."""
+    x0, x1, y0, y1 = pareto_frame(rows)
     return ((r["p50_ms"] - x0) / (x1 - x0) * PLOT_PX[0],
             (100 * r["accuracy"] - y0) / (y1 - y0) * PLOT_PX[1])
+
+
+def _data(rows: list[dict], cx: float, cy: float) -> tuple[float, float]:
+    """A place in the assumed plot area in the chart's data units (``_pixel`` reversed)."""
+    x0, x1, y0, y1 = pareto_frame(rows)
+    return x0 + cx / PLOT_PX[0] * (x1 - x0), y0 + cy / PLOT_PX[1] * (y1 - y0)
 
 
 def _overlap(a, b) -> bool:
@@ -193,19 +203,25 @@ def pareto_chart(rows: list[dict], front: list[str]) -> go.Figure:
         fig.add_scatter(x=[None], y=[None], mode="markers", name=NOISY_RING, hoverinfo="skip",
                         marker=dict(size=10, color="rgba(0,0,0,0)",
                                     line=dict(width=3, color=NOISY_COLOR)))
-    # Every label where label_boxes put it, in pixels from its point (plotly's textposition
-    # sets a label off by the marker's size, which the placement could not foresee): beside
-    # the point, or farther out with an arrow back to it.
+    # Every label centred where label_boxes put it, in data units over axes drawn to the same
+    # ranges: on the page (a larger plot area) labels and points stand farther apart than
+    # where they were placed, never closer (plotly's textposition and pixel offsets set a
+    # label off by the marker's size or by a fixed distance, and two overlapped on the page).
     by_name = {r["variant"]: r for r in rows}
     for name, (ring, _, box) in boxes.items():
         r = by_name[name]
-        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
-        px0 = _pixel(rows, r)
-        where = dict(xshift=cx - px0[0], yshift=cy - px0[1], showarrow=False) if ring == 1 \
-            else dict(ax=cx - px0[0], ay=-(cy - px0[1]), showarrow=True, arrowhead=0,
-                      arrowwidth=1, arrowcolor=INK)
-        fig.add_annotation(x=r["p50_ms"], y=100 * r["accuracy"], text=short(name),
-                           font=dict(size=11), **where)
+        lx, ly = _data(rows, (box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
+        if ring == 1:
+            fig.add_annotation(x=lx, y=ly, text=short(name), showarrow=False,
+                               font=dict(size=11))
+        else:  # an arrow from the label back to its point
+            fig.add_annotation(x=r["p50_ms"], y=100 * r["accuracy"], ax=lx, ay=ly,
+                               axref="x", ayref="y", text=short(name), showarrow=True,
+                               arrowhead=0, arrowwidth=1, arrowcolor=INK,
+                               font=dict(size=11))
+    x0, x1, y0, y1 = pareto_frame(rows)
+    fig.update_xaxes(range=[x0, x1])
+    fig.update_yaxes(range=[y0, y1])
     fig.update_layout(title="Accuracy vs latency (marker area: size)",
                       height=CHART_HEIGHT + 80, margin=dict(l=10, r=10, t=40, b=10),
                       xaxis_title="p50 latency (ms per batch)", yaxis_title="accuracy (%)",

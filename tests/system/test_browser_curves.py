@@ -110,8 +110,12 @@ def test_the_results_page_stays_legible(tmp_path, n):
             pareto = page.locator(".js-plotly-plot", has_text="Pareto front").first
             expect(pareto).to_be_visible(timeout=30_000)
             page.wait_for_timeout(1000)
-            count, overlapping = pareto.evaluate(OVERLAPS_JS, ".textpoint text")
+            # Its labels are annotations placed in pixels from their points (plotly's own
+            # .textpoint labels are no longer used): none over another, the baseline named.
+            count, overlapping = pareto.evaluate(OVERLAPS_JS, ".annotation-text-g")
             assert overlapping == 0, f"{overlapping} of {count} Pareto labels overlap"
+            assert count >= 2 and pareto.locator(".annotation-text-g", has_text="baseline"
+                                                 ).count() == 1, count
         finally:
             browser.close()
 
