@@ -16,6 +16,14 @@ from helpers import FAST_CLI, ROOT, run_cli
 SYSTEM = ROOT / "tests" / "system"
 
 
+def pytest_report_header(config):
+    """The factor the suite's waits start from (helpers.machine_slowdown), in the header of
+    CI's log: a slow run on a loaded machine reads as such."""
+    from helpers import machine_slowdown
+    return f"machine slowdown at start: x{machine_slowdown():.1f} (load per core; every " \
+           f"wait of the suite is scaled by it, helpers.scaled)"
+
+
 def pytest_collection_modifyitems(items):
     """``-m system`` / ``-m "not system"`` select the tier by folder, so no file can forget."""
     for item in items:

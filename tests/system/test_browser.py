@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import scaled_ms
 from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
 
 SWEEP_TIMEOUT_MS = 420_000  # two default sweeps one after the other on a loaded 2-core machine
@@ -59,7 +60,7 @@ def test_two_sessions_run_the_default_sweep(server):
                 page.get_by_role("button", name="Run benchmark").click()
             for page in pages:
                 expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
-                    timeout=SWEEP_TIMEOUT_MS)
+                    timeout=scaled_ms(SWEEP_TIMEOUT_MS))
                 page.wait_for_function(
                     "document.querySelectorAll('.js-plotly-plot').length >= 4",
                     timeout=60_000)
@@ -118,7 +119,7 @@ def test_pick_a_torchvision_model_by_typing_its_name(server):
             page.wait_for_timeout(1500)  # the rerun that takes the new values
             page.get_by_role("button", name="Run benchmark").click()
             expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
-                timeout=SWEEP_TIMEOUT_MS)
+                timeout=scaled_ms(SWEEP_TIMEOUT_MS))
             expect(page.get_by_text("prune-l1-0.5").first).to_be_visible(timeout=30_000)
             page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
                                    timeout=60_000)
