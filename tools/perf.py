@@ -501,7 +501,7 @@ def cluster() -> dict:
 # -- the team server: admission and supervision ---------------------------------------------
 
 # The admission check lists the folder and sizes it from one image: a few listings' worth.
-ADMISSION_RATIO = 4.0
+ADMISSION_RATIO = 5.0
 # Noticing the death (the supervisor looks every 0.5 s) and ending the killed job, then what
 # a cold start of a worker for a queued job pays.
 HEAL_RATIO = 2.0

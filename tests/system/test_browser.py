@@ -14,10 +14,11 @@ from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
 
 SWEEP_TIMEOUT_MS = 420_000  # two default sweeps one after the other on a loaded 2-core machine
 SCREENSHOT = Path("/tmp/compression-bench-results.png")
-# `make perf` holds the dashboard to its targets on a quiet machine: the first page drawn
-# within 3 s of `streamlit run`, a page switch within 1 s (docs/PERFORMANCE.md). Here, inside
-# the suite on a loaded machine, five times those: what a regression of that order (a file
-# watcher polling every module, a page importing torch) would break, not the noise.
+# `make perf` holds the dashboard to its targets against a bare Streamlit app of the same pages
+# (ratios, docs/performance-notes.md); on the Xeon they were set on, the first page drawn within
+# 3 s of `streamlit run` and a page switch within 1 s. Here, inside the suite on a loaded
+# machine, five times those: what a regression of that order (a file watcher polling every
+# module, a page importing torch) would break, not the noise.
 HEALTHY_S = 15.0
 FIRST_DRAW_S = 15.0
 SWITCH_S = 5.0
