@@ -24,6 +24,22 @@ def pytest_report_header(config):
            f"wait of the suite is scaled by it, helpers.scaled)"
 
 
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_protocol(item):
+    """pytest-timeout's limit per test (pyproject's ``timeout``, or --timeout) granted the
+    machine's slowdown when the test starts, as its waits are: a test whose waits scale must
+    not be cut off at the quiet machine's limit. A test's own timeout marker is left alone."""
+    from helpers import scaled
+    try:  # --timeout first (0 turns the limit off), then pyproject's
+        given = item.config.getoption("timeout", None)
+        limit = float(item.config.getini("timeout") or 0) if given is None else float(given)
+    except (ValueError, TypeError):  # pytest-timeout absent
+        limit = 0
+    if limit > 0 and item.get_closest_marker("timeout") is None:
+        item.add_marker(pytest.mark.timeout(scaled(limit)))
+    yield
+
+
 def pytest_collection_modifyitems(items):
     """``-m system`` / ``-m "not system"`` select the tier by folder, so no file can forget."""
     for item in items:

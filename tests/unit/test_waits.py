@@ -52,3 +52,15 @@ def test_the_waits_that_cannot_poll_are_granted_the_same_slowdown(monkeypatch):
     assert isinstance(scaled_ms(1000), int)  # Playwright takes whole milliseconds
     _load(monkeypatch, 100.0)
     assert scaled(600) == 600 * MAX_SLOWDOWN
+
+
+def test_the_per_test_limit_is_granted_the_slowdown_too(request):
+    """conftest gives each test pytest-timeout's limit times the slowdown at its start (the
+    marker it reads), so a scaled wait is not cut off at the quiet machine's limit."""
+    marker = request.node.get_closest_marker("timeout")
+    given = request.config.getoption("timeout")
+    limit = float(request.config.getini("timeout") if given is None else given)
+    if limit == 0:  # --timeout 0: no limit, and none is added
+        assert marker is None
+        return
+    assert limit <= marker.args[0] <= limit * MAX_SLOWDOWN
