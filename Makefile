@@ -56,10 +56,14 @@ bench: setup
 	$(PY) -m benchmarks run --prune 0.5 --distill --temperature 4 --amp --int8 static --combine \
 	  --json results/bench.json --csv results/bench.csv
 
-# Speed targets, measured side by side; writes docs/generated/PERFORMANCE.md (developer
-# tooling: tools/).
+# Speed targets, each a ratio to a floor measured side by side in the same run, or keyed to
+# the instruction set it needs (skipped, with the line, on a CPU without it); writes
+# docs/generated/PERFORMANCE.md with the CPU, its instruction sets and the load (developer
+# tooling: tools/). `make perf ONLY="bench server"` runs those sections alone, into
+# results/perf-only.md, leaving the full run's document as it is.
+ONLY ?=
 perf: setup
-	$(PY) -m tools.perf
+	$(PY) -m tools.perf $(if $(ONLY),--only $(ONLY) --output results/perf-only.md)
 
 # The checks only a GPU shows (CUDA events, AMP fp16, peak GPU memory, INT8 placement, NCCL):
 # one short script for a lent GPU machine; writes results/gpu.md and results/gpu.json.

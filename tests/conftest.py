@@ -16,6 +16,30 @@ from helpers import FAST_CLI, ROOT, run_cli
 SYSTEM = ROOT / "tests" / "system"
 
 
+def pytest_report_header(config):
+    """The factor the suite's waits start from (helpers.machine_slowdown), in the header of
+    CI's log: a slow run on a loaded machine reads as such."""
+    from helpers import machine_slowdown
+    return f"machine slowdown at start: x{machine_slowdown():.1f} (load per core; every " \
+           f"wait of the suite is scaled by it, helpers.scaled)"
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_protocol(item):
+    """pytest-timeout's limit per test (pyproject's ``timeout``, or --timeout) granted the
+    machine's slowdown when the test starts, as its waits are: a test whose waits scale must
+    not be cut off at the quiet machine's limit. A test's own timeout marker is left alone."""
+    from helpers import scaled
+    try:  # --timeout first (0 turns the limit off), then pyproject's
+        given = item.config.getoption("timeout", None)
+        limit = float(item.config.getini("timeout") or 0) if given is None else float(given)
+    except (ValueError, TypeError):  # pytest-timeout absent
+        limit = 0
+    if limit > 0 and item.get_closest_marker("timeout") is None:
+        item.add_marker(pytest.mark.timeout(scaled(limit)))
+    yield
+
+
 def pytest_collection_modifyitems(items):
     """``-m system`` / ``-m "not system"`` select the tier by folder, so no file can forget."""
     for item in items:

@@ -20,11 +20,11 @@ FAST_CLI = ["--epochs", "1", "--min-time", "0.05", "--quiet"]
 
 
 def run_cli(*args: str, timeout: float = 300, env: dict | None = None):
-    """The CLI in a fresh process, as a user runs it."""
+    """The CLI in a fresh process, as a user runs it (``timeout`` on a quiet machine, scaled)."""
     import subprocess
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, env=full_env)
+                          capture_output=True, text=True, timeout=scaled(timeout), env=full_env)
 
 
 def process_holding_a_run(store_path: Path):
@@ -56,6 +56,18 @@ def machine_slowdown() -> float:
     except OSError:  # no load average on this platform: take the machine as quiet
         return 1.0
     return min(MAX_SLOWDOWN, max(1.0, load / (os.cpu_count() or 1)))
+
+
+def scaled(seconds: float) -> float:
+    """``seconds`` written for a quiet machine, granted this one's slowdown now: for the waits
+    that cannot poll (a subprocess's timeout, ``communicate``, a thread's ``join``)."""
+    return seconds * machine_slowdown()
+
+
+def scaled_ms(ms: int) -> int:
+    """``scaled`` in milliseconds, for Playwright's ``expect(...).to_...(timeout=...)`` and
+    ``wait_for_*`` (they take milliseconds and cannot be asked again mid-wait)."""
+    return int(ms * machine_slowdown())
 
 
 def wait_until(predicate, timeout: float, what, every: float = 0.05):

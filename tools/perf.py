@@ -1,7 +1,11 @@
 """``make perf``: the speed targets, measured side by side in one run.
 
-This machine is shared and noisy, so every target is a ratio of two things measured in the
-same run, or a median of repeats; nothing here is a timed unit test. Writes the figures to
+This machine is shared and noisy, and not every machine is this one, so every target is a
+ratio of two things measured side by side in the same run (ours against a floor: torch's Timer,
+the same work by hand, a bare Streamlit app; or a variant against its baseline), medians of
+alternated repeats, or keyed to the instruction set it needs and skipped with a line where the
+CPU lacks it (tools/checks.py refuses a threshold in seconds). Nothing here is a timed unit
+test. Writes the figures to
 ``docs/generated/PERFORMANCE.md`` and the raw numbers to ``results/perf.json``; what the
 figures mean and how they moved is written by hand in ``docs/performance-notes.md``.
 
@@ -19,10 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from tools.checks import ROOT, check, check_rows, cli, unmet
+from tools.checks import ROOT, check, check_isa, check_ratio, check_rows, cli, cpu_card, unmet
 from tools.perf_peaks import peaks  # noqa: F401 (a section, called by its name)
 from tools.perf_runtimes import runtimes  # noqa: F401 (a section, called by its name)
 from tools.perf_sensitivity import TITLES as SENSITIVITY_TITLES
+from tools.perf_ui import PAGE_RATIO
 from tools.perf_sensitivity import render_lines, schedule, sensitivity  # noqa: F401
 
 DEFAULT_OUTPUT = ROOT / "docs" / "generated" / "PERFORMANCE.md"
@@ -59,6 +64,50 @@ RESNET_SWEEP = ["--dataset", "synthetic", "--input-shape", "3,64,64", "--batch-s
                 "--int8", "static", "--calibration-batches", "4"]
 DEFAULT_SWEEP = ["--prune", "0.5", "--distill", "--temperature", "4", "--amp", "--int8",
                  "static", "--combine"]
+# The floor of `python -m benchmarks run`'s cold baseline: the same work by hand, in a fresh
+# interpreter on the same threads. SweepSpec's defaults (8 epochs of Adam at 1e-3, batches of
+# 32, the last fifth of digits held out, 1 s of latency timing by torch's Timer), no cache,
+# store, report or checks.
+BY_HAND = """
+import torch
+from sklearn.datasets import load_digits
+from torch.utils import benchmark
+
+from benchmarks.measure.environment import default_threads
+from benchmarks.spec.sweep import SweepSpec
+from benchmarks.zoo.models import create_model
+
+spec = SweepSpec()
+torch.set_num_threads(default_threads())
+torch.manual_seed(0)
+digits = load_digits()
+x = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1) / 16
+y = torch.tensor(digits.target)
+n = len(x) * 4 // 5
+model = create_model("seed_cnn", 10, 1, (8, 8))
+optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
+for _ in range(spec.epochs):
+    for i in range(0, n, spec.batch_size):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[i:i + spec.batch_size]),
+                                          y[i:i + spec.batch_size]).backward()
+        optimizer.step()
+model.eval()
+with torch.inference_mode():
+    accuracy = (model(x[n:]).argmax(1) == y[n:]).float().mean().item()
+    benchmark.Timer("m(b)", globals={"m": model, "b": x[:spec.batch_size]}).blocked_autorange(
+        min_run_time=spec.min_time_s)
+print(accuracy)
+"""
+
+
+def by_hand() -> float:
+    """Seconds of BY_HAND in a fresh interpreter, start-up included."""
+    import subprocess
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", BY_HAND], cwd=ROOT, check=True, capture_output=True,
+                   timeout=900)
+    return time.perf_counter() - t0
 
 
 # -- latency fidelity, repeatability, overhead -------------------------------------------
@@ -97,9 +146,11 @@ def fidelity(repeats: int) -> dict:
             check("ResNet-18 b32 3x64x64: engine p50 / Timer.blocked_autorange median",
                   round(ratio, 3), "0.90-1.10", 0.9 <= ratio <= 1.1,
                   f"median of {repeats} interleaved pairs; {threads} thread(s)"),
-            check("engine p50 coefficient of variation over repeats", f"{cv:.1%}", "<= 5%",
-                  cv <= 0.05, f"torch's Timer over the same interleaved repeats: {timer_cv:.1%}, "
-                              f"the machine's own variation"),
+            check("engine p50 coefficient of variation over repeats", f"{cv:.1%}",
+                  "<= 5%, or <= 1.5x the Timer's own over the same repeats",
+                  cv <= 0.05 or cv <= 1.5 * timer_cv,
+                  f"torch's Timer over the same interleaved repeats: {timer_cv:.1%}, "
+                  f"the machine's own variation"),
             check("latency phase wall time / sum of timed samples", round(over, 2), "<= 1.5",
                   over <= 1.5, "warm-up included"),
         ]}
@@ -113,15 +164,21 @@ def bench() -> dict:
         env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
                "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
         base_json = f"{tmp}/base.json"
+        hand = [by_hand()]  # the floor before and after ours: drift hits both alike
         cold, p = cli(["run", "--json", base_json, "--quiet"], env)
         warm, p2 = cli(["run", "--json", base_json, "--quiet"], env)
+        hand.append(by_hand())
         if p.returncode or p2.returncode:
             raise RuntimeError(f"baseline run failed: {p.stderr[-500:]} {p2.stderr[-500:]}")
         acc = json.loads(Path(base_json).read_text())["variants"][0]["accuracy"]
+        floor = statistics.median(hand)
+        hand_note = (f"by hand: {', '.join(f'{h:.1f}' for h in hand)} s, before and after; "
+                     f"the engine adds the cache, the store, the roofline and the report")
         out["checks"] += [
-            check("`python -m benchmarks run` (seed_cnn, digits) cold, start-up included",
-                  f"{cold:.1f} s", "<= 30 s", cold <= 30),
-            check("the same, warm (cached baseline)", f"{warm:.1f} s", "<= 8 s", warm <= 8),
+            check_ratio("`python -m benchmarks run` (seed_cnn, digits) cold, start-up included",
+                        cold, floor, 2.0, "the same training and timing by hand", hand_note),
+            check_ratio("the same, warm (cached baseline)", warm, floor, 1.0,
+                        "the training by hand (a cache hit costs less than training)"),
             check("baseline accuracy", f"{acc:.2%}", ">= 96% (95% CI +-2 points)",
                   acc >= 0.96),
         ]
@@ -154,7 +211,9 @@ def bench() -> dict:
         check("default sweep (" + " ".join(DEFAULT_SWEEP) + "): every variant succeeds",
               f"{len(v) - len(errors)}/{len(v)}", "all", not errors, ", ".join(errors)),
         check("default sweep cold, start-up included", f"{cold_full:.1f} s", "(no target)", True),
-        check("default sweep warm", f"{warm_full:.1f} s", "<= 90 s", warm_full <= 90),
+        check_ratio(f"default sweep warm, per variant ({len(v)})", warm_full / len(v), warm,
+                    1.0, "the warm baseline run (start-up included)",
+                    f"{warm_full:.1f} s in all"),
         check("INT8 static size / baseline", round(int8["size_mb"] / base["size_mb"], 3),
               "<= 0.3", int8["size_mb"] <= 0.3 * base["size_mb"]),
         check("INT8 static accuracy change", f"{(int8['accuracy'] - base['accuracy']) * 100:+.2f}"
@@ -178,7 +237,7 @@ def bench() -> dict:
 def tradeoff() -> dict:
     """The sweep of the curves: ten pruned variants (l1 and channel at five ratios) and four
     distilled ones (T = 1, 2, 4, 8) with one scratch twin. Cold trains each point once; warm
-    (everything cached) must finish within a minute."""
+    (everything cached) costs no more per variant than a warm run of the baseline alone."""
     from benchmarks.report import stats
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
@@ -192,11 +251,15 @@ def tradeoff() -> dict:
         if p.returncode:
             raise RuntimeError(f"warm sweep failed: {p.stderr[-400:]}")
         doc = json.loads(Path(out).read_text())
+        base_warm, p = cli(["run", "--json", f"{tmp}/base.json", "--quiet"], env)
+        if p.returncode:
+            raise RuntimeError(f"warm baseline failed: {p.stderr[-400:]}")
         from benchmarks.store.database import ResultsStore
         from tools.perf_ui import results_page_of
         store = Path(tmp) / "store.db"
-        visits = results_page_of(store, ResultsStore(store).runs()[0]["run_id"])  # the warm run
-    page = statistics.median(visits[1:])
+        warm_run = next(r for r in ResultsStore(store).runs() if len(r["variants"]) > 1)
+        visits = results_page_of(store, warm_run["run_id"], Path(tmp) / "floor")
+    page, floor_page = (statistics.median(visits[k][1:]) for k in ("ours", "floor"))
     v = {x["name"]: x for x in doc["variants"]}
     errors = [n for n, x in v.items() if x["error"]]
     missing_axes = [n for n, x in v.items() if x["techniques"] in (["prune"], ["distill"])
@@ -223,12 +286,18 @@ def tradeoff() -> dict:
                       f"{sorted(set(trained.values()))}", "[1]",
                       set(trained.values()) == {1}, f"cold run {cold:.0f} s, "
                                                     f"{len(trained)} trained variants"),
-                check("warm (everything cached), start-up included", f"{warm:.1f} s", "<= 60 s",
-                      warm <= 60 and warm_misses == 0, f"{warm_misses} cache misses"),
-                check(f"its Results page in Chromium, click to every chart drawn (median of "
-                      f"{len(visits) - 1} later visits)", f"{page:.2f} s", "<= 1.5 s",
-                      page <= 1.5, f"first visit (plotly.js loaded into the browser): "
-                                   f"{visits[0]:.2f} s"),
+                check("warm (everything cached): cache misses", warm_misses, "0",
+                      warm_misses == 0),
+                check_ratio(f"warm (everything cached), start-up included, per variant "
+                            f"({len(v)})", warm / len(v), base_warm, 1.0,
+                            "a warm run of the baseline alone", f"{warm:.1f} s in all"),
+                check_ratio(f"its Results page in Chromium, click to every chart drawn (median "
+                            f"of {len(visits['ours']) - 1} later visits)", page, floor_page,
+                            PAGE_RATIO["results"], "the floor's",
+                            f"the floor: a bare Streamlit app drawing the same four figures, "
+                            f"visits alternated with ours; first visits (plotly.js loaded into "
+                            f"the browser): {visits['ours'][0]:.2f} s, the floor's "
+                            f"{visits['floor'][0]:.2f} s"),
             ]}
 
 
@@ -269,13 +338,21 @@ def resnet(repeats: int = 3) -> dict:
 
     extra = statistics.median(a / b for a, b in zip(walls["interleaved"], walls["sequential"]))
     checks = []
-    for name, target in (("channel", 2.5), ("int8", 3.0)):
+    # Channel pruning's speed-up is fewer multiply-adds on any CPU; static INT8's 3x needs
+    # integer dot-product instructions (VNNI or AMX): on AVX2 alone it reads about 2.7x.
+    for name, target, needs in (("channel", 2.5, None), ("int8", 3.0, "VNNI or AMX")):
         dev, mid = spread(speedups[name])
-        checks.append(check(
-            f"ResNet-18 b32 3x64x64: {'channel 0.5' if name == 'channel' else 'static INT8'} "
-            f"speed-up, {repeats} runs", f"{mid:.2f}x (runs: "
-            f"{', '.join(f'{x:.2f}' for x in speedups[name])}; max {dev:.1%} off the median)",
-            f"within 7% of the median; >= {target}x", dev <= 0.07 and mid >= target))
+        label = f"ResNet-18 b32 3x64x64: {'channel 0.5' if name == 'channel' else 'static INT8'}"
+        runs = (f"{mid:.2f}x (runs: {', '.join(f'{x:.2f}' for x in speedups[name])}; max "
+                f"{dev:.1%} off the median)")
+        checks.append(check(f"{label} speed-up over the baseline, {repeats} runs: repeatable",
+                            runs, "within 7% of the median", dev <= 0.07))
+        if needs:
+            checks.append(check_isa(needs, f"{label} speed-up over the baseline (median)",
+                                    f"{mid:.2f}x", f">= {target}x", mid >= target))
+        else:
+            checks.append(check(f"{label} speed-up over the baseline (median)", f"{mid:.2f}x",
+                                f">= {target}x", mid >= target))
     checks += [
         check("channel 0.5 parameters / baseline", f"{params:.1%}", "<= 30%", params <= 0.3),
         check("interleaved timing's wall time / sequential's (same sweep, alternated)",
@@ -327,6 +404,9 @@ def catalogue() -> dict:
 
 # -- data-parallel training ---------------------------------------------------------------
 
+# What launching costs over the training it launches (processes, rendezvous, data, evaluation).
+DDP_OVERHEAD = 12.0
+
 def distributed() -> dict:
     from benchmarks.distributed.launcher import DistributedConfig, run_distributed
     config = DistributedConfig(workers=(1, 2), compressions=("none", "fp16"))
@@ -336,13 +416,19 @@ def distributed() -> dict:
     by = {(r["workers"], r["compression"]): r for r in runs}
     errors = [r["name"] for r in runs if r.get("error")]
     ratio = by[(2, "fp16")]["bytes_per_step"] / by[(2, "none")]["bytes_per_step"]
+    # The floor: the training the runs timed themselves (the slowest rank's steps), against
+    # the whole benchmark's wall time (spawning ranks, rendezvous, data, evaluation).
+    trained = sum((r.get("step_ms") or 0) * (r.get("timed_steps") or 0) for r in runs) / 1000
     return {
         "runs": [{k: r.get(k) for k in ("name", "throughput", "scaling_efficiency",
                                          "bytes_per_step", "comm_ms_per_step", "step_ms",
                                          "loss", "accuracy", "error")} for r in runs],
         "checks": [
-            check("DDP (gloo) 1 and 2 workers x none/fp16 on digits, together", f"{wall:.1f} s",
-                  "<= 120 s", wall <= 120 and not errors, ", ".join(errors)),
+            check("DDP (gloo) 1 and 2 workers x none/fp16 on digits: every run succeeds",
+                  f"{len(runs) - len(errors)}/{len(runs)}", "all", not errors,
+                  ", ".join(errors)),
+            check_ratio("the four runs together, wall time", wall, trained, DDP_OVERHEAD,
+                        "the training steps they timed (summed)"),
             check("fp16 bytes per step / none", round(ratio, 3), "0.5", abs(ratio - 0.5) < 0.01),
         ]}
 
@@ -414,10 +500,17 @@ def cluster() -> dict:
 
 # -- the team server: admission and supervision ---------------------------------------------
 
+# The admission check lists the folder and sizes it from one image: a few listings' worth.
+ADMISSION_RATIO = 5.0
+# Noticing the death (the supervisor looks every 0.5 s) and ending the killed job, then what
+# a cold start of a worker for a queued job pays.
+HEAL_RATIO = 2.0
+
 def server() -> dict:
     """How fast the queue refuses what would not fit, and heals: the admission check of a
     100,000-image folder, and from a SIGKILLed worker to the next queued job running (no page
-    action), medians of three."""
+    action), medians of three; each beside its floor, alternated: listing the folder, and the
+    same queue starting a worker for a queued job when none runs (what any restart pays)."""
     import signal
 
     import numpy as np
@@ -435,7 +528,7 @@ def server() -> dict:
             tile.save(folder / f"{i}.png")
         from benchmarks.run.runner import prepare_sweep
         spec = SweepSpec(dataset=f"imagefolder:{root}", input_shape=(3, 64, 64))
-        admission = []
+        admission, listing = [], []
         for _ in range(3):
             t0 = time.perf_counter()
             try:  # a share this small refuses it once it is sized: the check, not the load
@@ -443,9 +536,12 @@ def server() -> dict:
             except ValueError:
                 pass
             admission.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            sum(len(files) for _, _, files in os.walk(root))
+            listing.append(time.perf_counter() - t0)
         queue = JobQueue(Path(tmp) / "results.db")
         queue.supervise()  # as serve.py does: the supervisor thread alone restarts the worker
-        heal = []
+        heal, start = [], []
         try:
             long = SweepSpec(epochs=200, min_time_s=0.05).to_dict()
             short = SweepSpec(epochs=1, min_time_s=0.05).to_dict()
@@ -463,15 +559,31 @@ def server() -> dict:
                 heal.append(time.monotonic() - t0)
                 while not queue.get(second).finished:
                     time.sleep(0.2)
+                # The floor: the same queue starting a worker for a queued job, none running.
+                queue.stop_worker("cpu")
+                third = queue.submit("sweep", short, session="c")
+                t0 = time.monotonic()
+                queue.ensure_worker("cpu")
+                while queue.get(third).status == "queued":
+                    time.sleep(0.05)
+                start.append(time.monotonic() - t0)
+                while not queue.get(third).finished:
+                    time.sleep(0.2)
         finally:
             queue.stop_supervising()
             queue.stop_worker("cpu")
-    a, h = statistics.median(admission), statistics.median(heal)
+    med = statistics.median
     return {"checks": [
-        check("admission check of a 100,000-image folder at 3,64,64 (refused or admitted)",
-              f"{a:.2f} s", "<= 2 s", a <= 2, f"runs: {', '.join(f'{x:.2f}' for x in admission)}"),
-        check("a SIGKILLed worker to the next queued job running, no page action",
-              f"{h:.1f} s", "<= 5 s", h <= 5, f"runs: {', '.join(f'{x:.1f}' for x in heal)}"),
+        check_ratio("admission check of a 100,000-image folder at 3,64,64 (refused or "
+                    "admitted)", med(admission), med(listing), ADMISSION_RATIO,
+                    "listing the folder (os.walk)",
+                    f"runs: {', '.join(f'{x:.2f}' for x in admission)} s; listings: "
+                    f"{', '.join(f'{x:.2f}' for x in listing)} s"),
+        check_ratio("a SIGKILLed worker to the next queued job running, no page action",
+                    med(heal), med(start), HEAL_RATIO,
+                    "a worker started for a queued job, none running",
+                    f"runs: {', '.join(f'{x:.1f}' for x in heal)} s; starts: "
+                    f"{', '.join(f'{x:.1f}' for x in start)} s"),
     ]}
 
 
@@ -489,13 +601,29 @@ def recommend() -> dict:
     return measure_recommend()
 
 
+def machine_lines(machine: dict) -> list[str]:
+    """The CPU, its instruction sets and the load around the run: what the figures depend on."""
+    if not machine:
+        return []
+    isa = ", ".join(machine.get("isa") or []) or "none of note"
+    load = [f"{'/'.join(f'{x:g}' for x in machine[k])}" if machine.get(k) else "-"
+            for k in ("load_start", "load_end")]
+    return [f"CPU: {machine.get('model', 'unknown')} ({machine.get('cores')} cores); "
+            f"instruction sets: {isa} (the widest: {machine.get('isa_class')}). Load average "
+            f"(1/5/15 min) at the start {load[0]}, at the end {load[1]}."]
+
+
 def render(results: dict, env: dict) -> str:
     lines = ["# Performance", "",
              "Written by `make perf` (`python -m tools.perf`); raw figures in "
              "`results/perf.json`. Each target is a ratio of two things measured side by side "
-             "in one run, or a median of repeats: the machine is shared and noisy.", "",
+             "in one run (ours against a floor, or a variant against its baseline; medians of "
+             "alternated repeats), or keyed to the instruction set it needs and skipped where "
+             "the CPU lacks it: the machine is shared and noisy, and not every machine is this "
+             "one.", "",
              f"Measured {env['created_at']} on {env['cpu']} ({env['cpu_count']} cores, "
              f"{env['threads']} pinned), torch {env['torch']}, commit {env['git_commit']}.", "",
+             *machine_lines(env.get("machine") or {}), "",
              "The measurements behind the techniques' choices (FX against pt2e, the quantized "
              "engines, torchao's dynamic path, channel pruning per model) are in "
              "`docs/optimizers.md`; what the figures below mean, and how they moved, in "
@@ -544,6 +672,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     quiet_library_noise()
     env = environment_card(threads=default_threads())
+    card = cpu_card()
+    env["machine"] = {**{k: v for k, v in card.items() if k != "load"},
+                      "load_start": card["load"]}
     results = {}
     output = Path(args.output)
     for name in args.only:
@@ -560,6 +691,7 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
                              if str(exc) else type(exc).__name__}
         print(f"perf: {name} done in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    env["machine"]["load_end"] = cpu_card()["load"]
     # The raw figures go beside the report: a partial run (--only, --output elsewhere) must
     # not overwrite the full run's results/perf.json.
     raw = (ROOT / "results" / "perf.json" if output.resolve() == DEFAULT_OUTPUT

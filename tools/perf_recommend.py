@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tools.checks import ROOT, check
+from tools.checks import ROOT, check, isa_class
 
 FOLDER_COPIES = 3          # 3 x 1,797 digits = 5,391 images
 FOLDER_SIZE = 32
@@ -115,20 +115,6 @@ MNIST5K_TARGET = 1.5
 PANEL_DEFAULTS = ["--within", "1pt", "--trials", "8"]  # dashboard/recommend_panel.py's
 
 
-def _instruction_set() -> str:
-    """The widest of the CPU's vector and matrix extensions: what INT8's speed depends on."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split("flags", 2)[1].splitlines()[0]
-                    .split())
-    except (OSError, IndexError):
-        return "unknown"
-    for flag, name in (("amx_int8", "AMX"), ("avx512_vnni", "AVX-512 VNNI"),
-                       ("avx512f", "AVX-512"), ("avx2", "AVX2")):
-        if flag in flags:
-            return name
-    return "no AVX2"
-
-
 def _mnist5k(tmp: str, env: dict) -> tuple[list, dict]:
     from benchmarks.recommend.certificate import recompute
     env = {**env, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache-mnist5k"}
@@ -143,7 +129,7 @@ def _mnist5k(tmp: str, env: dict) -> tuple[list, dict]:
     keep = [{k: t[k] for k in KEEP} for t in cert.get("candidates", [])]
     same = bool(doc) and recomputed["winner"] == cert["winner"] and keep == [
         {k: t[k] for k in KEEP} for t in recomputed["candidates"]]
-    isa = _instruction_set()
+    isa = isa_class()
     checks = [
         check(f"mnist5k: the panel's defaults (`recommend --dataset mnist5k "
               f"{' '.join(PANEL_DEFAULTS)}`) certify a variant whose p50 speed-up interval "

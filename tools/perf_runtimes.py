@@ -3,8 +3,9 @@
 - ResNet-18 (torchvision, random init) at b32 3x64x64 and at b1 3x224x224, one thread: the
   baseline and static INT8 under eager, compile, ort and openvino, side by side in one sweep
   per shape; every cell with its parity and op census. The best INT8 cell must be at least
-  ``TARGET_SHARE`` of the best speed-up measured by hand on this machine (``HAND``), with
-  every convolution and the classifier on integer kernels; every fp32 cell truly fp32.
+  ``TARGET_SHARE`` of the best speed-up measured by hand (``HAND``, keyed to the instruction
+  set it was measured on: skipped, with the line, on a CPU of another), with every
+  convolution and the classifier on integer kernels; every fp32 cell truly fp32.
 - ONNX Runtime's ``quantize_static`` with its default signed activations (S8S8) on the same
   ResNet-18: its census must flag it "INT8 in name only".
 - the seed CNN on digits (trained: parity means something): its best INT8 cell against
@@ -21,7 +22,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from tools.checks import check, cli
+from tools.checks import check, check_isa, cli, isa_class
 
 RESNET_FILE = """import torchvision
 
@@ -30,10 +31,12 @@ def build(num_classes, in_channels):
     return torchvision.models.resnet18(num_classes=num_classes)
 """
 RUNTIMES = "eager,compile,ort,openvino"
-# The best runtime measured by hand on this machine (AMD EPYC Zen 3, AVX2, no VNNI; 1 thread,
-# every candidate alternated in one process, medians of 10 rounds): OpenVINO's NNCF INT8 over
-# eager fp32 (docs/performance-notes.md). The issue's Zen 4 figures were about 4.6x at both.
-HAND = {"b32 3x64x64": 4.16, "b1 3x224x224": 3.12}
+# The best runtime measured by hand, by the instruction set it was measured on (1 thread, every
+# candidate alternated in one process, medians of 10 rounds): OpenVINO's NNCF INT8 over eager
+# fp32 (docs/performance-notes.md). AVX2: an AMD EPYC Zen 3, no VNNI. The issue's AVX-512
+# VNNI Zen 4 read about 4.6x at both, by its own hand, not this section's; an AMX CPU has no
+# figures yet: there the target is skipped until someone measures them.
+HAND = {"AVX2": {"b32 3x64x64": 4.16, "b1 3x224x224": 3.12}}
 # The sweep's rounds on a shared 2-core machine move by about 10% between runs.
 TARGET_SHARE = 0.90
 SEED_TARGET = 3.5      # the issue's figure; ONNX Runtime's U8S8 reached 3.68x by hand here
@@ -98,16 +101,12 @@ def _resnet(cli, tmp: str, env: dict, shape: str) -> tuple[list[dict], list[dict
     rows = _run(cli, args, Path(tmp, f"resnet-{shape.split()[0]}.json"), env)
     checks = []
     best = max(_int8_cells(rows), key=_speedup, default=None)
-    target = TARGET_SHARE * HAND[shape]
     if best is None:
         checks.append(check(f"ResNet-18 {shape}: the best INT8 cell", "no INT8 cell ran",
-                            f">= {target:.2f}x", False))
+                            "an INT8 cell", False))
         return rows, checks
     s = _speedup(best)
-    checks.append(check(
-        f"ResNet-18 {shape}, 1 thread: the best INT8 cell over eager fp32, same rounds",
-        f"{s:.2f}x ({best['variant']})", f">= {target:.2f}x ({TARGET_SHARE:.0%} of the "
-        f"{HAND[shape]:.2f}x measured by hand)", s >= target))
+    checks.append(best_against_hand(shape, s, best["variant"]))
     checks.append(check(
         f"ResNet-18 {shape}: that cell's convs and matmuls on integer kernels",
         f"{best.get('int_kernels')} int, {best.get('float_kernels')} float",
@@ -120,6 +119,21 @@ def _resnet(cli, tmp: str, env: dict, shape: str) -> tuple[list[dict], list[dict
                         + (f"; not: {', '.join(wrong)}" if wrong else ""),
                         "all", not wrong and len(fp32) >= 4))
     return rows, checks
+
+
+def best_against_hand(shape: str, speedup: float, variant: str,
+                      flags: set[str] | None = None) -> dict:
+    """The best INT8 cell's speed-up against ``TARGET_SHARE`` of the by-hand figure of this
+    CPU's instruction set; where there is none, the row skipped, naming the one it needs."""
+    isa = isa_class(flags)
+    # The figures by hand of one instruction set hold on a CPU of that set, not another.
+    needs = isa if isa in HAND else next(iter(HAND))
+    hand = HAND[needs][shape]
+    target = TARGET_SHARE * hand
+    return check_isa(needs, f"ResNet-18 {shape}, 1 thread: the best INT8 cell over eager fp32, "
+                     f"same rounds", f"{speedup:.2f}x ({variant})",
+                     f">= {target:.2f}x ({TARGET_SHARE:.0%} of the {hand:.2f}x measured by "
+                     f"hand on {needs})", speedup >= target, flags=flags, exact=True)
 
 
 def _name_only(tmp: str) -> dict:

@@ -1,10 +1,12 @@
 """The dashboard's speed targets, measured in a real browser (Debian's chromium via Playwright).
 The server is a separate process, as a user runs it (``tools.browser``).
 
-Each page target is measured beside its floor on the same machine, alternated: a bare Streamlit
-app of the same three pages that draws only what the target waits for (the one button, the
-headings, the same four figures). The targets are seconds written for one machine; the floor
-says how much of a figure is Streamlit and Chromium on this one, and so whether a miss is ours.
+Each page target is a ratio to its floor, measured on the same machine in the same run,
+alternated: a bare Streamlit app of the same three pages that draws only what the target waits
+for (the one button, the headings, the same four figures). Seconds would test the machine (a
+one-button app alone takes 1.7-2.2 s to its first page on an AMX Xeon, 2.8-3.6 s on an AVX2
+Zen 3); the ratio says how much of a figure is ours. The experiment's own run is measured
+against the engine's time for the same job (the queue's start to end): what the page adds.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ from tools.browser import (
     stop_server,
     wait_healthy,
 )
+
+# The page targets: ours over the floor's (PAGE_RATIO), the experiment's click-to-charts over
+# its job's run in the worker (EXPERIMENT_RATIO). Set from the runs of docs/performance-notes.md
+# ("The page targets against their floor"): the absolute targets of the AMX Xeon over the floor
+# measured there (first page: 3 s against 1.7 s), with the Zen 3's ratios for the others.
+PAGE_RATIO = {"first": 1.75, "switch": 4.0, "results": 1.75, "load_during_sweep": 3.5}
+EXPERIMENT_RATIO = {"cold": 1.5, "warm": 2.0}
 
 # What a page timing waits for, checked at every animation frame by a plain DOM query. Not
 # Playwright's expect(): after its first tries it polls every 500 ms, and each poll computes
@@ -169,14 +178,6 @@ class ResultsVisits:
         return took
 
 
-def results_visits(page, visits: int) -> list[float]:
-    """``ResultsVisits`` of ``visits`` visits in a row."""
-    visits_of = ResultsVisits(page)
-    for _ in range(visits):
-        visits_of.visit()
-    return visits_of.times
-
-
 def page_switches(page) -> list[float]:
     """Seconds for each of Results, History and Experiment (its Run benchmark drawn), one
     click each."""
@@ -198,20 +199,31 @@ def page_load(page, url: str) -> float:
     return time.monotonic() - t
 
 
-def results_page_of(store: Path, run_id: str, visits: int = 6) -> list[float]:
-    """``results_visits`` on a stored run, in a real server and Chromium of their own."""
+def results_page_of(store: Path, run_id: str, floor_dir: Path, visits: int = 6) -> dict:
+    """``ResultsVisits`` on a stored run, in a real server and Chromium of their own, each
+    visit alternated with one to the floor's Results page drawing the run's four figures
+    (written under ``floor_dir``): {"ours": [...], "floor": [...]} in seconds."""
     from playwright.sync_api import expect, sync_playwright
     if not os.path.exists(CHROMIUM):
         raise RuntimeError(f"{CHROMIUM} is missing (apt-get install chromium)")
-    with running_server(store) as (_, url), sync_playwright() as p:
+    floor_app = _write_floor_app(floor_dir, store, run_id)
+    with running_server(store) as (_, url), _floor_server(floor_app) as floor_url, \
+            sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
+            viewport = {"width": 1600, "height": 1100}
+            page = browser.new_context(viewport=viewport).new_page()
+            floor = browser.new_context(viewport=viewport).new_page()
             page.goto(url)
             expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
                 timeout=60_000)
+            page_load(floor, floor_url)
             claim_for_session(page, store, run_id)
-            return results_visits(page, visits)
+            ours, theirs = ResultsVisits(page), ResultsVisits(floor)
+            for _ in range(visits):
+                ours.visit()
+                theirs.visit()
+            return {"ours": ours.times, "floor": theirs.times}
         finally:
             browser.close()
 
@@ -272,10 +284,17 @@ def _first_draws(browser, tmp: Path, repeats: int) -> dict:
             "floor": statistics.median(floor)}
 
 
+def _job_seconds(job) -> float:
+    """A job's run in the worker, from the queue's start to its end."""
+    from datetime import datetime
+    return (datetime.fromisoformat(job.finished_at)
+            - datetime.fromisoformat(job.started_at)).total_seconds()
+
+
 def measure_dashboard(repeats: int = 3) -> dict:
     from playwright.sync_api import expect, sync_playwright
 
-    from tools.checks import check
+    from tools.checks import check_ratio
 
     if not os.path.exists(CHROMIUM):
         raise RuntimeError(f"{CHROMIUM} is missing (apt-get install chromium)")
@@ -310,7 +329,7 @@ def measure_dashboard(repeats: int = 3) -> dict:
                     floor_switches += page_switches(floor)
 
                 # The default experiment, cold (empty weights cache) then warm.
-                sweeps = []
+                sweeps, job_s = [], []
                 loads_during, loads_idle, floor_during, floor_idle = [], [], [], []
                 other = browser.new_context().new_page()
                 other_floor = browser.new_context().new_page()
@@ -341,6 +360,7 @@ def measure_dashboard(repeats: int = 3) -> dict:
                         timeout=300_000)
                     _charts(page, 4, 60_000)
                     sweeps.append(time.monotonic() - t)
+                    job_s.append(_job_seconds(queue.jobs()[0]))
                     page.wait_for_timeout(500)
         finally:
             browser.close()
@@ -355,28 +375,30 @@ def measure_dashboard(repeats: int = 3) -> dict:
                      "load_during_sweep_s": med(floor_during)}
     floor_note = "a bare Streamlit app of the same pages, alternated with ours"
     out["checks"] = [
-        check("`streamlit run` to the first page drawn in Chromium (median of "
-              f"{repeats} starts)", f"{first_draw['first']:.1f} s", "<= 3 s",
-              first_draw["first"] <= 3,
-              f"starts: {', '.join(f'{t:.1f}' for t in first_draw['first_all'])} s; server "
-              f"healthy after {first_draw['healthy']:.1f} s, title drawn at "
-              f"{first_draw['title']:.1f} s, Run benchmark at the bottom drawn last; the "
-              f"floor, a one-button Streamlit app started alternately with ours: "
-              f"{first_draw['floor']:.1f} s"),
-        check("switching pages (median of Results/History/Experiment)", f"{switch:.2f} s",
-              "<= 1 s", switch <= 1, f"the floor, {floor_note}: {floor_switch:.2f} s"),
-        check("Results page of 20 variants, click to all charts drawn (median of later visits)",
-              f"{draw20:.2f} s", "<= 1 s", draw20 <= 1,
-              f"the first visit, which also loads plotly.js into the browser: "
-              f"{first_results:.2f} s; the floor, {floor_note} drawing the same four "
-              f"figures: {floor20:.2f} s"),
-        check("default experiment, click to the four charts, cold cache", f"{sweeps[0]:.1f} s",
-              "<= 60 s", sweeps[0] <= 60),
-        check("the same, warm cache", f"{sweeps[1]:.1f} s", "<= 15 s", sweeps[1] <= 15),
-        check("a page load by another session while a sweep runs (median)", f"{load:.2f} s",
-              "<= 2 s", load <= 2,
-              f"the same load with nothing running: {idle:.2f} s; the floor's one-button "
-              f"page, alternated with ours: {med(floor_during):.2f} s during the sweep, "
-              f"{med(floor_idle):.2f} s with nothing running"),
+        check_ratio(f"`streamlit run` to the first page drawn in Chromium (median of {repeats} "
+                    "starts)", first_draw["first"], first_draw["floor"], PAGE_RATIO["first"],
+                    "a one-button Streamlit app's, started alternately with ours",
+                    f"starts: {', '.join(f'{t:.1f}' for t in first_draw['first_all'])} s; "
+                    f"server healthy after {first_draw['healthy']:.1f} s, title drawn at "
+                    f"{first_draw['title']:.1f} s, Run benchmark at the bottom drawn last"),
+        check_ratio("switching pages (median of Results/History/Experiment)", switch,
+                    floor_switch, PAGE_RATIO["switch"], "the floor's", floor_note),
+        check_ratio("Results page of 20 variants, click to all charts drawn (median of later "
+                    "visits)", draw20, floor20, PAGE_RATIO["results"], "the floor's",
+                    f"the first visit, which also loads plotly.js into the browser: "
+                    f"{first_results:.2f} s; the floor, {floor_note} drawing the same four "
+                    f"figures"),
+        check_ratio("default experiment, click to the four charts, cold cache", sweeps[0],
+                    job_s[0], EXPERIMENT_RATIO["cold"], "its job's run in the worker",
+                    "the page's part: submitting, the worker picking the job up, the polls, "
+                    "drawing"),
+        check_ratio("the same, warm cache", sweeps[1], job_s[1], EXPERIMENT_RATIO["warm"],
+                    "its job's run in the worker", f"cold / warm click-to-charts: "
+                    f"{sweeps[0]:.1f} s / {sweeps[1]:.1f} s"),
+        check_ratio("a page load by another session while a sweep runs (median)", load,
+                    med(floor_during), PAGE_RATIO["load_during_sweep"],
+                    "the floor's one-button page, alternated with ours",
+                    f"with nothing running: ours {idle:.2f} s, the floor's "
+                    f"{med(floor_idle):.2f} s"),
     ]
     return out

@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
-from helpers import FAST, ROOT, MemoryWatchdog, finished_job, png_folder, wait_until
+from helpers import FAST, ROOT, MemoryWatchdog, finished_job, png_folder, scaled, wait_until
 
 
 def status_kb(pid: int, field: str) -> int:
@@ -126,7 +126,7 @@ def test_loading_images_makes_no_float_or_repeated_copies(tmp_path):
         print(size.nbytes, after - before)
     """)
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+                         text=True, timeout=scaled(300))
     assert out.returncode == 0, out.stderr[-2000:]
     stored, grown = map(int, out.stdout.split())
     assert stored == 20_000 * 3 * 64 * 64

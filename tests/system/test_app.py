@@ -14,7 +14,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from helpers import ROOT, signed, wait_until
+from helpers import ROOT, scaled, signed, wait_until
 
 APP = str(ROOT / "app.py")
 PAGES = ["pages/experiment.py", "pages/results.py", "pages/history.py", "pages/distributed.py"]
@@ -323,7 +323,7 @@ print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """
     env = {**os.environ, "COMPRESSION_BENCH_STORE": str(tmp_path / "r.db")}
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, text=True,
-                         capture_output=True, timeout=120)
+                         capture_output=True, timeout=scaled(120))
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
 

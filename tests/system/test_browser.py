@@ -9,14 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from helpers import scaled_ms
 from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
 
 SWEEP_TIMEOUT_MS = 420_000  # two default sweeps one after the other on a loaded 2-core machine
 SCREENSHOT = Path("/tmp/compression-bench-results.png")
-# `make perf` holds the dashboard to its targets on a quiet machine: the first page drawn
-# within 3 s of `streamlit run`, a page switch within 1 s (docs/PERFORMANCE.md). Here, inside
-# the suite on a loaded machine, five times those: what a regression of that order (a file
-# watcher polling every module, a page importing torch) would break, not the noise.
+# `make perf` holds the dashboard to its targets against a bare Streamlit app of the same pages
+# (ratios, docs/performance-notes.md); on the Xeon they were set on, the first page drawn within
+# 3 s of `streamlit run` and a page switch within 1 s. Here, inside the suite on a loaded
+# machine, five times those: what a regression of that order (a file watcher polling every
+# module, a page importing torch) would break, not the noise.
 HEALTHY_S = 15.0
 FIRST_DRAW_S = 15.0
 SWITCH_S = 5.0
@@ -59,7 +61,7 @@ def test_two_sessions_run_the_default_sweep(server):
                 page.get_by_role("button", name="Run benchmark").click()
             for page in pages:
                 expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
-                    timeout=SWEEP_TIMEOUT_MS)
+                    timeout=scaled_ms(SWEEP_TIMEOUT_MS))
                 page.wait_for_function(
                     "document.querySelectorAll('.js-plotly-plot').length >= 4",
                     timeout=60_000)
@@ -118,7 +120,7 @@ def test_pick_a_torchvision_model_by_typing_its_name(server):
             page.wait_for_timeout(1500)  # the rerun that takes the new values
             page.get_by_role("button", name="Run benchmark").click()
             expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
-                timeout=SWEEP_TIMEOUT_MS)
+                timeout=scaled_ms(SWEEP_TIMEOUT_MS))
             expect(page.get_by_text("prune-l1-0.5").first).to_be_visible(timeout=30_000)
             page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
                                    timeout=60_000)

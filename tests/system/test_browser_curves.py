@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, scaled_ms
 from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -145,7 +145,8 @@ def test_sweeping_the_prune_ratio_from_the_page_draws_its_curve(tmp_path):
             expect(page.get_by_text(re.compile(r"^6 variants"))).to_be_visible(timeout=30_000)
             time.sleep(1)
             run.click()
-            expect(page.get_by_text("Complete.", exact=True)).to_be_visible(timeout=420_000)
+            expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
+                timeout=scaled_ms(420_000))
             page.get_by_role("tab", name="Curves").click()
             curve = page.locator(".js-plotly-plot", has_text="Trade-off against prune.ratio")
             # Drawn once: a copy left from the run's progress view goes when the page settles.

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from helpers import CUT_JS, chromium, store_answer_run, wait_until
+from helpers import CUT_JS, chromium, scaled_ms, store_answer_run, wait_until
 from tools.browser import running_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -73,7 +73,7 @@ def _cards_of(page, run_id: str, url: str) -> None:
     from playwright.sync_api import expect
     page.goto(f"{url}/results?run={run_id}")
     cards = page.locator('[data-testid="stMetric"]')
-    expect(cards).to_have_count(5, timeout=PAGE_MS)
+    expect(cards).to_have_count(5, timeout=scaled_ms(PAGE_MS))
     expect(cards.first).not_to_contain_text("measuring")
     page.wait_for_timeout(500)  # the cards' style settles
 
@@ -86,7 +86,7 @@ def test_first_screen_live_results_and_whole_cards(site):
     page = browser.new_context(viewport=SCREENS[0]).new_page()
     page.goto(f"{url}/?{urlencode(TINY)}")
     button = page.get_by_role("button", name="Run benchmark")
-    expect(button).to_be_visible(timeout=PAGE_MS)
+    expect(button).to_be_visible(timeout=scaled_ms(PAGE_MS))
     expect(page.get_by_text(re.compile(r"^\d+ variants?"))).to_be_visible(timeout=30_000)
     box = button.bounding_box()  # on the first screen, without scrolling
     assert box and 0 <= box["y"] and box["y"] + box["height"] <= SCREENS[0]["height"], box
@@ -113,10 +113,11 @@ def test_first_screen_live_results_and_whole_cards(site):
     results.evaluate("window.notReloaded = true")
     cards = results.locator('[data-testid="stMetric"]')
     # Before the timings: a count, never a verdict; then the verdict, on the same page.
-    expect(cards.first).to_contain_text(re.compile(r"measuring 1 of 2"), timeout=PAGE_MS)
+    expect(cards.first).to_contain_text(re.compile(r"measuring 1 of 2"),
+                                        timeout=scaled_ms(PAGE_MS))
     expect(results.get_by_text("no variant within")).to_have_count(0)
     _finish_live_run(store, live)
-    expect(cards.first).not_to_contain_text("measuring", timeout=PAGE_MS)
+    expect(cards.first).not_to_contain_text("measuring", timeout=scaled_ms(PAGE_MS))
     assert results.evaluate("window.notReloaded === true")
     expect(results.get_by_text("still going")).to_have_count(0, timeout=30_000)
 

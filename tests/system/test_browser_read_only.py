@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.service.queue import JobQueue
 from dashboard.identity import session_owner
-from helpers import chromium
+from helpers import chromium, scaled_ms
 from test_text_not_markup import SECRET, recommendation, store_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -77,7 +77,7 @@ def test_hostile_links_are_text_and_a_shared_link_queues_nothing(tmp_path, image
         page = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
         page.goto(f"{url}/?{urlencode({phish: '1', 'model': image})}")
         warning = page.get_by_text("This link's", exact=False)
-        expect(warning).to_be_visible(timeout=PAGE_MS)
+        expect(warning).to_be_visible(timeout=scaled_ms(PAGE_MS))
         expect(warning).to_contain_text(phish)
         expect(warning).to_contain_text(image)
         assert markup_in_dom(page, host) == {"links": [], "images": [], "bold": []}
@@ -87,9 +87,9 @@ def test_hostile_links_are_text_and_a_shared_link_queues_nothing(tmp_path, image
         other.goto(f"{url}/results?" + urlencode({"run": run_id, "tab": "Sensitivity",
                                                    "margin": image, image: "1"}))
         expect(other.get_by_text("Only the person who ran it can draw a sensitivity map")
-               ).to_be_visible(timeout=PAGE_MS)
+               ).to_be_visible(timeout=scaled_ms(PAGE_MS))
         expect(other.get_by_text("Only the person who ran it can queue this recipe")
-               ).to_be_visible(timeout=PAGE_MS)
+               ).to_be_visible(timeout=scaled_ms(PAGE_MS))
         expect(other.get_by_text("This link's", exact=False)).to_contain_text(image)
         # The stored texts (the model path, a variant's name, the errors) are text too.
         expect(other.get_by_text("A shared run (read-only)", exact=False)).to_contain_text(
@@ -102,7 +102,7 @@ def test_hostile_links_are_text_and_a_shared_link_queues_nothing(tmp_path, image
         assert not other.get_by_text("Traceback").count()
 
         # A crafted request, as that person, to queue work on the run anyway: refused.
-        other.wait_for_url(re.compile(r"[?&]session="), timeout=PAGE_MS)
+        other.wait_for_url(re.compile(r"[?&]session="), timeout=scaled_ms(PAGE_MS))
         viewer = session_owner(parse_qs(urlsplit(other.url).query)["session"][0])
         queue = JobQueue(store)
         for kind, payload in (
@@ -125,7 +125,7 @@ def test_hostile_links_are_text_and_a_shared_link_queues_nothing(tmp_path, image
         db.close()
         other.goto(f"{url}/history")
         expect(other.get_by_text("unreadable, skipped", exact=False).first).to_be_visible(
-            timeout=PAGE_MS)
+            timeout=scaled_ms(PAGE_MS))
         assert not other.get_by_text("Traceback").count()
         assert not other.locator('[data-testid="stException"]').count()
     assert requests == []  # no viewer's browser fetched from the host the link chose

@@ -5,7 +5,7 @@ the page draws the variant x runtime grid; the stored run holds the cells."""
 from __future__ import annotations
 
 import pytest
-from helpers import chromium
+from helpers import chromium, scaled_ms
 
 from tools.browser import running_server
 
@@ -55,7 +55,7 @@ def test_runtimes_swept_from_the_page_draw_the_grid(tmp_path):
         page.wait_for_timeout(1500)  # the rerun that takes the new values
         page.get_by_role("button", name="Run benchmark").click()
         expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
-            timeout=SWEEP_TIMEOUT_MS)
+            timeout=scaled_ms(SWEEP_TIMEOUT_MS))
         # The run's Runtimes tab (only the open tab is drawn).
         runtimes_tab = page.get_by_role("tab", name="Runtimes")
         expect(runtimes_tab).to_be_visible(timeout=60_000)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import pytest
 
+from helpers import scaled
 from tools.coverage import CELLS, render, run_isolated, versions
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_slice_of_the_coverage_matrix():
-    swin, squeeze = (run_isolated(spec, list(CELLS), timeout=900)
+    swin, squeeze = (run_isolated(spec, list(CELLS), timeout=scaled(900))
                      for spec in ("torchvision:swin_t", "torchvision:squeezenet1_1"))
     assert swin["size"] == 32 and swin["family"] == "swin_transformer"
     assert {c: swin["cells"][c]["ok"] for c in CELLS} == dict.fromkeys(CELLS, True), swin

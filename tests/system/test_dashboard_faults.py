@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from benchmarks.service.queue import JobQueue
-from helpers import ROOT, wait_until
+from helpers import ROOT, scaled_ms, wait_until
 
 APP = str(ROOT / "app.py")
 
@@ -89,7 +89,8 @@ def test_a_server_restart_marks_the_job_interrupted_and_it_can_run_again(tmp_pat
                 assert queue.store.run(job.run_id)["status"] == "interrupted"
                 # And it runs again.
                 page.get_by_role("button", name="Run benchmark").click()
-                expect(page.get_by_text("Complete.", exact=True)).to_be_visible(timeout=300_000)
+                expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
+                    timeout=scaled_ms(300_000))
                 assert queue.jobs()[0].status == "complete"
                 assert queue.store.integrity_ok()
         finally:

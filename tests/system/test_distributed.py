@@ -12,7 +12,7 @@ import torch
 
 from benchmarks.distributed import launcher as D
 from benchmarks.distributed.worker import make_sampler
-from helpers import ROOT
+from helpers import ROOT, scaled
 
 FAST = dict(model="seed_cnn", dataset="digits", steps=6, batch_size=16, device="cpu")
 
@@ -206,7 +206,7 @@ def test_cli_end_to_end_writes_json_and_store(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.distributed", "--workers", "1", "--compression",
          "fp16", "--steps", "4", "--batch-size", "16", "--device", "cpu", "--json", str(out),
-         "--store", str(store)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+         "--store", str(store)], cwd=ROOT, capture_output=True, text=True, timeout=scaled(120))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
     assert doc["schema"] == 1 and "torch" in doc["environment"]

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, scaled
 
 torch = pytest.importorskip("torch")
 
@@ -30,7 +30,7 @@ def _gpu_check(*args: str, hide: tuple[str, ...] = (), tmp=None) -> subprocess.C
             "    sys.modules[name] = None\n")
         env["PYTHONPATH"] = os.pathsep.join([str(tmp / "site"), str(ROOT)])
     return subprocess.run([sys.executable, "-m", "tools.gpu_check", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, env=env)
+                          capture_output=True, text=True, timeout=scaled(600), env=env)
 
 
 def test_quick_run_on_a_bare_cpu_writes_every_section_and_labels_int8(tmp_path):

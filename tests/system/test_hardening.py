@@ -19,7 +19,7 @@ from pathlib import Path
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
 from benchmarks.store.database import ResultsStore
-from helpers import (FAST, FAST_CLI, ROOT, finished_jobs, process_holding_a_run,
+from helpers import (FAST, FAST_CLI, ROOT, finished_jobs, process_holding_a_run, scaled,
                      wait_until)
 
 
@@ -52,7 +52,7 @@ def test_two_cli_sweeps_into_one_store_both_complete(tmp_path, cli):
     procs = [spawn("run", "--prune", "0.5", "--store", str(store), "--json",
                    str(tmp_path / f"r{i}.json"), *FAST_CLI, "--min-time", "0.1", env=env)
              for i in range(2)]
-    outs = [p.communicate(timeout=300) for p in procs]
+    outs = [p.communicate(timeout=scaled(300)) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err
         assert "Traceback" not in err

@@ -11,7 +11,7 @@ import random
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from helpers import ROOT, signed
+from helpers import ROOT, scaled, signed
 
 APP = str(ROOT / "app.py")
 
@@ -149,7 +149,7 @@ def test_the_distributed_cli_gives_each_runs_throughput_its_interval(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.distributed", "--workers", "1", "--compression",
          "none,fp16", "--steps", "8", "--batch-size", "16", "--device", "cpu", "--store",
-         str(tmp_path / "s.db")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+         str(tmp_path / "s.db")], cwd=ROOT, capture_output=True, text=True, timeout=scaled(120))
     assert proc.returncode == 0, proc.stderr
     progress = [line for line in proc.stderr.splitlines() if line.startswith("[")]
     assert len(progress) == 2 and all("samples/s (95% CI " in line for line in progress)

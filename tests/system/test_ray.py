@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, wait_until
+from helpers import ROOT, scaled, wait_until
 from tools.ray_cluster import free_port, local_cluster
 
 ray = pytest.importorskip("ray")
@@ -35,7 +35,7 @@ def cluster():
 def _run(*args, timeout=600, **kwargs):
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout, **kwargs)
+                          capture_output=True, text=True, timeout=scaled(timeout), **kwargs)
 
 
 def _doc(path) -> dict[str, dict]:
@@ -70,7 +70,7 @@ def test_two_sweeps_at_once_never_time_on_the_same_node_together(cluster, tmp_pa
         env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True) for i in range(2)]
     for p in procs:
-        _, err = p.communicate(timeout=600)
+        _, err = p.communicate(timeout=scaled(600))
         assert p.returncode == 0, err
     windows = []
     for i in range(2):
@@ -109,7 +109,7 @@ def test_killing_a_ray_worker_mid_build_touches_only_its_variant(cluster, tmp_pa
             return pids[0]
         return None
     wait_until(kill_a_build_task, 120, "a build task running (to kill)", every=0.1)
-    _, err = proc.communicate(timeout=600)
+    _, err = proc.communicate(timeout=scaled(600))
     assert proc.returncode in (0, 1), err
     variants = _doc(out)
     failed = {n: v["error"] for n, v in variants.items() if v["error"]}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import chromium, wait_until
+from helpers import chromium, scaled_ms, wait_until
 
 from tools.browser import running_server
 
@@ -103,7 +103,7 @@ def test_a_recommendation_from_the_page_shows_its_winner_and_certificate(tmp_pat
         page.wait_for_timeout(1000)
         button.click()
         expect(page.get_by_text(re.compile(r"^certified: int8-"))).to_be_visible(
-            timeout=420_000)
+            timeout=scaled_ms(420_000))
         expect(page.get_by_text("The certificate", exact=True)).to_be_visible()
         expect(page.locator(".js-plotly-plot", has_text="certified winner")
                ).to_be_visible(timeout=60_000)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import FAST_CLI, ROOT, chromium, finished_job, owned_copy, run_cli, wait_until
+from helpers import (FAST_CLI, ROOT, chromium, finished_job, owned_copy, run_cli, scaled,
+                     scaled_ms, wait_until)
 
 JOB_TIMEOUT_MS = 420_000
 
@@ -32,7 +33,7 @@ def test_the_page_queues_a_map_owned_and_capped_like_any_job(sweep_store, monkey
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store))
     queue = JobQueue(store)
     try:
-        at = AppTest.from_file(str(ROOT / "pages" / "results.py"), default_timeout=120)
+        at = AppTest.from_file(str(ROOT / "pages" / "results.py"), default_timeout=scaled(120))
         # Only a run's owner maps it (a CLI run has none): this session's copy of the sweep.
         at.session_state["cb_session"] = "the-sweeps-owner"
         run_id = owned_copy(store, cli_run, session_owner("the-sweeps-owner"))
@@ -89,7 +90,7 @@ def test_a_map_drawn_and_applied_in_a_real_browser(sweep_store):
         button.click()
         # The worker draws the map; the page reruns when the job ends and draws its charts.
         heatmap = page.locator(".js-plotly-plot").filter(has_text="Where accuracy goes")
-        expect(heatmap).to_be_visible(timeout=JOB_TIMEOUT_MS)
+        expect(heatmap).to_be_visible(timeout=scaled_ms(JOB_TIMEOUT_MS))
         expect(page.locator(".js-plotly-plot").filter(
             has_text="against latency share")).to_be_visible(timeout=30_000)
         # Hatched cells (within noise) are drawn with a pattern.
@@ -100,7 +101,7 @@ def test_a_map_drawn_and_applied_in_a_real_browser(sweep_store):
         expect(page.get_by_text("The schedule's verification sweep:")).to_be_visible(
             timeout=60_000)
         expect(page.get_by_role("link", name="open the run")).to_be_visible(
-            timeout=JOB_TIMEOUT_MS)
+            timeout=scaled_ms(JOB_TIMEOUT_MS))
         assert not page.get_by_text("Traceback").count()
         # The link is there once the sweep has started: wait for it to end.
         verification = wait_until(lambda: (r := ResultsStore(store).runs(kind="sweep")[0])[

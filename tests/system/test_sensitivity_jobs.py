@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from helpers import FAST, wait_until
+from helpers import FAST, scaled, wait_until
 
 
 def test_a_map_job_is_cancelled_between_cells(store_path):
@@ -25,7 +25,7 @@ def test_a_map_job_is_cancelled_between_cells(store_path):
     wait_until(lambda: (p := queue.get(job_id).progress).get("phase") == "screening"
                and p.get("index", 0) >= 2, 300, "the map screening its third cell")
     assert queue.cancel(job_id)
-    thread.join(timeout=120)
+    thread.join(timeout=scaled(120))
     assert not thread.is_alive()
     ended = queue.get(job_id)
     assert ended.status == "cancelled", ended.error

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, scaled
 
 
 @pytest.mark.parametrize("variable, value, said", [
@@ -22,7 +22,7 @@ def test_a_bad_limit_stops_the_server_in_one_line(tmp_path, variable, value, sai
     done = subprocess.run(
         [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
          "--server.port", "0"], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=120)
+        timeout=scaled(120))
     assert done.returncode == 2, done.stderr[-2000:]
     (line,) = [ln for ln in done.stderr.splitlines() if ln.strip()]
     assert line.startswith(f"error: {variable} must be") and said in line

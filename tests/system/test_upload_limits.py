@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import wait_until
+from helpers import scaled, wait_until
 
 MB = 2**20
 FILE_MB = 199
@@ -87,7 +87,7 @@ def put(port: int, session: Session, file_id: str, size: int, chunked: bool = Fa
     lines.append("Transfer-Encoding: chunked" if chunked
                  else f"Content-Length: {len(head) + size + len(tail)}")
     pieces = [head, *([CHUNK] * (size // MB)), CHUNK[:size % MB], tail]
-    with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=scaled(120)) as s:
         s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         for piece in pieces:
             if select.select([s], [], [], 0)[0]:

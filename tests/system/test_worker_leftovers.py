@@ -17,7 +17,7 @@ import pytest
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
 from benchmarks.store.database import ResultsStore, owner_tag
-from helpers import FAST, finished_job
+from helpers import FAST, finished_job, scaled
 
 THIEF = textwrap.dedent("""
     import json
@@ -71,7 +71,7 @@ THIEF = textwrap.dedent("""
             said["raw"] = str(exc)
         raw.close()
         done = subprocess.run([sys.executable, "-c", ATTACK, {store!r}],
-                              capture_output=True, text=True, timeout=120)
+                              capture_output=True, text=True, timeout=scaled(120))
         said["process"] = done.stdout.strip() or done.stderr[-400:]
         with open({report!r}, "w") as f:
             json.dump(said, f)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import helpers
-from helpers import MAX_SLOWDOWN, machine_slowdown, wait_until
+from helpers import MAX_SLOWDOWN, machine_slowdown, scaled, scaled_ms, wait_until
 
 
 def _load(monkeypatch, per_core: float) -> None:
@@ -41,3 +41,26 @@ def test_a_loaded_machine_waits_longer_in_proportion_to_its_load(monkeypatch):
 def test_the_grant_is_capped_so_a_hang_still_fails(monkeypatch):
     _load(monkeypatch, 100.0)
     assert machine_slowdown() == MAX_SLOWDOWN
+
+
+def test_the_waits_that_cannot_poll_are_granted_the_same_slowdown(monkeypatch):
+    """A subprocess's timeout and Playwright's milliseconds scale as wait_until does."""
+    _load(monkeypatch, 0.5)
+    assert scaled(120) == 120 and scaled_ms(420_000) == 420_000
+    _load(monkeypatch, 2.5)
+    assert scaled(120) == pytest.approx(300) and scaled_ms(420_000) == 1_050_000
+    assert isinstance(scaled_ms(1000), int)  # Playwright takes whole milliseconds
+    _load(monkeypatch, 100.0)
+    assert scaled(600) == 600 * MAX_SLOWDOWN
+
+
+def test_the_per_test_limit_is_granted_the_slowdown_too(request):
+    """conftest gives each test pytest-timeout's limit times the slowdown at its start (the
+    marker it reads), so a scaled wait is not cut off at the quiet machine's limit."""
+    marker = request.node.get_closest_marker("timeout")
+    given = request.config.getoption("timeout")
+    limit = float(request.config.getini("timeout") if given is None else given)
+    if limit == 0:  # --timeout 0: no limit, and none is added
+        assert marker is None
+        return
+    assert limit <= marker.args[0] <= limit * MAX_SLOWDOWN

@@ -137,12 +137,12 @@ def test_executor_ray_without_ray_installed_is_one_line_and_exit_2(command, tmp_
     import subprocess
     import sys
 
-    from helpers import ROOT
+    from helpers import ROOT, scaled
     store = tmp_path / "s.db"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     p = subprocess.run([sys.executable, "-c", WITHOUT_RAY, *command, "--store", str(store),
                         "--executor", "ray", "--ray-address", "127.0.0.1:9"], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=120)
+                       env=env, capture_output=True, text=True, timeout=scaled(120))
     assert p.returncode == 2, (p.stdout, p.stderr)
     (line,) = p.stderr.strip().splitlines()
     assert line.startswith("error: --executor ray needs Ray, which is not installed here")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import ROOT, run_cli, torchvision_weights_file
+from helpers import ROOT, run_cli, scaled, torchvision_weights_file
 
 GOLDFISH = "n01443537"  # ImageNet-1k class 1
 
@@ -87,7 +87,7 @@ def test_catalogue_models_prune_and_quantize_at_224(tmp_path, model):
                    "channel", "--finetune-epochs", "0", "--int8", "static",
                    "--calibration-batches", "1", "--min-time", "0.05", "--timing-rounds", "1",
                    "--quiet", "--json", str(out), "--store", str(tmp_path / "r.db"),
-                   timeout=900)
+                   timeout=scaled(900))
     assert proc.returncode == 0, proc.stderr
     variants = {v["name"]: v for v in json.loads(out.read_text())["variants"]}
     assert set(variants) == {"baseline", "prune-channel-0.5", "int8-static"}

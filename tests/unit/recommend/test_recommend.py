@@ -22,7 +22,7 @@ from benchmarks.recommend.certificate import recompute
 from benchmarks.recommend.request import STARTUP_TRIALS
 from benchmarks.recommend.split import accuracy_at
 from benchmarks.report.stats import noninferiority, pack_bits, paired_difference, unpack_bits
-from helpers import ROOT, run_cli
+from helpers import ROOT, run_cli, scaled
 
 SPACE = ["--int8", "dynamic,static", "--calibration-batches", "8"]
 BUDGET = ["--epochs", "2", "--min-time", "0.05", "--timing-rounds", "5"]
@@ -223,7 +223,7 @@ def test_ctrl_c_stops_the_search_and_certifies_what_it_found(recommended, tmp_pa
         if line.startswith("trial 2 "):
             proc.send_signal(signal.SIGINT)
             break
-    out, rest = proc.communicate(timeout=120)
+    out, rest = proc.communicate(timeout=scaled(120))
     assert proc.returncode == 130, "".join(seen) + rest
     from benchmarks.store.database import ResultsStore
     run = ResultsStore(store).runs()[0]

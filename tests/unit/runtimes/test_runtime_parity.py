@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 from benchmarks.runtimes import Calibration, RuntimeConfig, prepare  # noqa: E402
 from benchmarks.runtimes.parity import parity  # noqa: E402
 from benchmarks.spec import runtimes as registry  # noqa: E402
-from helpers import ROOT  # noqa: E402
+from helpers import ROOT, scaled  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -115,5 +115,5 @@ def test_openvino_and_nncf_send_no_telemetry():
             "print(sys.modules['openvino_telemetry'] is None, os.environ['NNCF_CI'],\n"
             "      isinstance(wrapper.telemetry, wrapper.NNCFTelemetryStub))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=scaled(120))
     assert out.stdout.split() == ["True", "1", "True"], out.stderr[-500:]
