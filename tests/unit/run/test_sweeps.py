@@ -214,5 +214,7 @@ def test_charts_stay_legible_with_long_names_and_an_axis_fitted_to_accuracy():
     assert low > 80 and high <= 100  # fitted, not 0-100
     front = ["baseline"]
     pareto = charts.pareto_chart(rows, front)
-    labelled = [t for t in pareto.data[0].text if t]
+    # Labels are annotations placed clear of every marker (no trace text).
+    labelled = [t for trace in pareto.data for t in (trace.text or ()) if t] + \
+        [a.text for a in pareto.layout.annotations]
     assert labelled == ["baseline"]  # the frontier only; the rest on hover
