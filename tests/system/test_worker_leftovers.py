@@ -71,7 +71,7 @@ THIEF = textwrap.dedent("""
             said["raw"] = str(exc)
         raw.close()
         done = subprocess.run([sys.executable, "-c", ATTACK, {store!r}],
-                              capture_output=True, text=True, timeout=scaled(120))
+                              capture_output=True, text=True, timeout={timeout})
         said["process"] = done.stdout.strip() or done.stderr[-400:]
         with open({report!r}, "w") as f:
             json.dump(said, f)
@@ -114,10 +114,12 @@ def test_a_model_file_cannot_take_who_owns_a_run(tmp_path, queue, monkeypatch):
     assert server.cancel(alices_job, by=ALICE)  # queued: cancelled before any worker runs
     report = tmp_path / "said.json"
     models = models_folder(tmp_path, queue, monkeypatch, **{
-        "thief.py": THIEF.format(store=str(queue.path), report=str(report))})
+        "thief.py": THIEF.format(store=str(queue.path), report=str(report),
+                              timeout=scaled(120))})
     job = finished_job(server, server.submit(
         "sweep", SweepSpec(model=f"{models / 'thief.py'}:build", **FAST).to_dict(),
         session=MALLORY), 240)
+    assert report.exists(), (job.status, job.error)  # the model file ran to its end
     said = json.loads(report.read_text())
     attack = said.pop("process")
     assert all(outcome != "done" for outcome in said.values()), said
