@@ -30,20 +30,33 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
         return
     from benchmarks.report.answer import OBJECTIVES  # SciPy's import: not on the first page
     st.subheader("Recommend")
-    st.caption("The fastest variant that is provably within a margin of the baseline: the "
-               "search (Optuna) sees half of the test examples, the certificate is earned on "
-               "the other half, once, paired with the baseline (Tango's interval, one error "
-               "rate for every candidate).")
+    st.caption("The fastest variant whose accuracy is, with the confidence you set, at most "
+               "the margin below the baseline's. A search tries variants on half of the test "
+               "images; the other half, unseen until then, checks the best of them once, "
+               "image by image against the baseline.")
     c1, c2, c3, c4, c5 = st.columns(5)
     # Values the one-click fixes set (st.session_state) start there, not as the widgets'
     # defaults: a widget given both warns on the page.
     st.session_state.setdefault("rec_within", DEFAULT_WITHIN)
-    within = c1.text_input("Within", key="rec_within",
-                           help="points (1pt) or a share of the baseline's accuracy (2%)")
-    confidence = c2.number_input("Confidence", 0.51, 0.999, 0.95, step=0.01, key="rec_conf")
-    objective = c3.selectbox("Objective", list(OBJECTIVES), key="rec_objective")
-    trials = c4.number_input("Trials", 1, MAX_TRIALS, 8, key="rec_trials")
-    minutes = c5.number_input("Budget (minutes, 0: none)", 0, 24 * 60, 0, key="rec_budget")
+    odds = f"{100 * (1 - float(st.session_state.get('rec_conf', 0.95))):.3g}"
+    within = c1.text_input(
+        "Within", key="rec_within",
+        help=f"The accuracy you accept to lose: points (1pt: 97.0% may become 96.0%, no "
+             f"lower) or a share of the baseline's accuracy (2%). Certified means: were the "
+             f"variant's true accuracy loss larger than this margin, the check would pass it "
+             f"at most {odds} time{'' if odds == '1' else 's'} in 100.")
+    confidence = c2.number_input(
+        "Confidence", 0.51, 0.999, 0.95, step=0.01, key="rec_conf",
+        help="How sure a certificate is: at 0.95, a variant that in truth loses more than "
+             "the margin is certified at most 5 times in 100, however many are checked.")
+    objective = c3.selectbox("Objective", list(OBJECTIVES), key="rec_objective",
+                             help="What the winner is fastest or smallest in")
+    trials = c4.number_input("Trials", 1, MAX_TRIALS, 8, key="rec_trials",
+                             help="Variants the search builds and measures; each costs about "
+                                  "one variant of a sweep")
+    minutes = c5.number_input("Budget (minutes, 0: none)", 0, 24 * 60, 0, key="rec_budget",
+                              help="Ends the search when reached; what it found by then is "
+                                   "checked and timed all the same")
     page_data = _page_dataset(sweep_fields)
     data = _data_choice(page_data, within, float(confidence))
     refused = _power_statement(data, within, float(confidence))
@@ -55,6 +68,10 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
         _submit(_on_data(sweep_fields, data, page_data), choices, enabled, device, dict(
             within=within, confidence=float(confidence), objective=objective,
             trials=int(trials), budget_s=60.0 * minutes if minutes else None), free)
+    model = _page_model(sweep_fields)
+    if model and data:
+        st.caption("Expected duration: " + md(state.describe_recommend_estimate(
+            model, data, int(trials), 60.0 * minutes if minutes else None)))
     job_id = state.current_job_id(JOB_KEY, "recommend")  # the one just submitted, too
     if not job_id:
         return
@@ -71,6 +88,13 @@ def _page_dataset(sweep_fields) -> str | None:
     try:
         name = sweep_fields()["dataset"]
         return name if dataset_entry(name).has_labels else None
+    except (ValueError, KeyError):
+        return None
+
+
+def _page_model(sweep_fields) -> str | None:
+    try:
+        return sweep_fields()["model"]
     except (ValueError, KeyError):
         return None
 
@@ -207,8 +231,12 @@ def show(run: dict, key: str, device: str = "cpu") -> None:
     st.markdown("  \n".join(shown(line) for line in summary_lines(block)[1:]))
     rows = candidate_rows(block)
     if rows:
-        st.markdown("**The certificate**: candidates in their fixed order, slowest first; "
-                    "the sequence stops at the first failure.")
+        st.markdown("**The certificate**: the best variants of the search, checked one by one "
+                    "on the unseen half, slowest first (an order fixed before the check, so "
+                    "the confidence holds for all of them); the first that fails ends it. "
+                    "*gained* and *lost*: images it got right where the baseline was wrong, "
+                    "and the reverse; *worst case*: the accuracy change it is certified "
+                    "not to fall below.")
         st.dataframe(rows, hide_index=True, key=f"{key}-candidates")
     st.plotly_chart(trials_figure(block), key=f"{key}-trials")
     recipe = block.get("recipe")

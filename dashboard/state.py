@@ -250,6 +250,17 @@ def describe_estimate(spec) -> str:
     return estimate_sweep(spec, runs).describe()
 
 
+def describe_recommend_estimate(model: str, dataset: str, trials: int,
+                                budget_s: float | None) -> str:
+    """"about T (from ...)" for a planned recommendation, from this worker's earlier runs."""
+    from benchmarks.run.estimate import estimate_recommend
+    try:
+        runs = _history(str(store_path()), model, dataset)
+    except Exception:
+        runs = []
+    return estimate_recommend(trials, runs, budget_s).describe()
+
+
 # The worker's start-up (importing torch) takes a core for seconds; started at once it made
 # the first page draw 2 s later on two cores. Started after this delay, it is ready long before
 # a user has set the toggles, and a click on Run benchmark starts it at once anyway.

@@ -19,8 +19,10 @@ from benchmarks.report.style import (
 )
 
 WINNER_COLOR = "#ca8a04"
-CANDIDATE_COLUMNS = ("order", "candidate", "search Δ pts", "search ratio", "b", "c", "n",
-                     "Δ pts [interval]", "lower limit", "p", "test", "verdict",
+# In words a newcomer reads (the JSON keeps b, c, n and lower_pts): gained is b, images it
+# got right where the baseline was wrong; lost is c, the reverse; checked is n.
+CANDIDATE_COLUMNS = ("order", "candidate", "search Δ pts", "search ratio", "gained", "lost",
+                     "checked", "Δ pts [interval]", "worst case (pts)", "p", "test", "verdict",
                      "ratio [interval]")
 # The test's short name in the table (its full name and why it was chosen: the JSON's
 # ``test`` and ``test_why``, and the summary lines).
@@ -60,10 +62,11 @@ def candidate_rows(block: dict) -> list[dict]:
             else f"{t['search_change_pts']:+.2f}",
             "search ratio": "-" if t.get("search_ratio") is None
             else f"{t['search_ratio']:.2f}x",
-            "b": t.get("b"), "c": t.get("c"), "n": t.get("n"),
+            "gained": t.get("b"), "lost": t.get("c"), "checked": t.get("n"),
             "Δ pts [interval]": "-" if t.get("theta_pts") is None
             else f"{t['theta_pts']:+.2f} " + _interval(t.get("interval_pts")),
-            "lower limit": "-" if t.get("lower_pts") is None else f"{t['lower_pts']:+.2f}",
+            "worst case (pts)": "-" if t.get("lower_pts") is None
+            else f"{t['lower_pts']:+.2f}",
             # Rows stored before the exact test carry no p-value and no test: Tango's.
             "p": "-" if t.get("p_value") is None else f"{t['p_value']:.3g}",
             "test": "-" if not t.get("tested") else TEST_SHORT.get(t.get("test"),
@@ -97,7 +100,7 @@ def summary_lines(block: dict) -> list[str]:
                 "; speed from the search's rounds (no final timing)")]
     whys = which_tests(cert.get("candidates") or [])
     if whys:
-        lines.append("test: " + "; ".join(whys) + " (the lower limit is above -margin exactly "
+        lines.append("test: " + "; ".join(whys) + " (the worst case is above -margin exactly "
                      "when p < alpha)")
     beyond = faster_outside(block)
     if beyond:
@@ -194,10 +197,11 @@ def which_tests(candidates: list[dict]) -> list[str]:
         mine = [t for t in tested if t["test"] == test]
         whys = {t.get("test_why") or "" for t in mine}
         if all(f"< {EXACT_BELOW})" in why for why in whys):
-            why = (f"fewer than {EXACT_BELOW} discordant pairs: the score interval's size is "
-                   f"not guaranteed there")
+            why = (f"fewer than {EXACT_BELOW} images where it and the baseline differ: the "
+                   f"score interval's size is not guaranteed there")
         elif all(f">= {EXACT_BELOW})" in why for why in whys):
-            why = f"{EXACT_BELOW} or more discordant pairs: its normal approximation holds"
+            why = (f"{EXACT_BELOW} or more images where it and the baseline differ: its normal "
+                   f"approximation holds")
         else:
             why = "; ".join(sorted(whys - {""}))
         out.append(f"{test} for {len(mine)} of {len(tested)}" + (f" ({why})" if why else ""))

@@ -251,3 +251,62 @@ def _cells_seconds(spec: dict, runtimes: list[str], by_runtime: dict, measure: f
         seen = by_runtime.get(runtime) or every
         seconds += rows * (statistics.median(seen) if seen else measure)
     return seconds
+
+
+@dataclass
+class RecommendEstimate:
+    """How long a recommendation will take, said before it is queued."""
+
+    trials: int
+    seconds: float | None       # None: nothing here to estimate from
+    basis: str                  # what the figure was drawn from, said beside it
+    budget_s: float | None = None
+    at_least: bool = False      # drawn from sweeps: the search's timing comes on top
+
+    def describe(self) -> str:
+        if self.seconds is None:
+            return (f"{self.trials} trial{'s' if self.trials != 1 else ''}; no earlier run of "
+                    f"this model and data set here to estimate the time from")
+        figure = f"{'at least' if self.at_least else 'about'} {format_seconds(self.seconds)}"
+        if self.budget_s is not None and self.seconds > self.budget_s:
+            figure = (f"about {format_seconds(self.budget_s)} (the budget ends the search; "
+                      f"{figure} without it)")
+        return f"{figure} ({self.basis})"
+
+
+def _trials_searched(run: dict) -> int:
+    search = (run.get("recommendation") or {}).get("search") or {}
+    return len(search.get("trials") or []) or int(
+        ((run.get("spec") or {}).get("recommend") or {}).get("trials") or 0)
+
+
+def estimate_recommend(trials: int, history, budget_s: float | None = None
+                       ) -> RecommendEstimate:
+    """``trials`` trials of a recommendation, from ``history`` (stored runs of the same model
+    and data set, newest first). Earlier recommendations here give their time per built
+    variant (their trials and the baseline), whatever the search tried; without one, the
+    sweeps' median variant (its training and measuring) stands in for a trial, and the
+    search's own timing rounds and final timing come on top, so it says "at least"."""
+    runs = list(history)
+    per_variant = []
+    for run in runs:
+        took, searched = actual_seconds(run), _trials_searched(run)
+        if (shown_kind(run) == "recommend" and run.get("status") == "complete" and took
+                and searched):
+            per_variant.append(took / (searched + 1))
+    if per_variant:
+        seconds = statistics.median(per_variant) * (trials + 1)
+        n = len(per_variant)
+        return RecommendEstimate(trials, seconds, f"from {n} earlier recommendation"
+                                 f"{'s' if n != 1 else ''} of this model and data set here",
+                                 budget_s)
+    rows = [_row_seconds(v) for run in runs if shown_kind(run) == "sweep"
+            and run.get("status") == "complete" for v in run.get("variants") or []
+            if not v.get("error") and not _cell_runtime(v)]
+    rows = [s for s in rows if s > 0]
+    if not rows:
+        return RecommendEstimate(trials, None, "", budget_s)
+    seconds = statistics.median(rows) * (trials + 1)
+    return RecommendEstimate(trials, seconds, f"{trials + 1} variants at the median of "
+                             f"{len(rows)} variants in earlier sweeps of this model and data "
+                             f"set here, before the search's timing", budget_s, at_least=True)

@@ -44,6 +44,9 @@ def test_before_submitting_the_panel_says_what_the_data_can_certify_and_fixes_it
         expect(page.get_by_text(re.compile(r"^On mnist5k, the certify split of 1,250 test "
                                            r"images can certify 1pt"))).to_be_visible()
         expect(button).to_be_enabled()
+        # Issue 32.14: plain words and the time it will take, before a click.
+        expect(page.get_by_text(re.compile(r"^Expected duration: "))).to_be_visible()
+        assert not page.get_by_text(re.compile("Tango|discordant")).count()
         _certify_on(page, "digits")
         refusal = page.get_by_text(re.compile(r"^On digits, the certify split of 180 test "
                                               r"images cannot certify 1 point"))

@@ -94,6 +94,21 @@ def test_untouched_defaults_certify_on_mnist5k_and_say_so_before_submitting(app)
     assert JobQueue(state.store_path()).cancel(job.job_id)
 
 
+def test_the_panel_speaks_plainly_and_says_how_long_before_it_is_queued(app):
+    """Issue 32.14: what "certified" means in the Within help, no statistician's names in
+    the panel's words, and the expected duration before a click."""
+    words = " ".join(c.value for c in app.caption)
+    assert "Tango" not in words and "discordant" not in words, words
+    within = app.text_input(key="rec_within")
+    assert "were the variant's true accuracy loss larger than this margin, the check would " \
+           "pass it at most 5 times in 100" in within.help, within.help
+    app.number_input(key="rec_conf").set_value(0.99).run()
+    assert "at most 1 time in 100" in app.text_input(key="rec_within").help
+    expected = [c.value for c in app.caption if c.value.startswith("Expected duration: ")]
+    assert expected == ["Expected duration: 8 trials; no earlier run of this model and data "
+                        "set here to estimate the time from"], expected
+
+
 def test_data_that_cannot_certify_is_refused_before_submission_with_one_click_fixes(app):
     app.selectbox(key="rec_data").set_value("digits").run()
     (error,) = [e.value for e in app.error]

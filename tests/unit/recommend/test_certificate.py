@@ -412,7 +412,7 @@ def test_the_summary_names_each_test_once_with_how_many_candidates_it_judged():
     candidates = [{"test": EXACT_TEST if exact_rule(b, 0)[0] else SCORE_TEST,
                    "test_why": exact_rule(b, 0)[1]} for b in (12, 16, 18, 6, 80)]
     lines = which_tests(candidates + [{"name": "untested"}])
-    assert lines == [f"{EXACT_TEST} for 4 of 5 (fewer than 50 discordant pairs: the score "
-                     f"interval's size is not guaranteed there)",
-                     f"{SCORE_TEST} for 1 of 5 (50 or more discordant pairs: its normal "
-                     f"approximation holds)"]
+    assert lines == [f"{EXACT_TEST} for 4 of 5 (fewer than 50 images where it and the "
+                     f"baseline differ: the score interval's size is not guaranteed there)",
+                     f"{SCORE_TEST} for 1 of 5 (50 or more images where it and the baseline "
+                     f"differ: its normal approximation holds)"]

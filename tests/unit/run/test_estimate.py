@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.run.estimate import (actual_seconds, estimate_error, estimate_sweep,
-                                     shown_kind)
+from benchmarks.run.estimate import (actual_seconds, estimate_error, estimate_recommend,
+                                     estimate_sweep, shown_kind)
 from benchmarks.spec.sweep import SweepSpec
 
 
@@ -67,6 +67,31 @@ def test_a_recommend_run_shows_as_recommend_but_stays_a_sweep_for_its_readers():
     assert run["kind"] == "sweep" and shown_kind(run) == "recommend"
     assert shown_kind(_run(spec, [], 1.0)) == "sweep"
     assert shown_kind({"kind": "distributed", "spec": {}}) == "distributed"
+
+
+def test_a_recommendation_is_estimated_from_earlier_ones_else_at_least_from_sweeps():
+    """Issue 32.14: the Recommend panel says how long before it is queued."""
+    spec = SweepSpec.from_toggles(prune=0.5, epochs=1)
+    assert "no earlier run of this model and data set" in estimate_recommend(8, []).describe()
+    sweep = _run(spec, [_row("baseline", {"train": 30.0, "latency": 10.0}),
+                        _row("prune-l1-0.5", {"train": 50.0, "latency": 10.0}),
+                        _row("prune-l1-0.5@ort", {"prepare": 99.0}, "ort", "prune-l1-0.5")],
+                 wall_s=59.0)
+    from_sweeps = estimate_recommend(3, [sweep])  # 4 variants at the median row (50 s)
+    assert from_sweeps.at_least and from_sweeps.seconds == pytest.approx(4 * 50.0)
+    assert from_sweeps.describe().startswith("at least 3 min (4 variants at the median of 2")
+    rec = {**_run(spec, [], 0.0), "finished_at": "2020-01-01T00:15:00+00:00",
+           "recommendation": {"search": {"trials": [{"name": f"t{i}"} for i in range(9)]}}}
+    assert shown_kind(rec) == "recommend"
+    # 900 s for 9 trials and the baseline: 90 s a variant, whatever the sweeps took.
+    again = estimate_recommend(4, [rec, sweep])
+    assert not again.at_least and again.seconds == pytest.approx(5 * 90.0)
+    assert again.describe() == ("about 8 min (from 1 earlier recommendation of this model "
+                                "and data set here)")
+    capped = estimate_recommend(4, [rec], budget_s=120.0).describe()
+    assert capped.startswith("about 2 min (the budget ends the search; about 8 min without")
+    unfinished = {**rec, "status": "running"}
+    assert estimate_recommend(4, [unfinished, sweep]).at_least  # only what ended counts
 
 
 def test_history_on_the_cli_lists_the_kind_and_the_estimate_beside_the_time(tmp_path, capsys):
