@@ -61,8 +61,11 @@ URL_NAMES = ("model", "weights", "checkpoint", "normalize", "dataset", "folder",
 
 
 def url_names() -> list[str]:
-    """Every parameter an Experiment link may carry."""
-    return [*URL_NAMES, *technique_form.url_names()]
+    """Every parameter an Experiment link may carry: the model and data, the budget, the
+    techniques and where it will run (runtimes, batch sizes, threads)."""
+    from benchmarks.spec.runtimes import DeploymentConfig
+    return [*URL_NAMES, *technique_form.url_names(),
+            *settings_form.config_url_names(DeploymentConfig)]
 
 
 def budget(name: str, url) -> object:

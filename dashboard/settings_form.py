@@ -185,11 +185,25 @@ def several(field, meta, default, key, options=(), *, url=None, name=None):
     return tuple(dict.fromkeys(expand_range(lo, hi, int(count), meta.integer)))
 
 
-def config_form(config_type, prefix: str, options: dict | None = None) -> dict:
+def url_name(field: str, meta) -> str:
+    """A config field's URL parameter: its command-line flag's name where it has one
+    (``--runtime`` -> ``runtime``, ``--eval-batch-size`` -> ``eval_batch_size``), so a link
+    and a command say the same words; else the field's."""
+    return meta.flag.lstrip("-").replace("-", "_") if meta.flag else field
+
+
+def config_url_names(config_type) -> list[str]:
+    """The URL parameters ``config_form(config_type, ..., url=...)`` reads and writes."""
+    return [url_name(f, m) for f, m, _ in setting_fields(config_type) if m.form and not m.hidden]
+
+
+def config_form(config_type, prefix: str, options: dict | None = None, url=None) -> dict:
     """A widget per field of a ``setting(...)``-declared config that a page may set (not
     ``form=False``, not ``hidden``), in rows of COLUMNS; ``advanced`` ones under "More
     settings". ``options``: a text field's menu (``{"model": [...]}``). Widget keys:
-    ``{prefix}_{field}`` (``_multi`` for several values). Returns {field: value}."""
+    ``{prefix}_{field}`` (``_multi`` for several values). ``url``: a ``links.UrlForm`` the
+    widgets read their first values from and write to (``config_url_names``). Returns
+    {field: value}."""
     options = options or {}
     shown = [(f, m, d) for f, m, d in setting_fields(config_type) if m.form and not m.hidden]
     values = {}
@@ -200,8 +214,10 @@ def config_form(config_type, prefix: str, options: dict | None = None) -> dict:
                                                       fields[row:row + COLUMNS]):
                 with column:
                     make = several if meta.many else single
+                    carried = {} if url is None else dict(url=url,
+                                                          name=url_name(field, meta))
                     values[field] = make(field, meta, default, f"{prefix}_{field}",
-                                         options.get(field, ()))
+                                         options.get(field, ()), **carried)
 
     draw([f for f in shown if not f[1].advanced])
     advanced = [f for f in shown if f[1].advanced]

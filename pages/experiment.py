@@ -62,7 +62,7 @@ with left:
     # threads): measured, never retrained.
     with st.expander("Where it will run: runtimes, batch sizes, threads"):
         from benchmarks.spec.runtimes import DeploymentConfig
-        deployment_values = settings_form.config_form(DeploymentConfig, "exp_deploy")
+        deployment_values = settings_form.config_form(DeploymentConfig, "exp_deploy", url=url)
 
 with right:
     st.subheader("Techniques")

@@ -129,3 +129,28 @@ def test_first_screen_live_results_and_whole_cards(site):
         expect(view.locator('[data-testid="stMetric"]').first).to_contain_text(LONG)
         view.context.close()
     assert not results.get_by_text("Traceback").count()
+
+
+def test_where_it_runs_is_in_the_link_and_survives_a_page_change(site):
+    """Issue 32.4: a link's runtimes, batch sizes and threads fill the form (``runtime=``
+    accepted, as the CLI's ``--runtime``), stay in the address, and are still there after a
+    visit to another page through the sidebar."""
+    from playwright.sync_api import expect
+    browser, url, _, _ = site
+    page = browser.new_context(viewport=SCREENS[0]).new_page()
+    link = {**TINY, "runtime": "ort", "eval_batch_size": "1,32"}
+    page.goto(f"{url}/?{urlencode(link)}")
+    cells = page.get_by_text(re.compile(r"^\d+ variants \+ \d+ runtime cells"))
+    expect(cells).to_be_visible(timeout=scaled_ms(PAGE_MS))
+    assert not page.get_by_text("was ignored").count() and "runtime=ort" in page.url
+    page.get_by_test_id("stSidebar").get_by_role("link", name="History").click()
+    expect(page.get_by_role("heading", name="History", exact=True).first).to_be_visible(
+        timeout=scaled_ms(PAGE_MS))
+    page.get_by_test_id("stSidebar").get_by_role("link", name="Experiment").click()
+    expect(cells).to_be_visible(timeout=scaled_ms(PAGE_MS))
+    wait_until(lambda: "runtime=ort" in page.url and "eval_batch_size=1%2C32" in page.url,
+               30, lambda: f"the settings back in the address ({page.url})", every=0.5)
+    page.get_by_text("Where it will run").click()
+    picked = page.locator('[data-testid="stMultiSelect"]', has_text="Runtimes")
+    expect(picked).to_contain_text("ort")
+    page.context.close()

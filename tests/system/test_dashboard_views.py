@@ -81,6 +81,28 @@ def test_a_swept_setting_travels_as_a_range_and_choices_as_a_list(app_env):
     assert any(c.value.startswith("**7 variants") for c in at.caption)  # 3 x 2 and baseline
 
 
+def test_where_it_runs_travels_in_the_link_under_the_commands_words(app_env):
+    """Issue 32.4: runtimes, batch sizes and threads are in the URL (``runtime=`` as the
+    CLI's ``--runtime``), a link fills them and a knob moved writes itself back."""
+    link = {"runtime": "ort", "eval_batch_size": "1,32", "threads": "1"}
+    at = opened(link)
+    assert not at.warning, [w.value for w in at.warning]
+    assert at.multiselect(key="exp_deploy_runtimes_multi").value == ["ort"]
+    assert at.multiselect(key="exp_deploy_eval_batch_sizes_multi").value == [1, 32]
+    assert at.multiselect(key="exp_deploy_threads_multi").value == [1]
+    assert form_link(at) == link
+    # eager beside ORT, at two batch sizes: three cells beyond each variant's first row.
+    assert any("runtime cells" in c.value for c in at.caption)
+    at.multiselect(key="exp_deploy_runtimes_multi").set_value(["eager", "ort"]).run()
+    assert at.query_params["runtime"] == "eager,ort"
+    again = opened(form_link(at))
+    assert again.multiselect(key="exp_deploy_runtimes_multi").value == ["eager", "ort"]
+    bad = opened({"runtime": "tensorrt", "threads": "0"})
+    (warning,) = [w.value for w in bad.warning]
+    assert "**runtime**" in warning and "**threads**" in warning, warning
+    assert bad.multiselect(key="exp_deploy_runtimes_multi").value == ["eager"]
+
+
 def test_a_sweep_opens_where_the_trade_off_happens(app_env):
     # The prune ratio's declared sweep range, not a no-op 0 up to the single default 0.5;
     # the CLI's single default stays 0.5.
