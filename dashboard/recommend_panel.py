@@ -228,7 +228,8 @@ def show(run: dict, key: str, device: str = "cpu") -> None:
         st.success(shown(headline(block)))
     else:
         st.warning(shown(headline(block)))
-    st.markdown("  \n".join(shown(line) for line in summary_lines(block)[1:]))
+    st.markdown("  \n".join(shown(line) for line in summary_lines(
+        block, run.get("environment"))[1:]))
     rows = candidate_rows(block)
     if rows:
         st.markdown("**The certificate**: the best variants of the search, checked one by one "

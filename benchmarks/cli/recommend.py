@@ -106,10 +106,11 @@ def cmd_recommend(args) -> int:
     recommender.prepare_baseline()
     with store.record(**recommender.run_fields()) as recorder:
         result = recommender.run(recorder)
-    print("\n".join(summary_lines(result.block)))
+    stored = store.run(result.run_id)
+    print("\n".join(summary_lines(result.block, stored.get("environment"))))
     print(table_text(result.block))
     from benchmarks.report.document import RunReport
-    report = RunReport.from_stored(store.run(result.run_id))
+    report = RunReport.from_stored(stored)
     for warning in report.warnings:  # a baseline that learned nothing, say: the run's own
         print(f"warning: {warning}", file=sys.stderr)
     from benchmarks.recommend.search import NOTHING_SEARCHED

@@ -76,8 +76,9 @@ def candidate_rows(block: dict) -> list[dict]:
     return rows
 
 
-def summary_lines(block: dict) -> list[str]:
-    """What the CLI prints and the report shows above the table."""
+def summary_lines(block: dict, environment: dict | None = None) -> list[str]:
+    """What the CLI prints and the report shows above the table; with the run's
+    ``environment``, why nothing faster was certified names the CPU's INT8 roof too."""
     cert, split, search = block["certificate"], block["split"], block["search"]
     trials = search.get("trials") or []
     done = sum(1 for t in trials if t.get("state") == "complete")
@@ -105,6 +106,10 @@ def summary_lines(block: dict) -> list[str]:
     beyond = faster_outside(block)
     if beyond:
         lines.append(beyond)
+    lines += not_certified(block)
+    roof = int8_roof(block, environment)
+    if roof:
+        lines.append(roof)
     if block.get("stopped"):
         lines.append(f"stopped: {block['stopped']}; the certificate covers what was found")
     if block.get("recipe"):
@@ -130,6 +135,45 @@ def faster_outside(block: dict) -> str | None:
     return (f"faster, outside the margin: {fastest['name']} at {fastest['ratio']:.2f}x in the "
             f"search lost {-fastest['search_change_pts']:.2f} points on the search split "
             f"(the margin: {cert['margin_pts']:g})")
+
+
+def not_certified(block: dict) -> list[str]:
+    """Why a faster candidate was not the answer: the one whose test failed, with what it
+    lost on the certify split and its worst case against the margin, and how many faster
+    candidates after it were never tested (the sequence ends at its first failure)."""
+    cert = block["certificate"]
+    candidates = cert.get("candidates") or []
+    failed = next((t for t in candidates if t.get("tested") and not t.get("certified")), None)
+    if failed is None or failed.get("theta_pts") is None:
+        return []
+    ratio = failed.get("search_ratio")
+    speed = f" ({ratio:.2f}x in the search)" if ratio is not None else ""
+    line = (f"faster, not certified: {failed['name']}{speed} changed accuracy by "
+            f"{failed['theta_pts']:+.2f} points on the certify split, worst case "
+            f"{failed['lower_pts']:+.2f}: beyond the {cert['margin_pts']:g}-point margin")
+    after = [t for t in candidates if t["order"] > failed["order"]]
+    if after:
+        line += (f"; {len(after)} candidate{'s' if len(after) != 1 else ''} after it "
+                 f"{'were' if len(after) != 1 else 'was'} not tested (the sequence ends at "
+                 f"its first failure, which is what keeps one error rate for all)")
+    return [line]
+
+
+def int8_roof(block: dict, environment: dict | None) -> str | None:
+    """Where INT8 was among the candidates on a CPU: its theoretical roof against fp32's on
+    this instruction set (``measure.theory``), which bounds what INT8 alone can buy here."""
+    names = [t["name"] for t in block["certificate"].get("candidates") or []]
+    theory = (((environment or {}).get("peaks") or {}).get("cpu") or {}).get("theoretical")
+    if not theory or not any("int8" in name for name in names):
+        return None
+    rates = theory.get("gemm_flops_per_s") or {}
+    if not rates.get("fp32") or not rates.get("int8"):
+        return None
+    how = (theory.get("derivation") or {}).get("int8", "")
+    how = how.split(": ", 1)[-1] if how else ""
+    return (f"INT8's roof on this CPU ({theory.get('isa') or 'its instruction sets'}): "
+            f"{rates['int8'] / rates['fp32']:.1f}x fp32's" + (f", {how}" if how else "")
+            + "; no INT8 variant gains more than that from its arithmetic here")
 
 
 def table_text(block: dict) -> str:

@@ -122,7 +122,7 @@ def _recommendation(report: RunReport) -> dict | None:
     if not block:
         return None
     from benchmarks.report.certified import CANDIDATE_COLUMNS, candidate_rows, summary_lines
-    return {"winner": block["certificate"].get("winner"), "lines": summary_lines(block),
+    return {"winner": block["certificate"].get("winner"), "lines": summary_lines(block, report.environment),
             "test": block["certificate"].get("test", ""),
             "table": {"heads": list(CANDIDATE_COLUMNS),
                       "rows": [["-" if r[c] is None else r[c] for c in CANDIDATE_COLUMNS]

@@ -325,6 +325,38 @@ def test_the_summary_says_what_faster_the_search_found_outside_the_margin():
         .startswith("faster, outside the margin: prune-0.3 at 1.90x")
 
 
+def test_the_summary_says_which_faster_candidate_failed_and_the_cpus_int8_roof():
+    """Issue 30: where the answer is slower than hoped, the one line why: the faster
+    candidate that failed on the certify split (and those never tested after it), and, where
+    INT8 was a candidate, its roof on this instruction set against fp32's."""
+    from benchmarks.report.certified import int8_roof, not_certified
+    candidates = [
+        {"order": 0, "name": "int8-static", "tested": True, "certified": True,
+         "theta_pts": 0.0, "lower_pts": -0.39, "search_ratio": 1.51},
+        {"order": 1, "name": "distill-T1", "tested": True, "certified": False,
+         "theta_pts": -0.48, "lower_pts": -1.16, "search_ratio": 10.94},
+        {"order": 2, "name": "distill-T4", "tested": False, "certified": False}]
+    block = {"certificate": {"margin_pts": 1.0, "winner": "int8-static",
+                             "candidates": candidates}}
+    assert not_certified(block) == [
+        "faster, not certified: distill-T1 (10.94x in the search) changed accuracy by -0.48 "
+        "points on the certify split, worst case -1.16: beyond the 1-point margin; 1 "
+        "candidate after it was not tested (the sequence ends at its first failure, which is "
+        "what keeps one error rate for all)"]
+    passed = {"certificate": {**block["certificate"], "candidates": candidates[:1]}}
+    assert not_certified(passed) == []
+    avx2 = {"peaks": {"cpu": {"theoretical": {
+        "isa": "avx2 fma avx", "gemm_flops_per_s": {"fp32": 1e11, "int8": 2e11},
+        "derivation": {"int8": "1 core(s) x 3.2 GHz x 64 FLOP/cycle: AVX2 vpmaddubsw, no "
+                               "VNNI"}}}}}
+    assert int8_roof(block, avx2) == (
+        "INT8's roof on this CPU (avx2 fma avx): 2.0x fp32's, AVX2 vpmaddubsw, no VNNI; no "
+        "INT8 variant gains more than that from its arithmetic here")
+    assert int8_roof(block, None) is None  # a run stored without its peaks: nothing said
+    no_int8 = {"certificate": {"candidates": candidates[1:]}}
+    assert int8_roof(no_int8, avx2) is None
+
+
 def test_a_replay_certifies_as_the_earlier_run_did_with_or_without_its_final_timing(tmp_path):
     # A budget that ended before the final timing left the cold run's certificate on the
     # search's rounds; its warm replay timed the candidates again and named another winner.
