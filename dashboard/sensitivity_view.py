@@ -21,7 +21,7 @@ import streamlit as st
 
 from benchmarks.report import sensitivity as figures
 from benchmarks.sensitivity.config import SensitivityConfig
-from dashboard import charts, jobs_view, settings_form, state
+from dashboard import charts, jobs_view, results_view, settings_form, state
 from dashboard.markup import md, no_paths
 
 MAP_JOB_ID = "cb_sensitivity_job_id"        # the map this session asked for last
@@ -109,6 +109,9 @@ def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
     """One stored map: its figures, its rows, its schedule and *Apply as schedule*."""
     found = figures.stored_map(stored)
     rows = found["rows"]
+    # A map still being measured polls the store and draws the page again as cells land
+    # and once when it ends: "running" never outlives the run.
+    results_view.follow(stored, key=f"{key}-map")
     if not rows:
         st.info("This map has no cell yet: they appear as they are measured.")
         return
@@ -132,7 +135,7 @@ def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
     with st.expander("The map's cells", expanded=False):
         st.dataframe(cell_rows(rows, own), hide_index=True, key=f"{key}-cells")
     if stored.get("status") == "running":
-        st.info("The map is still being measured: reload to see the cells that follow.")
+        st.info("The map is still being measured: its cells appear here as they land.")
         return
     _apply(stored, found, key, source)
 

@@ -40,16 +40,22 @@ from dashboard.tables import (  # noqa: F401
 def device_card(card: dict | None, where=None) -> None:
     where = where or st
     if not card:
-        where.caption("Worker: starting (its device card appears once it is up)")
+        _worker_starting()
         return
     text = (f"**{md(card.get('device_name') or 'device')}**  \n"
             f"devices: {md(', '.join(map(str, card.get('devices') or ['cpu'])))}  \n"
             f"torch {md(card.get('torch', '?'))} · {md(card.get('threads', '?'))} threads  \n"
             f"CPU: {md(card.get('cpu') or '?')}")
     for device, peaks in (card.get("peaks") or {}).items():
+        # The store's figure under the same key, where a run has measured again since the
+        # worker started (its roofline shows that one): the card's is the worker's start's.
+        peaks = state.current_peaks(peaks)
         gemm = " · ".join(f"{k} {v / 1e9:,.0f}" for k, v in peaks["gemm_flops_per_s"].items())
-        text += (f"  \npeaks ({device}): {gemm} GFLOP/s · "
-                 f"{peaks['memory_bytes_per_s'] / 1e9:,.1f} GB/s")
+        threads = peaks.get("threads")
+        at = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
+        when = str(peaks.get("measured_at") or "")[:16].replace("T", " ")
+        text += (f"  \npeaks ({device}{at}{', measured ' + when + ' UTC' if when else ''}): "
+                 f"{gemm} GFLOP/s · {peaks['memory_bytes_per_s'] / 1e9:,.1f} GB/s")
         theory = (peaks.get("theoretical") or {}).get("gemm_flops_per_s") or {}
         if theory:
             text += "  \ntheoretical: " + " · ".join(
@@ -66,6 +72,16 @@ def device_card(card: dict | None, where=None) -> None:
         where.markdown(cluster_text(cluster))
         if warning:
             where.warning(warning)
+
+
+@st.fragment(run_every=state.POLL_S)
+def _worker_starting() -> None:
+    """Drawn only while the worker is starting: it polls, and once the worker's card is up
+    the page is drawn again with it (the sidebar's card, the Experiment page's devices), so
+    "starting" never outlives the start."""
+    if state.worker_card("cpu") is not None:
+        st.rerun(scope="app")
+    st.caption("Worker: starting (its device card appears once it is up)")
 
 
 def cluster_text(cluster: dict) -> str:
