@@ -61,6 +61,21 @@ def countdown_text(left: float | None, elapsed: float | None, fraction: float) -
     return None
 
 
+def steps_total(job) -> int:
+    """How many rows the step list will hold: the sweep's variants as submitted, else what
+    the worker's progress says (0: not known yet)."""
+    variants = (job.payload or {}).get("variants") if job.kind == "sweep" else None
+    return len(variants) if variants else int((job.progress or {}).get("total") or 0)
+
+
+def status_label(job, done: int, total: int) -> str:
+    """The running job's header, counted from the same stored variants as the step list
+    below it (the worker's own index restarts with each phase: a counter read from it
+    jumped back at the timing rounds)."""
+    head = f"Running: {done} of {total} done" if total else "Running"
+    return head + (" (cancelling…)" if job.cancel_requested else "")
+
+
 def progress_text(job) -> str:
     p = job.progress or {}
     return p.get("message") or (f"{p.get('variant', '')}: {p.get('phase', '')}".strip(": ")
@@ -130,16 +145,12 @@ def running_steps(job) -> None:
     p = job.progress or {}
     done, left = _steps(job)
     current = p.get("variant") or "preparing"
-    label = f"Running: {md(progress_text(job))}" + (" (cancelling…)" if job.cancel_requested
-                                                else "")
-    with st.status(label, expanded=True, state="running"):
+    total = steps_total(job)
+    with st.status(status_label(job, len(done), total), expanded=True, state="running"):
         for variant in done:
             st.markdown(f":material/check_circle: **{md(variant.get('name'))}**: "
                         f"{md(headline(variant))}")
-        total, index = p.get("total") or 0, p.get("index")
-        where = f" ({index + 1} of {total})" if total and index is not None and index >= 0 \
-            else ""
-        st.markdown(f":material/progress_activity: **{md(current)}**{where}: "
+        st.markdown(f":material/progress_activity: **{md(current)}**: "
                     f"{md(p.get('phase') or 'starting')}")
         if total and total > len(done) + 1:
             st.caption(f"{total - len(done) - 1} more to come")

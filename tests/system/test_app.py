@@ -367,8 +367,9 @@ def test_cancel_stops_a_running_job(app_store):
     def steps():  # the running job as steps: its current variant and phase, the bar
         at.run()
         assert_clean(at)
-        found = [s for s in at.get("status") if s.label.startswith("Running:")
-                 and "baseline" in s.label]
+        found = [s for s in at.get("status") if s.label.startswith("Running: 0 of 2 done")
+                 and any("**baseline" in str(getattr(m, "value", ""))
+                         for m in s.children.values())]
         return found and found[0]
     status = wait_until(steps, 120, "the running job's steps", every=0.5)
     texts = [str(m.value) for m in status.children.values() if hasattr(m, "value")]

@@ -99,3 +99,22 @@ def test_a_map_being_measured_draws_itself_again_as_it_ends(tmp_path):
         expect(page.get_by_role("spinbutton", name="Accuracy budget of the schedule")
                ).to_be_visible(timeout=scaled_ms(60_000))
         assert not loads and not page.get_by_text("Traceback").count()
+
+
+def test_the_progress_header_counts_what_the_step_list_shows():
+    """The header of a running job is counted from the variants stored (what the step list
+    lists), never from the worker's index, which restarts at the timing rounds."""
+    from types import SimpleNamespace
+
+    from dashboard.jobs_view import status_label, steps_total
+    variants = [{"name": n} for n in ("baseline", "prune-l1-0.5", "int8-static")]
+    job = SimpleNamespace(kind="sweep", payload={"variants": variants}, cancel_requested=False,
+                          progress={"total": 9, "index": 0, "phase": "timing round 1"})
+    assert steps_total(job) == 3  # the variants submitted, not the worker's row count
+    assert [status_label(job, done, 3) for done in (0, 2, 3)] == [
+        "Running: 0 of 3 done", "Running: 2 of 3 done", "Running: 3 of 3 done"]
+    other = SimpleNamespace(kind="recommend", payload={}, cancel_requested=True,
+                            progress={"total": 8})
+    assert status_label(other, 1, steps_total(other)) == "Running: 1 of 8 done (cancelling…)"
+    starting = SimpleNamespace(kind="export", payload={}, cancel_requested=False, progress={})
+    assert status_label(starting, 0, steps_total(starting)) == "Running"
