@@ -65,6 +65,15 @@ def mint(secret: bytes, binding: str) -> str:
     return session_id + _mac(secret, session_id, binding)
 
 
+def browser_key(secret: bytes, binding: str) -> str:
+    """The key of this browser (``binding``: its XSRF cookie's token, which Streamlit keeps
+    for the browser's life): the same in every tab, so a new tab keeps its owner's runs, and
+    nobody without the cookie can make it (``verify`` accepts it like a minted one)."""
+    session_id = hmac.new(secret, f"browser|{binding}".encode(), hashlib.sha256
+                          ).hexdigest()[:ID_HEX]
+    return session_id + _mac(secret, session_id, binding)
+
+
 def verify(key, secret: bytes, binding: str) -> bool:
     """Minted by this server, for this browser."""
     if not isinstance(key, str) or len(key) != ID_HEX + MAC_HEX:

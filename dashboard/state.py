@@ -48,8 +48,9 @@ def _browser_binding() -> str:
 
 def session_key() -> str:
     """This session's key: from session state, else from the URL if this server minted it
-    for this browser (a refreshed page keeps its jobs), else a new one. It is written back
-    to the URL so a refresh finds it again."""
+    for this browser (a refreshed page keeps its jobs), else this browser's own key, bound to
+    its cookie (a new tab keeps its owner's runs), else, with no cookie at all, a new one.
+    It is written back to the URL so a refresh finds it again."""
     key = st.session_state.get(SESSION_KEY)
     if not key:
         secret, binding = _secret(str(store_path())), _browser_binding()
@@ -57,8 +58,11 @@ def session_key() -> str:
         if identity.verify(from_url, secret, binding):
             key = from_url
         else:
-            key = identity.mint(secret, binding)
-            st.session_state[NEW_SESSION] = bool(from_url)
+            key = (identity.browser_key(secret, binding) if binding
+                   else identity.mint(secret, binding))
+            # A colleague's copied link: no news where it names the run it shows.
+            st.session_state[NEW_SESSION] = bool(from_url) and not st.query_params.get(
+                RUN_PARAM)
         st.session_state[SESSION_KEY] = key
     if st.query_params.get(QUERY_PARAM) != key:
         st.query_params[QUERY_PARAM] = key

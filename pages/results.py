@@ -2,10 +2,10 @@
 (Overview, Curves, Pareto, Table, Environment, and further views where the run has them), the
 downloads (CSV, JSON, the HTML report), and the selected variant's details and model as files.
 
-By default this session's (or signed-in user's) own runs; ``?run=RUN_ID`` opens any run,
-read-only: that is the link to share, never the session's URL; it also carries the open tab,
-the selected variant and the margin (``&tab=Table&variant=prune-l1-0.5``). Other people's runs
-are one click away under History."""
+By default this session's (or signed-in user's) own runs, the one shown named in the address;
+``?run=RUN_ID`` opens any run, read-only for anyone but its owner: the address is the link to
+share; it also carries the open tab, the selected variant and the margin
+(``&tab=Table&variant=prune-l1-0.5``). Other people's runs are one click away under History."""
 
 from __future__ import annotations
 
@@ -19,7 +19,13 @@ shell.standalone()
 st.title("Results")
 url = links.UrlForm("results", ("tab", "variant", "margin"), reserved=(state.RUN_PARAM,))
 
-shared = st.query_params.get(state.RUN_PARAM)
+linked = st.query_params.get(state.RUN_PARAM)
+linked_run = state.store().run(linked) if linked else None
+# A link to one of this person's own runs (their own address, copied to a new tab) opens it
+# among their runs; anyone else's is the read-only view.
+own_link = linked_run is not None and linked_run.get("owner") == state.owner() and \
+    linked_run.get("kind", "sweep") == "sweep"
+shared = linked if linked and not own_link else None
 if shared:
     run_id = shared
 else:
@@ -29,9 +35,12 @@ else:
                                owner=state.owner())
     ids = [r["run_id"] for r in runs]
     by_id = {r["run_id"]: r for r in runs}
-    mine = state.current_run_id(state.JOB_ID, "sweep")
+    mine = linked if linked in ids else state.current_run_id(state.JOB_ID, "sweep")
     run_id = st.selectbox("Your runs", ids, index=ids.index(mine) if mine in ids else 0,
                           format_func=lambda i: widgets.run_label(by_id[i]), key="results_run")
+    # The address is the view: copied to a colleague it opens this run (read-only for them),
+    # never "no runs yet".
+    st.query_params[state.RUN_PARAM] = run_id
 run = state.store().run(run_id)
 if run is None:
     st.warning("No such run: it was deleted, or the link is wrong." if shared

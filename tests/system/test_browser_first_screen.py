@@ -154,3 +154,42 @@ def test_where_it_runs_is_in_the_link_and_survives_a_page_change(site):
     picked = page.locator('[data-testid="stMultiSelect"]', has_text="Runtimes")
     expect(picked).to_contain_text("ort")
     page.context.close()
+
+
+def test_a_new_tab_keeps_its_owners_runs_and_a_copied_address_shows_the_run(site):
+    """Issue 32.3: the owner's key is bound to the browser's cookie, so a fresh tab (no
+    session in its address) lists the owner's runs; the Results page's address names the run
+    it shows, so a colleague who opens the copied address sees that run, read-only, never
+    "You have no runs yet" and no warning about a session."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from playwright.sync_api import expect
+
+    from dashboard.identity import session_owner
+    from helpers import owned_copy
+    browser, url, store, answer = site
+    owner = browser.new_context(viewport=SCREENS[0])
+    page = owner.new_page()
+    page.goto(url)
+    page.wait_for_url(re.compile(r"[?&]session="), timeout=scaled_ms(PAGE_MS))
+    key = parse_qs(urlsplit(page.url).query)["session"][0]
+    mine = owned_copy(store, answer, session_owner(key))
+    fresh = owner.new_page()  # a new tab, opened on the bare address
+    fresh.goto(f"{url}/results")
+    expect(fresh.get_by_role("combobox", name="Your runs")).to_be_visible(
+        timeout=scaled_ms(PAGE_MS))
+    assert not fresh.get_by_text("You have no runs yet").count()
+    wait_until(lambda: f"run={mine}" in fresh.url, 60,
+               lambda: f"the shown run in the address ({fresh.url})", every=0.5)
+    assert parse_qs(urlsplit(fresh.url).query)["session"][0] == key  # the same owner
+    address = fresh.url
+    colleague = browser.new_context(viewport=SCREENS[0]).new_page()
+    colleague.goto(address)
+    expect(colleague.get_by_text(re.compile(r"^A shared run \(read-only\)"))).to_be_visible(
+        timeout=scaled_ms(PAGE_MS))
+    expect(colleague.locator('[data-testid="stMetric"]').first).to_be_visible(
+        timeout=scaled_ms(PAGE_MS))
+    assert not colleague.get_by_text("You have no runs yet").count()
+    assert not colleague.get_by_text("session was not issued").count()
+    colleague.context.close()
+    owner.close()

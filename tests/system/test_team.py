@@ -148,6 +148,12 @@ def test_a_key_is_bound_to_the_browser_that_got_it():
     assert identity.verify(key, secret, mine) and identity.verify(key, secret, remasked)
     assert not identity.verify(key, secret, theirs)
     assert not identity.verify(key, b"t" * 32, mine)  # another server's secret
+    # The browser's own key (issue 32.3: every tab of it the same owner): the same for the
+    # re-masked cookie, another for another browser, and only this server makes it.
+    own = identity.browser_key(secret, mine)
+    assert own == identity.browser_key(secret, remasked) and identity.verify(own, secret, mine)
+    assert own != identity.browser_key(secret, theirs) != identity.browser_key(b"t" * 32, mine)
+    assert not identity.verify(own, secret, theirs)
 
 
 # -- finding 7: runs belong to their owner ----------------------------------------------------
