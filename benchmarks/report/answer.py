@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from benchmarks.report import stats
-from benchmarks.report.results import VariantResult, find_baseline
+from benchmarks.report.comparisons import find_baseline
+from benchmarks.report.results import VariantResult
 
 __all__ = ["OBJECTIVES", "Answer", "Candidate", "exploratory_answer", "objective_ratio"]
 

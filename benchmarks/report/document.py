@@ -13,12 +13,8 @@ import csv
 import io
 from dataclasses import dataclass, field
 
-from benchmarks.report.results import (
-    CONTENTION_FRACTION,
-    VariantResult,
-    comparison_rows,
-    find_baseline,
-)
+from benchmarks.report.comparisons import comparison_rows, find_baseline
+from benchmarks.report.results import CONTENTION_FRACTION, VariantResult
 from benchmarks.report import stats
 from benchmarks.report.seeds import seeds_note, seeds_shown, shown_rows
 

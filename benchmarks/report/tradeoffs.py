@@ -37,7 +37,7 @@ def pareto_points(rows: list[dict]) -> list[dict]:
 
 def pareto_front_of(rows: list[dict]) -> list[str]:
     """The variants no other beats on both accuracy and latency, by latency."""
-    from benchmarks.report.results import pareto_front
+    from benchmarks.report.comparisons import pareto_front
     return pareto_front([(r["variant"], r["accuracy"], r["p50_ms"])
                          for r in pareto_points(rows)])
 

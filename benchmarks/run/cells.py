@@ -21,7 +21,7 @@ after timing, a cell above its roof has that peak measured again, as a variant d
 (``run.roofs.check_roofs`` over variants and cells alike). A cell that cannot be built fails
 with one line (the exporter's or the runtime's reason) and the sweep goes on. Speed ratios
 are against the eager fp32 baseline at the same batch size and thread count
-(``report.results.comparison_rows``).
+(``report.comparisons.comparison_rows``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from benchmarks.report import stats
-from benchmarks.report.results import VariantResult, comparison_rows
+from benchmarks.report.comparisons import comparison_rows
+from benchmarks.report.results import VariantResult
 from benchmarks.run.cache import WeightsCache
 from benchmarks.run.runner import prepare_sweep, run_sweep
 from benchmarks.spec.sweep import DEFAULT_TIMING_ROUNDS, SweepSpec

@@ -64,7 +64,8 @@ def test_records_become_a_legible_table():
 def _pareto_rows():
     """A crowded frontier: amp and int8 at nearly one latency and accuracy beside the
     baseline, and prune variants dominated around them."""
-    from benchmarks.report.results import VariantResult, comparison_rows
+    from benchmarks.report.comparisons import comparison_rows
+    from benchmarks.report.results import VariantResult
 
     def v(name, acc, ms, techniques, size=4):
         return VariantResult(name, techniques, accuracy=acc, n_test=360,

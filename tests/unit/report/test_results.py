@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from benchmarks.measure.latency import Clock, LatencyTracker
-from benchmarks.report.results import LatencyStats, VariantResult, comparison_rows, pareto_front
+from benchmarks.report.comparisons import comparison_rows, pareto_front
+from benchmarks.report.results import LatencyStats, VariantResult
 
 
 class FakeClock(Clock):

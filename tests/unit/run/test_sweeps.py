@@ -166,7 +166,8 @@ def test_the_cli_prints_the_count_and_estimate_before_running(tmp_path, cli):
 # -- curves from rows (figure data, not pixels) -------------------------------------------------
 
 def _rows():
-    from benchmarks.report.results import VariantResult, comparison_rows
+    from benchmarks.report.comparisons import comparison_rows
+    from benchmarks.report.results import VariantResult
     results = [VariantResult("baseline", accuracy=0.98, latency_samples_ms=[10.0] * 10,
                              size_bytes=4 * 2**20, batch_size=32)]
     for method in ("l1", "channel"):
