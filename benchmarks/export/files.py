@@ -60,7 +60,7 @@ def staging_folder(folder: Path) -> Path:
 
 def remove_stale_staging(folder: Path) -> list[Path]:
     """The staging folders of ``folder`` whose export's process is gone: removed."""
-    from benchmarks.store.database import process_alive
+    from benchmarks.store.processes import process_alive
     prefix = f".{folder.name}.partial-"
     removed = []
     for path in folder.parent.glob(glob.escape(prefix) + "*"):

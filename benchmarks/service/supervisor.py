@@ -17,7 +17,7 @@ import sys
 import threading
 from datetime import datetime, timezone
 
-from benchmarks.store.database import process_alive
+from benchmarks.store.processes import process_alive
 from optimizers.errors import first_line
 
 WATCH_S = 0.5            # how often the supervisor looks at its workers and their jobs

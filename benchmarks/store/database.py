@@ -23,17 +23,13 @@ model's thousands of samples took 200 KB per variant as text.
 
 from __future__ import annotations
 
-import base64
 import binascii
-import hashlib
-import hmac
 import json
 import os
 import socket
 import sqlite3
 import time
 import uuid
-from array import array
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,7 +37,17 @@ from pathlib import Path
 from benchmarks.report.results import VariantResult
 from benchmarks.spec.atomic import disk_full_as_one_line, raise_if_disk_full
 from benchmarks.spec.folders import check_user_path, exports_root, private_file, private_folder
+from benchmarks.store.guard import guard_worker_connections  # noqa: F401  (re-exported)
+from benchmarks.store.packing import packed, unpacked
+from benchmarks.store.processes import process_alive, process_start_token
 from benchmarks.store.recorder import RunRecorder
+from benchmarks.store.tags import (  # noqa: F401  (the queue's and the worker's names)
+    MAC_HEX,
+    job_tag,
+    owner_tag,
+    tagged_job,
+    tagged_owner,
+)
 
 RUN_STATUSES = ("running", "complete", "failed", "interrupted")
 BUSY_TIMEOUT_S = 60.0
@@ -94,10 +100,6 @@ CREATE TABLE IF NOT EXISTS device_peaks (
 PEAKS_KEY = ("host", "device", "device_name", "torch", "threads")
 # Columns added after the first release: a store created before them gains them on open.
 RUN_COLUMNS = {"owner": "TEXT", "recommendation": "TEXT", "owner_tag": "TEXT"}
-# The variant's sample lists stored as packed arrays ("raw" block, and a distributed run's
-# per-step times at the top level).
-SAMPLE_KEYS = ("latency_samples_ms", "host_samples_ms", "cpu_latency_samples_ms")
-TOP_SAMPLE_KEYS = ("step_ms_samples",)
 
 
 # Per store file: the lines of the rows this process read and left out as unreadable.
@@ -113,109 +115,6 @@ def unreadable_lines(clear: bool = False) -> list[str]:
         for lines in _UNREADABLE.values():
             lines.clear()
     return found
-
-
-# What job code in the worker must never change: who owns a run or a job, what a job asked
-# for, and the schema (its triggers included). The triggers stop an UPDATE of an owner once
-# set, from any connection (a CLI run, stored without one, may be handed to a dashboard
-# session once: tools/perf_ui.py does); in the worker, every connection its process opens
-# (the engine's and any a model file opens itself) also gets ``worker_authorizer``, which
-# refuses these writes and the DDL that would drop the triggers.
-PROTECTED_COLUMNS = {("runs", "owner"), ("jobs", "owner"), ("jobs", "session"),
-                     ("jobs", "client"), ("jobs", "payload")}
-PROTECTED_ROWS = ("runs", "jobs", "sqlite_master", "sqlite_schema", "sqlite_temp_master",
-                  "sqlite_temp_schema")
-DENIED_ACTIONS = {getattr(sqlite3, name) for name in (
-    "SQLITE_DROP_TRIGGER", "SQLITE_DROP_TEMP_TRIGGER", "SQLITE_DROP_TABLE",
-    "SQLITE_DROP_TEMP_TABLE", "SQLITE_DROP_VIEW", "SQLITE_DROP_TEMP_VIEW", "SQLITE_DETACH")}
-
-
-def worker_authorizer(action, arg1, arg2, _db, _source) -> int:
-    """sqlite3's authorizer for the worker's connections (see PROTECTED_COLUMNS)."""
-    if action in DENIED_ACTIONS:
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_UPDATE and ((arg1, arg2) in PROTECTED_COLUMNS
-                                            or arg1 in PROTECTED_ROWS[2:]):
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_DELETE and arg1 in PROTECTED_ROWS:
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() == "writable_schema":
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
-
-
-class GuardedConnection(sqlite3.Connection):
-    """A connection that is born with ``worker_authorizer``."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.set_authorizer(worker_authorizer)
-
-
-def guard_worker_connections() -> None:
-    """Every SQLite connection this process opens through ``sqlite3.connect`` from now on (the
-    store's and any a model file opens itself) is a ``GuardedConnection``. The worker calls it
-    before any job runs. Job code that reaches below sqlite3.connect, or a process of its own,
-    is stopped by the triggers only (docs/team-server.md)."""
-    import functools
-    import sqlite3.dbapi2 as dbapi2
-    plain = dbapi2.connect
-    if getattr(plain, "guarded", False):
-        return
-
-    @functools.wraps(plain)
-    def connect(*args, **kwargs):
-        kwargs["factory"] = GuardedConnection
-        return plain(*args, **kwargs)
-    connect.guarded = True
-    sqlite3.connect = dbapi2.connect = connect
-
-
-# A tag is a signed statement: the HMAC-SHA256 (hex, MAC_HEX characters) with the server's
-# session secret, a space, then what it says (the owner; a job's owner and session as JSON).
-# What it says is read from the tag itself, so rewriting the owner column takes nothing from
-# the person the tag names; a tag is bound to its run (or job) id, so one copied elsewhere
-# does not verify.
-MAC_HEX = 64
-
-
-def _mac(secret: bytes, *fields: str) -> str:
-    return hmac.new(secret, "\n".join(fields).encode(), hashlib.sha256).hexdigest()
-
-
-def _said(secret: bytes, tag, kind: str, key: str) -> str | None:
-    """What a tag says, where its MAC verifies for ``kind`` ``key``; else None."""
-    if not isinstance(tag, str) or len(tag) <= MAC_HEX or tag[MAC_HEX] != " ":
-        return None
-    mac, said = tag[:MAC_HEX], tag[MAC_HEX + 1:]
-    good = hmac.compare_digest(mac.encode(), _mac(secret, kind, key, said).encode())
-    return said if good else None
-
-
-def owner_tag(secret: bytes, run_id: str, owner: str) -> str:
-    """The server's signed "run ``run_id`` is ``owner``'s" (the secret is the server's: the
-    worker never reads it): the one owner a store with the secret believes."""
-    return f"{_mac(secret, 'run', run_id, owner)} {owner}"
-
-
-def tagged_owner(secret: bytes, run_id: str, tag) -> str | None:
-    """The owner ``tag`` names for run ``run_id``, where it verifies; else None."""
-    return _said(secret, tag, "run", run_id)
-
-
-def job_tag(secret: bytes, job_id: str, owner: str, session: str) -> str:
-    """The server's signed owner and session of job ``job_id`` (``JobQueue.submit``)."""
-    said = json.dumps([owner, session])
-    return f"{_mac(secret, 'job', job_id, said)} {said}"
-
-
-def tagged_job(secret: bytes, job_id: str, tag) -> tuple[str, str] | None:
-    """(owner, session) that ``tag`` names for job ``job_id``, where it verifies; else None."""
-    said = _said(secret, tag, "job", job_id)
-    if said is None:
-        return None
-    owner, session = json.loads(said)
-    return owner, session
 
 
 def new_run_id() -> str:
@@ -239,87 +138,8 @@ def add_missing_columns(db, table: str, columns: dict[str, str]) -> None:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
 
 
-def pack_floats(values: list) -> dict:
-    """A list of floats as {"float32": base64} (exact for float32 values) or {"float64": ...}."""
-    packed = array("f", values)
-    if packed.tolist() != [float(v) for v in values]:
-        return {"float64": base64.b64encode(array("d", values).tobytes()).decode()}
-    return {"float32": base64.b64encode(packed.tobytes()).decode()}
-
-
-def unpack_floats(value):
-    """The inverse of pack_floats; a plain list (older stores) is returned as it is."""
-    if not isinstance(value, dict):
-        return value
-    for code, kind in (("f", "float32"), ("d", "float64")):
-        if kind in value:
-            return array(code, base64.b64decode(value[kind])).tolist()
-    return value
-
-
-def _packed(data: dict) -> dict:
-    data = dict(data)
-    for key in TOP_SAMPLE_KEYS:
-        if isinstance(data.get(key), list) and data[key]:
-            data[key] = pack_floats(data[key])
-    if isinstance(data.get("raw"), dict):
-        raw = data["raw"] = dict(data["raw"])
-        for key in SAMPLE_KEYS:
-            if isinstance(raw.get(key), list) and raw[key]:
-                raw[key] = pack_floats(raw[key])
-    return data
-
-
-def _unpacked(data: dict) -> dict:
-    for key in TOP_SAMPLE_KEYS:
-        if key in data:
-            data[key] = unpack_floats(data[key])
-    raw = data.get("raw")
-    if isinstance(raw, dict):
-        for key in SAMPLE_KEYS:
-            if key in raw:
-                raw[key] = unpack_floats(raw[key])
-    return data
-
-
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def process_start_token(pid: int) -> str | None:
-    """The kernel's start time of a process: with the pid, it names the process uniquely
-    (a pid alone may be reused by an unrelated process after a crash)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 22 (starttime) counted after the ')' that closes the command name.
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def process_alive(pid: int, token: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if process_state(pid) in ("Z", "X"):
-        # Killed but not yet reaped by its parent: kill(pid, 0) still succeeds on a zombie,
-        # yet it will never finish its run.
-        return False
-    if token is None:
-        return True
-    return process_start_token(pid) == token
-
-
-def process_state(pid: int) -> str | None:
-    """The kernel's one-letter state (R, S, Z for a zombie...), or None if unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def use_wal(db: sqlite3.Connection) -> None:
@@ -454,7 +274,7 @@ class ResultsStore:
                                          (run_id,)).fetchone()
             db.execute("INSERT OR REPLACE INTO variants (run_id, position, name, result, "
                        "created_at) VALUES (?,?,?,?,?)",
-                       (run_id, position, data["name"], json.dumps(_packed(data), default=str),
+                       (run_id, position, data["name"], json.dumps(packed(data), default=str),
                         now_iso()))
         return position
 
@@ -564,7 +384,7 @@ class ResultsStore:
                 data = json.loads(v["result"])
                 if not isinstance(data, dict) or not isinstance(data.get("name"), str):
                     raise ValueError("not a variant's result")
-                variants.append(_unpacked(data))
+                variants.append(unpacked(data))
             except (ValueError, TypeError, KeyError, binascii.Error) as exc:
                 line = (f"run {run_id}: stored row {v['position']} ({v['name']}) unreadable, "
                         f"skipped ({str(exc)[:120]})")

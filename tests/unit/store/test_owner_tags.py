@@ -10,7 +10,8 @@ import pytest
 
 from benchmarks.service.queue import CapReached, JobQueue
 from benchmarks.spec.limits import Limits
-from benchmarks.store.database import ResultsStore, job_tag, owner_tag, tagged_job, tagged_owner
+from benchmarks.store.database import ResultsStore
+from benchmarks.store.tags import job_tag, owner_tag, tagged_job, tagged_owner
 
 SECRET = b"k" * 32
 
