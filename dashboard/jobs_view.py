@@ -253,6 +253,25 @@ def job_label(job) -> str:
     return f"{job.kind} · {what} · {(job.submitted_at or '')[11:19]}"
 
 
+def job_status_line(job) -> str:
+    """Where a job stands, in My jobs' words: its place in the queue, its progress, or how
+    it ended (with its one-line error)."""
+    status = job.status
+    if status == "queued":
+        status += f", place {job.position}"
+    elif status == "running":
+        status += f": {progress_text(job)}"
+    elif job.error:
+        status += f": {job.error}"
+    return status
+
+
+def my_jobs_lines(jobs) -> list[tuple[str, str]]:
+    """My jobs as it lists them, (label, status) per job: any kind the queue ran, whatever
+    its payload (a kind of another version, or one added by a module, reads the same)."""
+    return [(job_label(job), job_status_line(job)) for job in jobs]
+
+
 def my_jobs_panel() -> None:
     """Every job of this session's owner (the signed-in user, else the browser session):
     where each stands, and Cancel for those queued or running. Polled while any is."""
@@ -274,14 +293,7 @@ def _my_jobs() -> None:
     with st.expander(f"My jobs ({len(active)} active)", expanded=bool(active)):
         if not jobs:
             st.caption("None yet: a benchmark you run appears here.")
-        for job in jobs:
-            status = job.status
-            if status == "queued":
-                status += f", place {job.position}"
-            elif status == "running":
-                status += f": {progress_text(job)}"
-            elif job.error:
-                status += f": {job.error}"
-            st.markdown(f"**{md(job_label(job))}**  \n{md(status)}")
+        for job, (label, status) in zip(jobs, my_jobs_lines(jobs)):
+            st.markdown(f"**{md(label)}**  \n{md(status)}")
             if job.status in ACTIVE:
                 cancel_button(job, key=f"myjobs-cancel-{job.job_id}")

@@ -189,9 +189,11 @@ def owns(run: dict) -> bool:
 def may_run_on(run: dict, kind: str) -> bool:
     """Whether this viewer may queue a ``kind`` job on a stored run (export its models, draw
     its map, apply its schedule, run its recipe): its owner or an admin, and for an export
-    anyone where the operator shares exports. The queue enforces the same rule
-    (``JobQueue.submit``); a read-only view shows no button that it would refuse."""
-    return owns(run) or (kind == "export" and limits().shared_exports)
+    anyone where the operator shares exports (a kind ``shared_with_link``). The queue enforces
+    the same rule (``JobQueue.submit``); a read-only view shows no button that it would
+    refuse."""
+    from benchmarks.service import kinds
+    return owns(run) or (kinds.get(kind).shared_with_link and limits().shared_exports)
 
 
 def cancel(job_id: str) -> bool:

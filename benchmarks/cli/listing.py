@@ -1,5 +1,6 @@
 """``list`` (what can be benchmarked: models, catalogues, data sets, techniques and every
-setting's metadata) and ``history`` (the stored runs)."""
+setting's metadata, the job kinds the queue takes), ``history`` (the stored runs) and
+``jobs`` (the dashboard's queue)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,15 @@ def list_info() -> dict:
         "dataset_entries": {entry.menu: entry.to_dict() for entry in dataset_entries()},
         "techniques": _techniques(),
         "order": list(registry.names()),
+        "job_kinds": {k.name: k.description for k in job_kinds()},
     }
+
+
+def job_kinds():
+    """The registered job kinds (``benchmarks.service.kinds``: the product's and those
+    COMPRESSION_BENCH_KIND_MODULES adds)."""
+    from benchmarks.service import kinds
+    return kinds.kinds()
 
 
 def cmd_list(args) -> int:
@@ -67,6 +76,9 @@ def cmd_list(args) -> int:
             print(f"           {s['flag']:<22} {s['accepted']} (default {s['default']}{sweep})")
         if t["control"]:
             print(f"           control: {t['control']['name']}: {t['control']['description']}")
+    print("job kinds (what the dashboard's queue runs; `jobs` lists the queue):")
+    for name, description in info["job_kinds"].items():
+        print(f"  {name:<26} {description}")
     return EXIT_OK
 
 
@@ -91,4 +103,29 @@ def cmd_history(args) -> int:
               f"{estimate_error(run)}"
               + (f", {len(run['unreadable'])} stored row(s) unreadable (see below)"
                  if run.get("unreadable") else ""))
+    return EXIT_OK
+
+
+def cmd_jobs(args) -> int:
+    """The queue's jobs, newest first: id, kind, status, when, and the error of one that
+    failed. A kind not registered in this process (another server version's job) is marked,
+    not refused: the listing shows the queue as it is."""
+    from benchmarks.service import kinds
+    from benchmarks.service.queue import JobQueue
+    queue = JobQueue(args.store)
+    jobs = queue.jobs(limit=args.limit)
+    known = set(kinds.names())
+    if args.json:
+        print(json.dumps([{"job_id": j.job_id, "kind": j.kind, "registered": j.kind in known,
+                           "status": j.status, "device": j.device,
+                           "submitted_at": j.submitted_at, "finished_at": j.finished_at,
+                           "run_id": j.run_id, "error": j.error} for j in jobs], indent=2))
+        return EXIT_OK
+    if not jobs:
+        print(f"no jobs in {queue.path}")
+        return EXIT_OK
+    for j in jobs:
+        kind = j.kind if j.kind in known else f"{j.kind} (not registered here)"
+        print(f"{j.job_id}  {(j.submitted_at or '')[:19]}  {kind:<12} {j.device:<7} "
+              f"{j.status:<11}" + (f" {j.error}" if j.error else ""))
     return EXIT_OK

@@ -1,5 +1,5 @@
 """``compression-bench`` (= ``python -m benchmarks``): the one parser (``parser``), the
-commands (``run``; ``recommend``; ``list`` and ``history`` in ``listing``; ``report`` and
+commands (``run``; ``recommend``; ``list``, ``history`` and ``jobs`` in ``listing``; ``report`` and
 ``export`` in ``handoff``; ``distributed``; ``sensitivity``) and here the one error boundary.
 
 A table goes to stdout, progress to stderr. Exit status: 0 every variant succeeded, 1 some
@@ -26,9 +26,10 @@ def _command(name: str):
     if name == "recommend":
         from benchmarks.cli.recommend import cmd_recommend
         return cmd_recommend
-    if name in ("list", "history"):
+    if name in ("list", "history", "jobs"):
         from benchmarks.cli import listing
-        return {"list": listing.cmd_list, "history": listing.cmd_history}[name]
+        return {"list": listing.cmd_list, "history": listing.cmd_history,
+                "jobs": listing.cmd_jobs}[name]
     if name in ("report", "export"):
         from benchmarks.cli import handoff
         return {"report": handoff.cmd_report, "export": handoff.cmd_export}[name]

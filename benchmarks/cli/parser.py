@@ -404,6 +404,11 @@ def _add_listing(sub) -> None:
     hist.add_argument("--json", action="store_true")
     hist.add_argument("--store", metavar="FILE")
     hist.add_argument("--limit", type=positive_int("--limit"))
+    jobs = sub.add_parser("jobs", help="the dashboard's job queue: each job's kind, status and "
+                                       "error, newest first")
+    jobs.add_argument("--json", action="store_true")
+    jobs.add_argument("--store", metavar="FILE")
+    jobs.add_argument("--limit", type=positive_int("--limit"), default=50)
 
 
 def _add_handoff(sub) -> None:

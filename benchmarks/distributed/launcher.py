@@ -34,6 +34,7 @@ from benchmarks.distributed.worker import (
     WorkerJob,
     run_worker,
 )
+from benchmarks.distributed.lifeline import die_with_launcher
 from benchmarks.measure.environment import resolve_device
 from benchmarks.measure.machine import apply_memory_limit, data_segment_bytes, memory_limit
 from benchmarks.spec.cancel import Cancelled
@@ -144,9 +145,9 @@ def _open_store(port: int | None, timeout_s: float):
 
 
 def _child(rank, world_size, port, backend, job, results, progress, timeout_s,
-           memory_headroom=None):
+           memory_headroom=None, launcher=None):
     """Entry point of one launched rank: reports ("ok", rank, result) or ("error", rank, why)."""
-    _die_with_parent()
+    die_with_launcher(launcher)
     if memory_headroom is not None:  # this rank's share of what the launcher's limit leaves
         apply_memory_limit(data_segment_bytes() + memory_headroom)
     # gloo connects the ranks over loopback: nothing listens on the machine's other addresses.
@@ -176,17 +177,6 @@ def _child(rank, world_size, port, backend, job, results, progress, timeout_s,
         results.close()
         results.join_thread()
         os._exit(1)
-
-
-def _die_with_parent():
-    """Linux: the kernel kills this worker if the launcher dies (even by SIGKILL)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-        try:
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
 
 
 def _context():
@@ -223,7 +213,7 @@ def launch(job: WorkerJob, world_size: int, *, backend: str, timeout_s: float,
     headroom = _rank_headroom(world_size)
     procs = [ctx.Process(target=_child, name=f"bench-ddp-rank{r}", daemon=True,
                          args=(r, world_size, store.port, backend, job, results, progress,
-                               timeout_s, headroom))
+                               timeout_s, headroom, os.getpid()))
              for r in range(world_size)]
     result, ok = None, set()
     steps_seen = 0

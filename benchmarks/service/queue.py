@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.executors.devices import fake_gpus, try_lock
+from benchmarks.service import kinds
 from benchmarks.service.supervisor import Supervisor, holder_alive
 from benchmarks.spec.folders import private_file, private_folder
 from benchmarks.spec.limits import Limits
@@ -49,7 +50,6 @@ from benchmarks.store.database import (
     tagged_job,
 )
 
-JOB_KINDS = ("sweep", "distributed", "export", "recommend", "sensitivity")
 JOB_STATUSES = ("queued", "running", "complete", "failed", "cancelled", "interrupted")
 FINISHED = ("complete", "failed", "cancelled", "interrupted")
 POLL_S = 0.25            # how often an idle worker looks for work
@@ -246,11 +246,10 @@ class JobQueue:
         ``source_run``, a schedule's ``map_run``; ``runs_named``) is that run's owner's to
         ask for, or an admin's (an export also anyone's where the operator shares exports):
         PermissionError otherwise, in one line."""
-        if kind not in JOB_KINDS:
-            raise ValueError(f"job kind must be one of {', '.join(JOB_KINDS)}; got {kind!r}")
+        job_kind = kinds.get(kind)  # ValueError in one line: the kind and those registered
         owner = owner or session
         for run_id in runs_named(payload):
-            self._check_run_owner(run_id, owner, admin, kind)
+            self._check_run_owner(run_id, owner, admin, job_kind)
         with self.store.connect() as db:
             self._check_cap(db, owner, client)
         job_id = uuid.uuid4().hex[:12]
@@ -284,11 +283,14 @@ class JobQueue:
             raise
         return job_id
 
-    def _check_run_owner(self, run_id: str, owner: str, admin: bool, kind: str) -> None:
+    def _check_run_owner(self, run_id: str, owner: str, admin: bool,
+                         kind: kinds.JobKind) -> None:
         """A job that runs on a stored run (an export hands out its weights, a map or a
         schedule's sweep runs its owner's model and data) is for the run's owner; others
-        read the run (its link) but do not run anything on it."""
-        if admin or (kind == "export" and self.limits.shared_exports):
+        read the run (its link) but do not run anything on it, except a kind the operator
+        opens to a link (``JobKind.shared_with_link``: an export, with
+        COMPRESSION_BENCH_SHARED_EXPORTS)."""
+        if admin or (kind.shared_with_link and self.limits.shared_exports):
             return
         with self.store.connect() as db:
             row = db.execute("SELECT run_id, owner, owner_tag FROM runs WHERE run_id=?",
@@ -297,12 +299,8 @@ class JobQueue:
             raise ValueError(f"run {run_id!r} is not in the store")
         if self.store.verified_owner(row) == owner:
             return
-        if kind == "export":
-            raise PermissionError("only the person who ran it can export this run's models "
-                                  "(a shared link is read-only; the operator may allow it "
-                                  "with COMPRESSION_BENCH_SHARED_EXPORTS=on)")
-        raise PermissionError(f"only the person who ran it can queue a {kind} job on run "
-                              f"{run_id} (a shared link is read-only)")
+        raise PermissionError(kind.not_yours or f"only the person who ran it can queue a "
+                              f"{kind.name} job on run {run_id} (a shared link is read-only)")
 
     def _check_cap(self, db, owner: str, client: str | None) -> None:
         """One person may have at most ``limits.max_jobs`` jobs queued or running. Without

@@ -8,7 +8,8 @@ a killed one starts within a second or two. It runs under the operator's hard me
 (RLIMIT_DATA, ``benchmarks.measure.machine``): a job that goes over it fails with "out of memory
 (limit X)" instead of taking the machine.
 
-Job kinds: sweep, distributed, export and sensitivity (a map of a sweep's baseline).
+Job kinds: each one a module of ``benchmarks.service.kinds``, run by ``kind.run(worker, job)``
+with this worker's progress, stop check and recorder (``record_run``).
 
 ``python -m benchmarks.service.worker --store FILE --device cpu --parent PID``
 """
@@ -24,7 +25,6 @@ from pathlib import Path
 
 from benchmarks.executors.devices import try_lock
 from benchmarks.measure.machine import apply_memory_limit, is_out_of_memory, out_of_memory_label
-from benchmarks.service.interrupt import Interruptible
 from benchmarks.service.queue import (
     CLUSTER_REFRESH_S,
     POLL_S,
@@ -34,9 +34,7 @@ from benchmarks.service.queue import (
     lock_path,
     ray_address,
 )
-from benchmarks.spec.folders import data_dir, private_folder
 from benchmarks.store.database import guard_worker_connections, now_iso, process_start_token
-from benchmarks.zoo.models import models_dir
 from optimizers.errors import first_line
 
 
@@ -234,22 +232,16 @@ class Worker:
             remove_shm_files(new_shm_files(shm_before, os.getuid()))
 
     def _run_job_kind(self, job: Job) -> None:
+        from benchmarks.service.kinds import UnknownKind, get
         from benchmarks.spec.cancel import Cancelled
         self._cancel, self._over_time = False, None
         self._last_phase = None
         self._limit = job.time_limit_s or self.queue.limits.job_time_s
         self._deadline = time.monotonic() + self._limit
         try:
-            if job.kind == "sweep":
-                self.run_sweep_job(job)
-            elif job.kind == "export":
-                self.run_export_job(job)
-            elif job.kind == "recommend":
-                self.run_recommend_job(job)
-            elif job.kind == "sensitivity":
-                self.run_sensitivity_job(job)
-            else:
-                self.run_distributed_job(job)
+            get(job.kind).run(self, job)
+        except UnknownKind as exc:  # an older or newer server's job: said; the next one runs
+            self.finish(job.job_id, "failed", first_line(exc, 600))
         except Cancelled:  # stopped before its run was recorded (while loading data)
             status, error, _ = self._stopped_how()
             self.finish(job.job_id, status, error)
@@ -265,7 +257,7 @@ class Worker:
         finally:
             self.queue._remove_folder(job.folder)
 
-    def _record(self, job: Job, recorder, run) -> None:
+    def record_run(self, job: Job, recorder, run) -> None:
         """Run ``run(recorder)`` with the stored run sharing the job's fate: interrupted when
         the worker is stopped or the server goes away, failed with the reason when it raises
         (run_job records the job's error), cancelled when the user asked, failed when it
@@ -295,84 +287,7 @@ class Worker:
         self.finish(job.job_id, status, f"{len(failed)} failed: {', '.join(failed)}"
                     if failed else None)
 
-    def run_sweep_job(self, job: Job) -> None:
-        from benchmarks.run.runner import prepare_sweep
-        from benchmarks.spec.sweep import SweepSpec
-        spec = SweepSpec.from_dict(job.payload)
-        self.progress(job.job_id, variant="", index=-1, total=len(spec.variants),
-                      phase="preparing", fraction=0.0, message="loading data and model")
-        stop = self.stopper(job)
-        # Jobs come from the dashboard: model files and image folders only from the
-        # operator's folders; the data set is checked against memory before it is loaded.
-        sweep = prepare_sweep(self._on_this_device(spec), allowed_models_dir=models_dir(),
-                              allowed_data_dir=data_dir(), should_stop=stop,
-                              memory_share=self.queue.limits.memory_share,
-                              executor=self._executor())
-        if ray_address():
-            from benchmarks.executors.ray_executor import RaySweep
-            sweep = RaySweep(sweep, ray_address())
-
-        def on_progress(event):
-            self.progress(job.job_id, variant=event.variant, index=event.index,
-                          total=event.total, phase=event.phase, fraction=event.fraction,
-                          message=event.describe())
-
-        def run(recorder):
-            for index, result in enumerate(sweep.run(
-                    on_progress, stop, on_partial=lambda i, r: recorder.add(r, i),
-                    on_environment=recorder.set_environment)):
-                recorder.add(result, index)
-
-        sweep.attach_peaks(self.store)
-        sweep.environment["queue_device"] = self.device
-        sweep.environment["estimate"] = self._estimate(spec, sweep)
-        recorder = self.store.record(model=spec.model, dataset=spec.dataset,
-                                     device=str(sweep.device), spec=spec.to_dict(),
-                                     environment=sweep.environment, **self.signed(job))
-        self._record(job, recorder, run)
-
-    def _estimate(self, spec, sweep) -> dict | None:
-        """The sweep's estimate (benchmarks.run.estimate), stored with the run beside what it
-        took so History shows its error; None where it cannot be made (never a failure)."""
-        from benchmarks.run.estimate import estimate_sweep
-        try:
-            return estimate_sweep(spec, self.store, sweep.baseline_cached()).to_dict()
-        except Exception:  # an estimate is no reason to fail a sweep
-            return None
-
-    def run_recommend_job(self, job: Job) -> None:
-        """A recommendation (``benchmarks.recommend``): searched, certified, stored as a run;
-        cancelled, it certifies what it found (the same stop check as every kind)."""
-        from benchmarks.recommend.job import from_payload
-        from benchmarks.recommend.pipeline import Recommender
-        request, spec, space = from_payload(job.payload)
-        self.progress(job.job_id, variant="", index=-1, total=0, phase="preparing",
-                      fraction=0.0, message="loading data and model")
-        trials = []
-
-        def on_trial(record):
-            trials.append(record)
-            self.progress(job.job_id, variant=record.name, index=len(trials) - 1,
-                          total=request.max_trials or 0, phase=record.state, fraction=1.0,
-                          message=f"trial {len(trials)}: {record.name} ({record.state})")
-
-        def on_progress(event):
-            self.progress(job.job_id, variant=event.variant, index=max(0, len(trials) - 1),
-                          total=request.max_trials or 0, phase=event.phase,
-                          fraction=event.fraction, message=f"trial {len(trials) + 1}: "
-                                                           f"{event.describe()}")
-        recommender = Recommender(
-            request, self._on_this_device(spec), space, store=self.store,
-            allowed_models_dir=models_dir(), allowed_data_dir=data_dir(),
-            should_stop=lambda: self.should_stop(job.job_id),
-            memory_share=self.queue.limits.memory_share, executor=self._executor(),
-            ray_address=ray_address(), on_progress=on_progress, on_trial=on_trial)
-        recommender.prepare_baseline()
-        recorder = self.store.record(**{**recommender.run_fields(owner=job.owner),
-                                        **self.signed(job)})
-        self._record(job, recorder, recommender.run)
-
-    def _on_this_device(self, spec):
+    def on_this_device(self, spec):
         """The spec as this worker runs it: a fake GPU computes on the CPU."""
         from dataclasses import replace
 
@@ -381,7 +296,7 @@ class Worker:
             return replace(spec, device="cpu")
         return spec
 
-    def _executor(self):
+    def executor(self):
         """On a machine with several GPUs, a GPU worker's sweep trains on the idle ones."""
         from benchmarks.executors.devices import gpu_devices
         gpus = gpu_devices() if self.device.startswith("cuda:") else []
@@ -389,114 +304,6 @@ class Worker:
             return None
         from benchmarks.executors.pool import DevicePool
         return DevicePool(self.store.path, gpus, own=self.device)
-
-    def run_distributed_job(self, job: Job) -> None:
-        from dataclasses import replace
-
-        from benchmarks.distributed.launcher import distributed_environment, run_distributed
-        from benchmarks.spec.distributed import DistributedConfig
-        config = DistributedConfig.from_dict(job.payload)
-        if ray_address():  # the dashboard's worker drives the operator's cluster
-            config = replace(config, executor="ray", ray_address=ray_address())
-        environment = distributed_environment(config)
-        stop = self.stopper(job)
-
-        def run(recorder):
-            def on_progress(done, total, result):
-                recorder.add(result)
-                self.progress(job.job_id, variant=result.get("name", ""), index=done - 1,
-                              total=total, phase="done", fraction=done / max(total, 1),
-                              message=f"{done}/{total} runs")
-
-            def on_step(index, total, name, steps, of):
-                self.progress(job.job_id, variant=name, index=index, total=total,
-                              phase="training", fraction=steps / max(of, 1),
-                              message=f"{index + 1}/{total} {name}: step {steps}/{of}")
-            run_distributed(config, on_progress=on_progress, warn=lambda m: None,
-                            should_stop=stop, on_step=on_step,
-                            memory_share=self.queue.limits.memory_share)
-
-        recorder = self.store.record(model=config.model, dataset=config.dataset,
-                                     device=environment["device"], spec=config.to_dict(),
-                                     environment=environment, kind="distributed",
-                                     **self.signed(job))
-        self._record(job, recorder, run)
-
-    def run_sensitivity_job(self, job: Job) -> None:
-        """A sensitivity map of a sweep's baseline (``benchmarks.sensitivity``): its rows
-        stored as they are measured, cancellable between cells like a sweep between
-        phases."""
-        from benchmarks.run.runner import prepare_sweep
-        from benchmarks.sensitivity.config import SensitivityConfig, baseline_spec
-        from benchmarks.sensitivity.mapper import record_map
-        config = SensitivityConfig.from_dict(job.payload["sensitivity"])
-        spec = self._on_this_device(baseline_spec(job.payload["sweep"]))
-        self.progress(job.job_id, variant="", index=-1, total=1, phase="preparing",
-                      fraction=0.0, message="loading data and model")
-        stop = lambda: self.should_stop(job.job_id)  # noqa: E731
-        sweep = prepare_sweep(spec, allowed_models_dir=models_dir(), allowed_data_dir=data_dir(),
-                              should_stop=stop, memory_share=self.queue.limits.memory_share)
-
-        def on_progress(phase, done, total, message):
-            self.progress(job.job_id, variant=phase, index=done if total else -1,
-                          total=max(total, 1), phase=phase, fraction=0.0, message=message)
-
-        def run(recorder):
-            record_map(sweep, config, recorder, on_progress=on_progress, should_stop=stop)
-
-        sweep.environment["queue_device"] = self.device
-        recorder = self.store.record(
-            model=spec.model, dataset=spec.dataset, device=str(sweep.device),
-            spec={"sweep": spec.to_dict(), "sensitivity": config.to_dict(),
-                  "source_run": job.payload.get("source_run")},
-            environment=sweep.environment, kind="sensitivity", **self.signed(job))
-        self._record(job, recorder, run)
-
-    def run_export_job(self, job: Job) -> None:
-        """A variant of a stored run rebuilt and written as files, zipped for the page's
-        download (``benchmarks.export``: the dashboard never imports torch), into the job's
-        own folder under its run's exports (removed with the run). The exports together are
-        capped (COMPRESSION_BENCH_EXPORT_MB): least recently used ones go first. Cancelled,
-        failed or over the cap, the job's folder is removed whole."""
-        import shutil
-
-        from benchmarks.export.files import archive, evict_exports, export_folder, exports
-        from benchmarks.export.variant import export_variant
-        from benchmarks.spec.cancel import check_stop
-        from benchmarks.spec.limits import MIB
-        run_id, variant = job.payload["run_id"], job.payload["variant"]
-        stop = self.stopper(job)
-        self.progress(job.job_id, variant=variant, index=0, total=1, phase="exporting",
-                      fraction=0.0, message=f"rebuilding {variant} and writing its files")
-        folder = export_folder(self.store.path, run_id, variant, job.job_id)
-        mine = folder.parent
-        guard = Interruptible(lambda: self.stop_wanted(job.job_id))
-        try:
-            private_folder(mine)
-            with guard:  # torch.export and the ONNX exporter run for seconds, checking nothing
-                export_variant(self.store, run_id, variant, folder,
-                               allowed_models_dir=models_dir(), should_stop=stop)
-                check_stop(stop)
-            self.progress(job.job_id, variant=variant, index=0, total=1, phase="zipping",
-                          fraction=0.9, message=f"zipping {variant}'s files")
-            archive(folder, should_stop=stop)
-            check_stop(stop)
-            cap = self.queue.limits.export_mb * MIB
-            size = next((size for _, size, f in exports(self.store.path) if f == mine), 0)
-            if size > cap:
-                raise ValueError(f"the export of {variant} takes {size / MIB:,.0f} MB, more than "
-                                 f"the dashboard's exports may take together ({cap // MIB:,} "
-                                 f"MB, COMPRESSION_BENCH_EXPORT_MB)")
-            evict_exports(self.store.path, cap, keep=mine)
-        except BaseException:
-            self.retire = self.retire or guard.fired
-            shutil.rmtree(mine, ignore_errors=True)
-            try:
-                mine.parent.rmdir()  # the run's exports folder, if this was its only one
-            except OSError:
-                pass
-            raise
-        self.finish(job.job_id, "complete")
 
     def _cluster(self) -> dict:
         from benchmarks.executors.ray_executor import cluster_card, connect

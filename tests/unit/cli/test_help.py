@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.mark.parametrize("command", ["run", "list", "history", "report", "export",
+@pytest.mark.parametrize("command", ["run", "list", "history", "jobs", "report", "export",
                                      "distributed", "recommend", "sensitivity"])
 def test_every_command_prints_its_help(command, capsys):
     """A help text with a literal % (a relative margin, 2%) must not break --help."""
