@@ -392,7 +392,7 @@ def save_upload(file, accepted: list[str]) -> str:
 
 def models_dir() -> Path:
     """The server's folder of allowed model files (users cannot point anywhere else); the
-    worker checks the same folder (benchmarks.models.models_dir)."""
+    worker checks the same folder (benchmarks.zoo.models.models_dir)."""
     from benchmarks.zoo.models import models_dir as engine_models_dir
     return Path(engine_models_dir()).resolve()
 

@@ -237,7 +237,7 @@ class VariantResult:
 
     def roofline(self, environment: dict) -> dict:
         """This variant on its device's roofline, against the peaks the run's environment card
-        holds (``benchmarks.roofline.point``: figures are None where an input is missing)."""
+        holds (``benchmarks.measure.roofline.point``: figures are None where an input is missing)."""
         lat = self.latency
         return roofline.point(
             flops=self.flops, batch_size=self.batch_size, p50_ms=lat.p50 if lat else None,

@@ -144,7 +144,7 @@ class Supervisor(threading.Thread):
                 self._start_failed(device, first_line(exc))
 
     def _log(self, device: str) -> str:
-        from benchmarks.service.queue import log_path
+        from benchmarks.service.workers import log_path
         return str(log_path(self.queue.path, device))
 
     def _start_failed(self, device: str, reason: str) -> None:

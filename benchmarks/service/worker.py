@@ -2,7 +2,7 @@
 
 A separate process, not a thread of the Streamlit server: its timings share no interpreter
 lock with the server, and a crash in a kernel cannot take the UI down. It holds its device's
-``flock`` (``queue.lock_path``) for as long as it lives, exits when the process that started it
+``flock`` (``workers.lock_path``) for as long as it lives, exits when the process that started it
 (the server) is gone, and claims its next job before it imports torch, so a job queued behind
 a killed one starts within a second or two. It runs under the operator's hard memory limit
 (RLIMIT_DATA, ``benchmarks.measure.machine``): a job that goes over it fails with "out of memory
@@ -31,9 +31,9 @@ from benchmarks.service.queue import (
     PROGRESS_EVERY_S,
     Job,
     JobQueue,
-    lock_path,
     ray_address,
 )
+from benchmarks.service.workers import lock_path
 from benchmarks.store.database import guard_worker_connections, now_iso, process_start_token
 from optimizers.errors import first_line
 

@@ -42,7 +42,7 @@ RESIZE_MODES = ("crop", "squash")
 WEIGHTS_SOURCES = ("torchvision", "timm")
 # Timing: every variant is built first, then timed in this many round-robin rounds.
 TIMING_MODES = ("interleaved", "sequential")
-FP32_MODES = ("ieee", "tf32")  # benchmarks.environment.apply_precision sets them
+FP32_MODES = ("ieee", "tf32")  # benchmarks.measure.environment.apply_precision sets them
 # Ten: the runtime grid names a best runtime only where a paired bootstrap over these rounds
 # puts it ahead beyond noise (report.runtimes.verdict), and a percentile bootstrap over five
 # rounds covers about 88% where it says 95% (t's 2.78 against z's 1.96 at four degrees of

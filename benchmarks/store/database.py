@@ -96,7 +96,7 @@ CREATE TABLE IF NOT EXISTS device_peaks (
     PRIMARY KEY (host, device, device_name, torch, threads)
 );
 """
-# What a device's measured peaks are cached under (benchmarks.peaks.peaks_key).
+# What a device's measured peaks are cached under (benchmarks.measure.peaks.peaks_key).
 PEAKS_KEY = ("host", "device", "device_name", "torch", "threads")
 # Columns added after the first release: a store created before them gains them on open.
 RUN_COLUMNS = {"owner": "TEXT", "recommendation": "TEXT", "owner_tag": "TEXT"}

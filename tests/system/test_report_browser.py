@@ -43,7 +43,26 @@ def test_the_report_draws_every_chart_in_chromium_with_the_network_off(report_st
         drawn = page.evaluate(f"""() => [...document.querySelectorAll('[data-chart]')]
             .map(d => [d.dataset.chart, d.querySelectorAll({marks}).length,
                        d.querySelectorAll('.gtitle').length ? 1 : 0])""")
+        # Issue 32.6: laid out as on the page, nothing clipped: each chart fills its grid
+        # cell (two to a row at this width, as the page's Overview), its drawing no wider
+        # than the cell, every tick label and the title inside the drawing.
+        geometry = page.evaluate("""() => [...document.querySelectorAll('[data-chart]')]
+            .map(d => {
+              const cell = d.parentElement.getBoundingClientRect();
+              const svg = d.querySelector('.main-svg').getBoundingClientRect();
+              const inside = e => { const r = e.getBoundingClientRect();
+                return r.width === 0 || (r.left >= svg.left - 1 && r.right <= svg.right + 1
+                                         && r.top >= svg.top - 1 && r.bottom <= svg.bottom + 1); };
+              const out = [...d.querySelectorAll('.xtick text, .ytick text, .gtitle')]
+                .filter(e => !inside(e)).map(e => e.textContent);
+              return [d.dataset.chart, Math.round(cell.width), Math.round(svg.width), out];
+            })""")
+        page.screenshot(path=str(ROOT / "results" / "report-1400.png"), full_page=True)
     assert [name for name, _, _ in drawn] == expected.charts
+    widths = [cell for _, cell, _, _ in geometry]
+    assert all(abs(svg - cell) <= 2 for _, cell, svg, _ in geometry), geometry
+    assert min(widths) >= 560 and max(widths) < 1400 / 1.5, geometry  # two to a row
+    assert all(not out for _, _, _, out in geometry), geometry
     assert all(marks > 0 and titled for _, marks, titled in drawn), drawn
     assert attempted == [] and errors == []
 
