@@ -181,23 +181,16 @@ def exports(store_path: str | Path) -> list[tuple[float, int, Path]]:
 def evict_exports(store_path: str | Path, max_bytes: int, keep: Path | None = None) -> int:
     """Remove least recently used exports until the rest fit in ``max_bytes`` (``keep``, the
     one just written, stays), as the weights cache does; returns how many went."""
-    entries = exports(store_path)
-    total = sum(size for _, size, _ in entries)
-    removed = 0
-    for _, size, folder in entries:
-        if total <= max_bytes:
-            break
-        if keep is not None and folder == keep:
-            continue
+    from benchmarks.spec.lru import least_recently_used
+    going = least_recently_used(exports(store_path), max_bytes, keep)
+    for folder in going:
         shutil.rmtree(folder, ignore_errors=True)
-        total -= size
-        removed += 1
     for run in exports_root(store_path).glob("*"):
         try:
             run.rmdir()  # a run whose exports all went
         except OSError:
             pass
-    return removed
+    return len(going)
 
 
 def used(folder: str | Path) -> None:

@@ -61,21 +61,14 @@ def usage_bytes(directory: str | Path | None = None) -> int:
 def evict(directory: str | Path, max_bytes: int, keep: Path | None = None) -> int:
     """Delete least recently used entries until the rest fit in ``max_bytes`` (``keep``, the
     entry just written, stays). Returns how many were deleted."""
-    entries = _entries(Path(directory))
-    total = sum(size for _, size, _ in entries)
-    removed = 0
-    for _, size, path in entries:
-        if total <= max_bytes:
-            break
-        if keep is not None and path == keep:
-            continue
+    from benchmarks.spec.lru import least_recently_used
+    going = least_recently_used(_entries(Path(directory)), max_bytes, keep)
+    for path in going:
         try:
             path.unlink()
         except FileNotFoundError:
             pass  # another process evicted it first
-        total -= size
-        removed += 1
-    return removed
+    return len(going)
 
 
 class MissingWeights(ValueError):

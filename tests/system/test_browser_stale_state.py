@@ -52,7 +52,15 @@ def test_the_sidebar_shows_the_peaks_a_later_measurement_left_in_the_store(tmp_p
                    "(?,?,?,?)", ("cpu", __import__("os").getpid(), "2026-12-05T08:00:00",
                                  __import__("json").dumps({"devices": ["cpu"],
                                                            "peaks": {"cpu": started}})))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    import os
+
+    from benchmarks.executors.devices import try_lock
+    from benchmarks.service.workers import lock_path
+    held = try_lock(lock_path(path, "cpu"))  # this process is that worker: none is started
+    try:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    finally:
+        os.close(held)
     assert not at.exception, [e.value for e in at.exception]
     card = " ".join(m.value for m in at.sidebar.markdown)
     assert "peaks (cpu, 1 thread, measured 2026-12-05 09:30 UTC): fp32 151 GFLOP/s" in card, \
