@@ -50,11 +50,12 @@ def device_card(card: dict | None, where=None) -> None:
         # The store's figure under the same key, where a run has measured again since the
         # worker started (its roofline shows that one): the card's is the worker's start's.
         peaks = state.current_peaks(peaks)
-        gemm = " · ".join(f"{k} {v / 1e9:,.0f}" for k, v in peaks["gemm_flops_per_s"].items())
+        # Read from a stored row: its names and times are text, never Markdown.
+        gemm = " · ".join(f"{md(k)} {v / 1e9:,.0f}" for k, v in peaks["gemm_flops_per_s"].items())
         threads = peaks.get("threads")
-        at = f", {threads} thread{'s' if threads != 1 else ''}" if threads else ""
-        when = str(peaks.get("measured_at") or "")[:16].replace("T", " ")
-        text += (f"  \npeaks ({device}{at}{', measured ' + when + ' UTC' if when else ''}): "
+        at = f", {md(threads)} thread{'s' if threads != 1 else ''}" if threads else ""
+        when = md(str(peaks.get("measured_at") or "")[:16].replace("T", " "))
+        text += (f"  \npeaks ({md(device)}{at}{', measured ' + when + ' UTC' if when else ''}): "
                  f"{gemm} GFLOP/s · {peaks['memory_bytes_per_s'] / 1e9:,.1f} GB/s")
         theory = (peaks.get("theoretical") or {}).get("gemm_flops_per_s") or {}
         if theory:
