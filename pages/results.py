@@ -41,7 +41,7 @@ else:
     # The address is the view: copied to a colleague it opens this run (read-only for them),
     # never "no runs yet".
     st.query_params[state.RUN_PARAM] = run_id
-run = state.store().run(run_id)
+run = linked_run if linked_run is not None and run_id == linked else state.store().run(run_id)
 if run is None:
     st.warning("No such run: it was deleted, or the link is wrong." if shared
                else "This run was deleted meanwhile.")
