@@ -144,7 +144,8 @@ def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None,
     config = dict(result.config)
     autocast = None
     if outcome.autocast_dtype is not None:
-        autocast = {torch.bfloat16: "bf16", torch.float16: "fp16"}[outcome.autocast_dtype]
+        from benchmarks.measure.macs import dtype_precision  # torch, as the rebuild is
+        autocast = dtype_precision(outcome.autocast_dtype)
     base = _base_model(spec, list(vspec.techniques), config)
     # A copy: for a float variant it is the model itself, which stays on its device.
     return Rebuilt(name=result.name, model=model,

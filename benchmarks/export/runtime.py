@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.export.writers import Scores
+from benchmarks.measure import precisions
 
 # The runtime's files kept in the export (the rest of its working files are removed).
 KEPT = {"ort": ("*.ort-int8-*.onnx", "model.runtime.onnx"),
@@ -43,7 +44,7 @@ def write_runtime(rebuilt, folder: Path, scores: Scores, cell: dict) -> dict:
     vspec = next(v for v in sweep.spec.variants if v.name == rebuilt.name)
     precision = deployed_precision(vspec, rebuilt.config)
     calibration = None
-    if precision == "int8":
+    if precisions.get(precision).integer:  # the engine's INT8 step drew the batches
         settings = dict(vspec.settings)["int8"]
         ctx = sweep.context(lambda *_: None, variant=vspec)
         calibration = Calibration(ctx.calibration(settings.calibration_batches))
@@ -70,7 +71,7 @@ def write_runtime(rebuilt, folder: Path, scores: Scores, cell: dict) -> dict:
 
 def _keep(name: str, work: Path, folder: Path, precision: str) -> list[str]:
     """Move the runtime's artefact out of its working folder; drop the rest."""
-    if name == "ort" and precision != "int8":
+    if name == "ort" and not precisions.get(precision).integer:
         (work / "model.onnx").rename(work / "model.runtime.onnx")
     kept = []
     for pattern in KEPT[name]:

@@ -95,6 +95,16 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
     return card
 
 
+def _precision(name: str | None) -> dict | None:
+    """What the variant runs in (the roof it is held to), with its registry entry's bytes per
+    element; a name not registered stands alone."""
+    from benchmarks.measure import precisions
+    if not precisions.known(name):
+        return None if name is None else {"name": name}
+    return {"name": name, "bytes_per_element": precisions.get(name).bytes,
+            "description": precisions.get(name).description}
+
+
 def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path, cell=None,
            should_stop=None) -> dict:
     """Every format and the model card, written into ``folder``."""
@@ -121,6 +131,7 @@ def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path, 
         **({"runtime": cell} if cell is not None else {}),
         "model": run.get("model"), "dataset": run.get("dataset"),
         "techniques": list(result.techniques), "settings": rebuilt.config,
+        "precision": _precision((document.get("roofline") or {}).get("precision")),
         "axes": dict(result.axes), "metrics": document,
         "baseline": report.baseline,
         "input": {"shape": ["batch", *rebuilt.architecture["input_shape"]], "dtype": "float32",

@@ -127,29 +127,37 @@ def _quantized_conv(device: torch.device, n: int):
     return lambda: torch.ops.quantized.conv2d(x, packed, 1.0, 0)
 
 
-MM = {"fp32": Kernel("torch.mm", _gemm_flops, _mm(None)),
-      "tf32": Kernel("torch.mm", _gemm_flops, _mm(None)),
-      "bf16": Kernel("torch.mm", _gemm_flops, _mm(torch.bfloat16)),
-      "fp16": Kernel("torch.mm", _gemm_flops, _mm(torch.float16))}
-INT_MM = Kernel("torch._int_mm", _gemm_flops, _int_mm)
-AUTOCAST_LINEAR = Kernel("linear (autocast bf16)", _gemm_flops, _autocast_linear)
-AUTOCAST_CONV = Kernel("conv2d 3x3 (autocast bf16)", _conv_flops, _conv(torch.bfloat16))
-CONV = Kernel("conv2d 3x3", _conv_flops, _conv(None))
-QUANTIZED_LINEAR = Kernel("quantized.linear", _gemm_flops, _quantized_linear)
-QUANTIZED_CONV = Kernel("quantized.conv2d 3x3", _conv_flops, _quantized_conv)
+# Every kernel a precision's roof can be the best of, by the name the precision registry
+# (``benchmarks.measure.precisions``) lists it under.
+KERNELS = {
+    "mm_fp32": Kernel("torch.mm", _gemm_flops, _mm(None)),
+    "mm_bf16": Kernel("torch.mm", _gemm_flops, _mm(torch.bfloat16)),
+    "mm_fp16": Kernel("torch.mm", _gemm_flops, _mm(torch.float16)),
+    "int_mm": Kernel("torch._int_mm", _gemm_flops, _int_mm),
+    "autocast_linear_bf16": Kernel("linear (autocast bf16)", _gemm_flops, _autocast_linear),
+    "autocast_conv_bf16": Kernel("conv2d 3x3 (autocast bf16)", _conv_flops,
+                                 _conv(torch.bfloat16)),
+    "conv_fp32": Kernel("conv2d 3x3", _conv_flops, _conv(None)),
+    "quantized_linear": Kernel("quantized.linear", _gemm_flops, _quantized_linear),
+    "quantized_conv": Kernel("quantized.conv2d 3x3", _conv_flops, _quantized_conv),
+}
 
 
 def candidates(device: torch.device, precision: str) -> tuple[Kernel, ...]:
-    """The kernels a precision's peak is the best of on ``device``: on a CPU, every kernel
-    family the variants run in it (autocast's bf16 linear and convolution; the quantized
-    engine's linear and convolution beside ``_int_mm``)."""
-    if precision == "int8":
-        return (INT_MM,) if device.type == "cuda" else (INT_MM, QUANTIZED_LINEAR, QUANTIZED_CONV)
-    if device.type == "cpu" and precision == "bf16":
-        return (MM["bf16"], AUTOCAST_LINEAR, AUTOCAST_CONV)
-    if device.type == "cpu" and precision == "fp32":
-        return (MM["fp32"], CONV)  # oneDNN's convolutions can outrun its matmul
-    return (MM[precision],)
+    """The kernels a precision's peak is the best of on ``device``, as its registry entry
+    lists them (on a CPU, every kernel family the variants run in it); a ValueError for a
+    precision not registered, () where the device does not have it."""
+    from benchmarks.measure import precisions
+    return tuple(KERNELS[name] for name in precisions.get(precision).kernels_on(device.type))
+
+
+def first_kernel(device: torch.device, precision: str) -> Kernel:
+    """A precision's first kernel on ``device`` (its GEMM), for checking the peaks against
+    another timer."""
+    found = candidates(device, precision)
+    if not found:
+        raise RuntimeError(f"{device.type} has no {precision} kernel")
+    return found[0]
 
 
 def kernel_label(kernel: Kernel) -> str:

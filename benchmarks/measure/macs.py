@@ -19,11 +19,20 @@ from math import prod
 import torch
 from torch import nn
 
+from benchmarks.measure import precisions
+
 # Class names of the layers counted (torch.nn, torch.ao.nn.quantized, .dynamic, .intrinsic).
 CONV = ("Conv1d", "Conv2d", "Conv3d", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "ConvAdd2d",
         "ConvAddReLU2d", "ConvBn1d", "ConvBn2d", "ConvBn3d", "ConvBnReLU2d")
 LINEAR = ("Linear", "LinearReLU", "LinearBn1d")
-FLOAT_NAMES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+
+
+def dtype_precision(dtype: torch.dtype) -> str:
+    """The registered precision a float layer whose output is ``dtype`` runs in
+    (``measure.precisions``: bf16 for bfloat16); the dtype's own name where none is
+    registered for it (the roofline then leaves it off, saying so)."""
+    name = str(dtype).removeprefix("torch.")
+    return precisions.by_dtype(name) or name
 
 
 def _quantized(module: nn.Module) -> bool:
@@ -61,7 +70,8 @@ def mac_census(model: nn.Module, example: torch.Tensor, device=None,
         n = _macs(module, inputs, output)
         if n:
             # (a dynamic INT8 linear returns fp32 but multiplies in int8: its class says so)
-            precision = "int8" if _quantized(module) else FLOAT_NAMES.get(output.dtype, "fp32")
+            precision = precisions.quantized() if _quantized(module) else \
+                dtype_precision(output.dtype)
             counts[precision] = counts.get(precision, 0) + int(n)
 
     handles = [m.register_forward_hook(hook) for m in model.modules() if _leaf_compute(m)]

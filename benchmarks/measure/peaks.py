@@ -1,7 +1,8 @@
 """A device's measured peaks, the roofs of the roofline (``benchmarks.measure.roofline``).
 
-Compute: per precision (fp32, bf16 and int8; tf32 and fp16 on CUDA), the best of the kernels
-the variants run in it (``benchmarks.measure.kernels``: ``torch.mm``; on a CPU also autocast's
+Compute: per precision the device has (``benchmarks.measure.precisions``: fp32, bf16 and
+int8; tf32 and fp16 on CUDA), the best of the kernels its registry entry lists, the ones the
+variants run in it (``benchmarks.measure.kernels``: ``torch.mm``; on a CPU also autocast's
 bf16 linear and convolution, the quantized engine's int8 linear and convolution beside
 ``torch._int_mm``). Memory: a large copy, counted as read plus write. A peak is a maximum,
 not a median: each call is timed in ``BEST_OF`` windows and the fastest window's median is
@@ -38,6 +39,7 @@ from datetime import datetime, timedelta, timezone
 import torch
 
 from benchmarks.measure import kernels as k
+from benchmarks.measure import precisions
 from benchmarks.measure.clock import sustained_clock_ghz
 from benchmarks.measure.latency import Clock, CudaClock, LatencyTracker, pinned_threads
 from benchmarks.measure.theory import theoretical
@@ -117,7 +119,7 @@ def kernel_flops_per_s(device: torch.device, kernel: k.Kernel, windows: int = BE
 def gemm_call(device: torch.device, precision: str, n: int) -> tuple[str, object]:
     """(kernel, the timed call) of one precision's n x n ``torch.mm`` (``torch._int_mm`` for
     int8), for checking the peaks against another timer."""
-    kernel = k.INT_MM if precision == "int8" else k.MM[precision]
+    kernel = k.first_kernel(device, precision)
     return kernel.name, kernel.make(device, n)
 
 
@@ -126,7 +128,7 @@ def precision_peak(device: torch.device, precision: str, windows: int = BEST_OF
     """(best kernel, its FLOP/s, every candidate's FLOP/s or why it could not run); a
     RuntimeError naming the first reason when none could run."""
     rates, reasons = {}, {}
-    with fp32_matmuls(device, "tf32" if precision == "tf32" else "ieee"):
+    with fp32_matmuls(device, precisions.get(precision).matmul_mode):
         for kernel in k.candidates(device, precision):
             try:
                 rates[k.kernel_label(kernel)] = kernel_flops_per_s(device, kernel, windows)
@@ -147,9 +149,8 @@ def copy_bytes_per_s(device: torch.device, nbytes: int | None = None,
 
 
 def device_precisions(device: torch.device) -> tuple[str, ...]:
-    if device.type == "cuda":
-        return ("fp32", "tf32", "bf16", "fp16", "int8")
-    return ("fp32", "bf16", "int8")
+    """The precisions ``device`` has a roof for, from the precision registry."""
+    return precisions.on_device(device.type)
 
 
 def measure_clock(device: torch.device) -> dict | None:
@@ -233,6 +234,12 @@ def stale_reason(peaks: dict, theory: dict | None, now: datetime | None = None
     now = now or _now()
     if (peaks.get("method") or {}).get("version", 1) < METHOD_VERSION:
         return "stored by a version that took one median and torch._int_mm for int8"
+    if "gemm_flops_per_s" in peaks:
+        device = str(peaks.get("device") or "cpu").split(":")[0]
+        stored = {**peaks["gemm_flops_per_s"], **(peaks.get("unsupported") or {})}
+        missing = [p for p in precisions.on_device(device) if p not in stored]
+        if missing:  # a precision registered since they were measured
+            return f"no roof stored for {', '.join(missing)}"
     try:
         measured = datetime.fromisoformat(peaks["measured_at"])
     except (KeyError, TypeError, ValueError):

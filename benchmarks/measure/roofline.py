@@ -13,7 +13,9 @@ intensity is a lower bound and the memory roof a conservative one.
 
 A variant is held to the roof of the precision most of its multiply-adds ran in, counted per
 layer (``benchmarks.measure.macs``) or from a graph runtime's kernel census, not the one its
-technique's name declares (``variant_precision``).
+technique's name declares (``variant_precision``). A precision is one entry of the registry
+(``benchmarks.measure.precisions``); a point in one no one registered keeps its name, gets no
+roof and carries ``roofline_warning`` (the chart leaves it off and says so), never fp32's.
 
 A point above its compute roof means the roof was measured low (on a busy machine): the
 sweep then measures that peak again (``benchmarks.run.roofs``, runtime cells included), and a
@@ -29,8 +31,7 @@ from __future__ import annotations
 
 import math
 
-# Precisions a variant can run in; the peaks measure a GEMM in each (fp16 and tf32 on CUDA).
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "int8")
+from benchmarks.measure import precisions
 
 
 def census_precision(census: dict | None, runtime: dict | None) -> str | None:
@@ -39,13 +40,13 @@ def census_precision(census: dict | None, runtime: dict | None) -> str | None:
     graph runtime's kernel census (its ``precision``: int8 where most of its convolutions and
     matmuls run integer kernels, "int8+fp32" where most stay float); None where neither was
     taken."""
-    if census and census.get("precision") in PRECISIONS:
+    if census and precisions.known(census.get("precision")):
         return census["precision"]
     ran = str((runtime or {}).get("precision") or "")
     if (runtime or {}).get("name") in (None, "eager", "compile") or not ran:
         return None  # a PyTorch module's precision is from its MACs, not its layer count
     ran = ran.split("+")[-1] if "+" in ran else ran
-    return ran if ran in PRECISIONS else None
+    return ran if precisions.known(ran) else None
 
 
 def variant_precision(config: dict, environment: dict, device: str,
@@ -56,8 +57,7 @@ def variant_precision(config: dict, environment: dict, device: str,
     (``Technique.precision``: INT8's quantized kernels, AMP's autocast dtype), else tf32 for
     a CUDA sweep that chose it, fp32."""
     counted = census_precision(census, runtime)
-    if counted == "fp32" and str(device).startswith("cuda") and \
-            (environment.get("precision") or {}).get("fp32") == "tf32":
+    if counted == precisions.DEFAULT and _tf32(environment, device):
         return "tf32"  # the hooks see fp32 tensors; the sweep's matmuls ran in tf32
     if counted is not None:
         return counted
@@ -66,12 +66,21 @@ def variant_precision(config: dict, environment: dict, device: str,
     for technique in registry.techniques():
         if config.get(technique.name):
             declared = technique.precision(config[technique.name]) or declared
-    if declared in PRECISIONS:
-        return declared
-    precision = environment.get("precision") or {}
-    if str(device).startswith("cuda") and precision.get("fp32") == "tf32":
-        return "tf32"
-    return "fp32"
+    if declared is not None:
+        return declared  # unregistered, it is named on the point and left off the chart
+    return "tf32" if _tf32(environment, device) else precisions.DEFAULT
+
+
+def _tf32(environment: dict, device: str) -> bool:
+    """A CUDA sweep that chose TF32 for its fp32 matmuls (``--fp32 tf32``)."""
+    mode = (environment.get("precision") or {}).get(precisions.DEFAULT)
+    return str(device).startswith("cuda") and mode == "tf32"
+
+
+def unknown_precision(precision: str) -> str:
+    """The one line a point in a precision no one registered carries instead of a roof."""
+    return (f"precision {precision!r} is not registered "
+            f"(registered: {', '.join(precisions.names())}): left off the roofline")
 
 
 def device_peaks(peaks: dict, device: str) -> dict | None:
@@ -82,11 +91,15 @@ def device_peaks(peaks: dict, device: str) -> dict | None:
 def point(*, flops: int | None, batch_size: int, p50_ms: float | None,
           traffic_bytes: int | None, precision: str, peaks: dict | None) -> dict:
     """One variant on its device's roofline. Every figure is None where an input is missing
-    (no FLOP count, not timed, no peaks measured for its device)."""
+    (no FLOP count, not timed, no peaks measured for its device), and where its precision is
+    not registered: then ``roofline_warning`` names it, rather than holding it to the fp32 roof."""
     out = {"precision": precision, "achieved_flops_per_s": None, "arithmetic_intensity": None,
            "percent_of_peak": None, "peak_flops_per_s": None, "roof_flops_per_s": None,
            "bound": None, "traffic_bytes": traffic_bytes, "above_peak": None,
            "theoretical_peak_flops_per_s": None, "above_theoretical": None}
+    if not precisions.known(precision):
+        out["roofline_warning"] = unknown_precision(precision)  # never held to the fp32 roof
+        return out
     work = flops * batch_size if flops else None
     if work and p50_ms and p50_ms > 0:
         out["achieved_flops_per_s"] = work / (p50_ms / 1e3)

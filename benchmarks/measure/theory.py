@@ -40,9 +40,10 @@ import os
 import re
 from pathlib import Path
 
+from benchmarks.measure import precisions
+
 CPUINFO = Path("/proc/cpuinfo")
 MAX_FREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-CPU_PRECISIONS = ("fp32", "bf16", "int8")
 
 # (precision, required flags, FLOP/cycle/core, or a factor of fp32's as "x2", what it is).
 # Vendor-specific fp32 rules carry "vendor:family>=N" tests (AMD's family 25 is Zen 3 and 4,
@@ -181,7 +182,7 @@ def cpu_theoretical(threads: int, cpuinfo_text: str | None = None,
         return None
     cores = min(int(threads), info["cores"] or os.cpu_count() or int(threads))
     peaks, native, per_cycle, derivation = {}, {}, {}, {}
-    for precision in CPU_PRECISIONS:
+    for precision in precisions.on_device("cpu"):
         if precision not in rates:
             continue
         per, is_native, what = rates[precision]

@@ -73,6 +73,8 @@ class RunReport:
         for variant, row in zip(self.variants, rows):
             point = variant.roofline(self.environment)
             row.update({k: point[k] for k in ROOFLINE_FIELDS})
+            if point.get("roofline_warning"):  # an unregistered precision: no roof, said so
+                row["roofline_warning"] = point["roofline_warning"]
         return rows
 
     def shown_rows(self) -> list[dict]:

@@ -344,16 +344,29 @@ def _failed_y(rows: list[dict], figure: str, scale: float) -> float:
 ABOVE_ROOF = "above the theoretical roof (a FLOP count or roof is wrong)"
 LEGEND_KEY = "legend key"  # the ``meta`` of a trace drawn only to name a group in the legend
 
-PRECISION_COLORS = {"fp32": "#2563eb", "tf32": "#0891b2", "bf16": "#9333ea", "fp16": "#db2777",
-                    "int8": "#ea580c"}
+
+
+def precision_color(precision: str | None, default: str) -> str:
+    """A precision's colour, from its registry entry; ``default`` for one not registered."""
+    from benchmarks.measure import precisions
+    return precisions.get(precision).color if precisions.known(precision) else default
 
 
 GIGA = 1e9
 
 
 def roofline_points(rows: list[dict]) -> list[dict]:
+    """The rows placed on the roofline: timed, counted, and in a registered precision (one in
+    a precision no one registered carries ``roofline_warning`` instead)."""
     return [r for r in ok_rows(rows) if num(r.get("achieved_flops_per_s")) is not None
-            and num(r.get("arithmetic_intensity")) is not None]
+            and num(r.get("arithmetic_intensity")) is not None
+            and not r.get("roofline_warning")]
+
+
+def roofline_warnings(rows: list[dict]) -> list[str]:
+    """One line per variant left off the roofline for its unregistered precision."""
+    return [f"{r['variant']}: {r['roofline_warning']}" for r in rows
+            if r.get("roofline_warning")]
 
 
 def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
@@ -389,7 +402,7 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
                             mode="lines+text", name=f"{label} roof", legendgroup="roofs",
                             showlegend=False, text=["", label, ""],
                             textposition="bottom right",
-                            line=dict(color=PRECISION_COLORS.get(precision, BASELINE_COLOR),
+                            line=dict(color=precision_color(precision, BASELINE_COLOR),
                                       width=1.5, dash=dash),
                             hovertemplate=f"{label}: peak {peak / GIGA:,.1f} GFLOP/s, "
                                           f"{bandwidth / GIGA:,.1f} GB/s<extra></extra>")
@@ -404,7 +417,7 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
                             mode="lines+text", name=f"{label} theoretical roof",
                             legendgroup="roofs", showlegend=False,
                             text=["", f"{label} theoretical"], textposition="top left",
-                            line=dict(color=PRECISION_COLORS.get(precision, BASELINE_COLOR),
+                            line=dict(color=precision_color(precision, BASELINE_COLOR),
                                       width=1.2, dash="dash"),
                             hovertemplate=f"{label} theoretical: {peak / GIGA:,.1f} GFLOP/s"
                                           f"<br>{how}<extra></extra>")
@@ -426,7 +439,7 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
         fig.add_scatter(
             x=[r["arithmetic_intensity"]], y=[r["achieved_flops_per_s"] / GIGA], mode="markers",
             name=group, legendgroup=group, showlegend=group not in shown,
-            marker=dict(size=12, color=PRECISION_COLORS.get(r.get("precision"), VARIANT_COLOR),
+            marker=dict(size=12, color=precision_color(r.get("precision"), VARIANT_COLOR),
                         symbol="diamond" if is_baseline(r) else "circle",
                         line=dict(width=3 if flagged else 1,
                                   color=FAILED_COLOR if flagged else INK)),
@@ -449,6 +462,9 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
                             "(dashed: theoretical)",
                       height=CHART_HEIGHT + 140, margin=dict(l=10, r=10, t=40, b=10),
                       legend=dict(orientation="h", y=-0.25))
+    for n, line in enumerate(roofline_warnings(rows)):  # left off, and said so
+        fig.add_annotation(text=line, xref="paper", yref="paper", x=0, y=1 - 0.06 * n,
+                           xanchor="left", showarrow=False, font=dict(color=FAILED_COLOR))
     return fig
 
 

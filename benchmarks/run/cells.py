@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.measure import precisions
 from benchmarks.measure.memory import measure_peak_memory, measure_traffic
 from benchmarks.report.results import VariantResult
 from benchmarks.report.stats import pack_bits
@@ -76,17 +77,20 @@ def cell_name(variant: str, key: CellKey, first: CellKey) -> str:
 
 
 def deployed_precision(variant: VariantSpec, config: dict) -> str:
-    """What the variant asks of a runtime: int8 (a static INT8 step), bf16/fp16 (AMP) or
-    fp32, from the techniques' registry entries."""
+    """What the variant asks of a runtime, from the techniques' registry entries and the
+    precision registry: an integer precision where a step quantizes (whichever path the
+    engine's own INT8 took: its declared precision at its defaults), else the first
+    deployable one a step declares (AMP's bf16/fp16), else fp32."""
     if variant.control is not None:
-        return "fp32"
-    if "int8" in dict(variant.settings):  # whichever path the engine's own INT8 took
-        return "int8"
+        return precisions.DEFAULT
+    declared = []
     for name in variant.techniques:
-        precision = registry.get(name).precision(config.get(name) or {})
-        if precision in ("bf16", "fp16"):
-            return precision
-    return "fp32"
+        technique = registry.get(name)
+        precision = technique.precision(config.get(name) or {}) or technique.precision({})
+        if precisions.known(precision) and precisions.get(precision).deployable:
+            declared.append(precisions.get(precision))
+    integer = [p for p in declared if p.integer]
+    return (integer or declared or [precisions.get(precisions.DEFAULT)])[0].name
 
 
 def float_prefix(variant: VariantSpec) -> VariantSpec | None:
@@ -138,7 +142,8 @@ class Cells:
                  "prepare_s": 0.0, "first_call_ms": None}
         if b.model is not None:
             ops = module_census(b.model).to_dict()
-            entry.update(precision=torch_precision(ops, "fp32", b.autocast_dtype), ops=ops)
+            entry.update(precision=torch_precision(ops, precisions.DEFAULT, b.autocast_dtype),
+                         ops=ops)
         result.runtime = entry
 
     def build(self, b: Built, variant: VariantSpec, report: Report, stop) -> list[Built]:
@@ -260,7 +265,8 @@ class Cells:
     def _prepare(self, b: Built, variant: VariantSpec, key: CellKey):
         from benchmarks.runtimes.base import Calibration, RuntimeConfig, export_onnx, prepare
         graph = key.runtime in GRAPH_RUNTIMES
-        precision = deployed_precision(variant, b.result.config) if graph else "fp32"
+        precision = deployed_precision(variant, b.result.config) if graph \
+            else precisions.DEFAULT
         config = RuntimeConfig(key.runtime, precision=precision, threads=key.threads,
                                device=b.device.type)
         folder = self.folder / f"{b.index:03d}"
@@ -269,7 +275,7 @@ class Cells:
         t0 = time.perf_counter()
         if graph:
             model = self._float_model(b, variant)
-            if precision == "int8":
+            if precisions.get(precision).integer:
                 calibration = Calibration(self._calibration(variant))
         example = self.examples[key.batch]
         onnx_path = None

@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
 
+from benchmarks.measure import precisions
 from benchmarks.spec import runtimes as registry
 from optimizers.settings import check_choice, check_number
 
-# What a variant asks of a runtime: its float graph, static INT8, or autocast's dtype.
-PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 DEVICES = ("cpu", "cuda")
 # ONNX Runtime's INT8 activations: unsigned (U8S8, what its x86 kernels fuse into QLinearConv)
 # or signed (quantize_static's default S8S8, which left 11 of ResNet-18's convs in float).
@@ -52,7 +51,9 @@ class RuntimeConfig:
 
     def __post_init__(self):
         registry.get(self.name)
-        check_choice("runtime", "precision", self.precision, PRECISIONS)
+        # What a variant can ask of a runtime (its float graph, static INT8, autocast's
+        # dtype): the deployable precisions of the registry.
+        check_choice("runtime", "precision", self.precision, precisions.deployable())
         check_number("runtime", "threads", self.threads, 1, 1024, integer=True)
         check_choice("runtime", "device", self.device, DEVICES)
         check_choice("runtime", "activations", self.activations, ORT_ACTIVATIONS)
@@ -145,7 +146,7 @@ def prepare(config: RuntimeConfig, model, example, *, calibration: Calibration |
     imported now. ``onnx_path``: the variant's ONNX file, shared by the graph runtimes (made
     here in ``workdir`` when not given). ``autocast_dtype``: the variant's autocast (eager and
     compile run under it; the graph runtimes ask for their own reduced precision)."""
-    if config.precision == "int8" and calibration is None and config.name in ("ort",
+    if precisions.get(config.precision).integer and calibration is None and config.name in ("ort",
                                                                               "openvino"):
         raise RuntimeError(f"{config.name} quantizes INT8 itself and needs the calibration "
                            f"batches")

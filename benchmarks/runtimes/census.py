@@ -21,13 +21,14 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from benchmarks.measure import precisions
+
 REAL, NAME_ONLY, FLOAT = "INT8", "INT8 in name only", "float"
 
 # ONNX (and onnxruntime's contrib) ops, by op_type whatever their domain (com.microsoft.nchwc's
 # blocked Conv is a float Conv).
-ONNX_INT = frozenset({"QLinearConv", "ConvInteger", "QLinearMatMul", "MatMulInteger", "QGemm",
-                      "MatMulIntegerToFloat", "DynamicQuantizeMatMul", "QAttention",
-                      "DynamicQuantizeLSTM", "QLinearConvTranspose", "MatMulNBits"})
+# The integer ones are the integer precisions' (``measure.precisions``: ``onnx_ops``).
+ONNX_INT = precisions.integer_onnx_ops()
 ONNX_FLOAT = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv", "FusedGemm",
                         "FusedMatMul", "NhwcFusedConv", "TransposeMatMul", "Attention",
                         "MultiHeadAttention", "LSTM", "GRU", "RNN", "Einsum"})
@@ -36,7 +37,7 @@ ONNX_QDQ = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLine
 OV_COMPUTE = frozenset({"Convolution", "GroupConvolution", "Deconvolution",
                         "ConvolutionBackpropData", "FullyConnected", "MatMul",
                         "FullyConnectedCompressed", "BinaryConvolution"})
-OV_INT = frozenset({"u8", "i8", "u4", "i4", "i32"})
+OV_INT = precisions.integer_openvino()
 OV_QDQ = frozenset({"FakeQuantize", "Quantize", "Dequantize", "FakeConvert"})
 # PyTorch module class names (torch.ao.nn.quantized, .intrinsic.quantized, .dynamic).
 TORCH_INT = ("quantized",)
@@ -68,6 +69,16 @@ def verdict(int_kernels: int, float_kernels: int, quant_dequant: int, *, source:
     quantized = int_kernels > 0 or quant_dequant > 0
     return Ops(int_kernels, float_kernels, quant_dequant, real,
                REAL if real else NAME_ONLY if quantized else FLOAT, source, total_ops)
+
+
+def ran_in(ops: dict, float_precision: str) -> str:
+    """The precision a census says a cell ran in: the quantized precision where most of its
+    convs and matmuls ran integer kernels, "int8+fp32" (quantized + ``float_precision``) where
+    some did, else ``float_precision``."""
+    quantized = precisions.quantized()
+    if ops["int8_real"]:
+        return quantized
+    return f"{quantized}+{float_precision}" if ops["int_kernels"] else float_precision
 
 
 def count_onnx(op_types: Iterable[str], source: str) -> Ops:

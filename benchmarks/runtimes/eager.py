@@ -7,20 +7,18 @@ from __future__ import annotations
 import time
 
 from benchmarks.runtimes.base import Prepared, RuntimeConfig
-from benchmarks.runtimes.census import module_census
+from benchmarks.measure import precisions
+from benchmarks.runtimes.census import module_census, ran_in
 
 
 def torch_precision(ops: dict, asked: str, autocast_dtype) -> str:
     """What a PyTorch module runs in: int8 where its census says so, else autocast's dtype,
     else fp32."""
-    if ops["int8_real"]:
-        return "int8"
     if ops["int_kernels"]:
-        return "int8+fp32"
+        return ran_in(ops, precisions.DEFAULT)
     if autocast_dtype is not None:
-        import torch
-        return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(autocast_dtype, asked)
-    return "fp32"
+        return precisions.by_dtype(str(autocast_dtype).removeprefix("torch.")) or asked
+    return precisions.DEFAULT
 
 
 def prepare(config: RuntimeConfig, model, example, *, autocast_dtype=None, **_) -> Prepared:

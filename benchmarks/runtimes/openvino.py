@@ -24,12 +24,20 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.measure import precisions
 from benchmarks.runtimes.base import Prepared, RuntimeConfig, export_onnx
-from benchmarks.runtimes.census import count_openvino, openvino_float_precision, openvino_layers
+from benchmarks.runtimes.census import (count_openvino, openvino_float_precision,
+                                        openvino_layers, ran_in)
 from optimizers.errors import described
 
-HINTS = {"fp32": "f32", "int8": "f32", "bf16": "bf16", "fp16": "f16"}
-PRECISION_NAMES = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
+
+
+def hint(precision: str) -> str:
+    """The INFERENCE_PRECISION_HINT a precision asks for: a float one's own OpenVINO
+    precision (``measure.precisions``), fp32's for an integer one (NNCF quantizes the graph;
+    what stays float runs in f32)."""
+    p = precisions.get(precision)
+    return (precisions.get(precisions.DEFAULT) if p.integer or not p.openvino else p).openvino[0]
 
 
 def telemetry_off() -> None:
@@ -55,11 +63,15 @@ def quantize(ov_model, calibration):
 
 
 def _hint_name(value) -> str:
+    """The OpenVINO precision ("f32", "bf16") a hint's value names ("<Type: 'bfloat16'>"):
+    the float precisions' codes and dtype names, the longest first ("bfloat16" holds
+    "float16")."""
     text = str(value).lower()
-    for short in ("bf16", "f16", "f32"):
-        if short in text or {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[short] \
-                in text:
-            return short
+    pairs = [(p.openvino[0], name) for p in precisions.precisions()
+             if not p.integer and p.openvino for name in (p.openvino[0], *p.dtypes)]
+    for code, name in sorted(pairs, key=lambda pair: -len(pair[1])):
+        if name in text:
+            return code
     return text
 
 
@@ -73,23 +85,25 @@ def prepare(config: RuntimeConfig, model, example, *, calibration=None, workdir=
     core = ov.Core()
     ov_model = core.read_model(str(onnx_path))
     stem = "model.openvino"
-    if config.precision == "int8":
-        stem = "model.openvino-int8"
+    if precisions.get(config.precision).integer:
+        stem = f"model.openvino-{config.precision}"
         try:
             ov_model = quantize(ov_model, calibration)
         except Exception as exc:
             raise RuntimeError(f"NNCF's quantize failed: {described(exc)}") from None
-    asked = HINTS[config.precision]
+    asked = hint(config.precision)
     compiled = core.compile_model(ov_model, "CPU", {
         "INFERENCE_PRECISION_HINT": asked, "INFERENCE_NUM_THREADS": config.threads,
         "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"})
     recorded = _hint_name(compiled.get_property("INFERENCE_PRECISION_HINT"))
     layers = openvino_layers(compiled)
     ops = count_openvino(layers, "OpenVINO's runtime graph (runtimePrecision)").to_dict()
-    ran = PRECISION_NAMES.get(openvino_float_precision(layers) or recorded, recorded)
-    precision = "int8" if ops["int8_real"] else "int8+" + ran if ops["int_kernels"] else ran
+    code = openvino_float_precision(layers) or recorded
+    ran = precisions.by_openvino(code) or code
+    precision = ran_in(ops, ran)
     notes = []
-    if config.precision in ("bf16", "fp16") and ran == "fp32":
+    if config.precision not in (precisions.DEFAULT, ran) and \
+            not precisions.get(config.precision).integer and ran == precisions.DEFAULT:
         notes.append(f"asked {config.precision} (INFERENCE_PRECISION_HINT {asked}); this CPU "
                      f"has no {config.precision} kernels, so OpenVINO ran fp32")
     xml = workdir / f"{stem}.xml"

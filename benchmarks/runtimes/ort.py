@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from benchmarks.measure import precisions
 from benchmarks.runtimes.base import (
     ONNX_INPUT,
     Calibration,
@@ -23,7 +24,7 @@ from benchmarks.runtimes.base import (
     RuntimeConfig,
     export_onnx,
 )
-from benchmarks.runtimes.census import onnx_census
+from benchmarks.runtimes.census import onnx_census, ran_in
 from optimizers.errors import described
 
 
@@ -118,7 +119,8 @@ def prepare(config: RuntimeConfig, model, example, *, calibration=None, workdir=
     workdir = Path(workdir)
     onnx_path = onnx_path or export_onnx(model, example, workdir / "model.onnx")
     path = onnx_path
-    if config.precision == "int8":
+    asked = precisions.get(config.precision)
+    if asked.integer:
         path = workdir / f"model.ort-int8-{config.activations}.onnx"
         if not path.exists():
             try:
@@ -127,14 +129,14 @@ def prepare(config: RuntimeConfig, model, example, *, calibration=None, workdir=
                 path.unlink(missing_ok=True)
                 raise RuntimeError(f"ONNX Runtime's quantize_static failed: "
                                    f"{described(exc)}") from None
-    elif config.precision in ("bf16", "fp16"):
+    elif asked.name != precisions.DEFAULT:
         raise RuntimeError(f"ONNX Runtime runs this variant's {config.precision} as fp32 "
                            f"only (no {config.precision} conversion here): no cell")
     optimized = workdir / f"{path.stem}.optimized-t{config.threads}-{config.device}.onnx"
     sess = session(path, config.threads, config.device, optimized)
     call = _cuda_call(sess) if config.device == "cuda" else _cpu_call(sess)
     ops = onnx_census(optimized, "ONNX Runtime's optimized graph").to_dict()
-    precision = "int8" if ops["int8_real"] else "int8+fp32" if ops["int_kernels"] else "fp32"
+    precision = ran_in(ops, precisions.DEFAULT)
     return Prepared(fn=call, precision=precision, version=ort.__version__,
                     prepare_s=time.perf_counter() - t0, ops=ops, artefacts=[path],
                     details={"provider": sess.get_providers()[0],
@@ -143,4 +145,4 @@ def prepare(config: RuntimeConfig, model, example, *, calibration=None, workdir=
                                                   "activations": config.activations,
                                                   "weights": "int8",
                                                   "calibration_samples": calibration.samples}}
-                                if config.precision == "int8" else {})})
+                                if asked.integer else {})})

@@ -164,12 +164,14 @@ def test_peaks_are_measured_once_per_machine_and_cached_in_the_store(tmp_path):
 def test_the_int8_and_bf16_candidates_run_the_variants_kernels():
     from benchmarks.measure import kernels
     cpu = torch.device("cpu")
-    linear, conv = kernels.QUANTIZED_LINEAR.make(cpu, 64)(), kernels.QUANTIZED_CONV.make(cpu, 64)()
+    table = kernels.KERNELS
+    linear = table["quantized_linear"].make(cpu, 64)()
+    conv = table["quantized_conv"].make(cpu, 64)()
     assert linear.shape == (64, 64) and linear.is_quantized and conv.is_quantized
     assert conv.shape == (kernels.CONV_BATCH, 16, kernels.CONV_MAP, kernels.CONV_MAP)
-    assert kernels.AUTOCAST_LINEAR.make(cpu, 64)().dtype == torch.bfloat16
-    assert kernels.AUTOCAST_CONV.make(cpu, 64)().dtype == torch.bfloat16
-    assert kernels.QUANTIZED_CONV.flops(64) == 2 * 4 * 16 * 16 * 14 * 14 * 9
+    assert table["autocast_linear_bf16"].make(cpu, 64)().dtype == torch.bfloat16
+    assert table["autocast_conv_bf16"].make(cpu, 64)().dtype == torch.bfloat16
+    assert table["quantized_conv"].flops(64) == 2 * 4 * 16 * 16 * 14 * 14 * 9
     assert [k.name for k in kernels.candidates(torch.device("cuda"), "int8")] == ["torch._int_mm"]
 
 
