@@ -164,3 +164,43 @@ def test_the_walk_finds_a_list_where_one_is_spelled(tmp_path):
                                                       "x/sample.py:3: fp16, bf16"]
     assert _precision_lists(sample, "benchmarks/spec/sweep.py") == [
         "benchmarks/spec/sweep.py:1: fp32, bf16"]
+
+
+def test_stored_peaks_without_a_registered_precision_are_measured_again():
+    from datetime import datetime, timezone
+
+    from benchmarks.measure import peaks
+    stored = {"device": "cpu", "method": {"version": peaks.METHOD_VERSION},
+              "measured_at": datetime.now(timezone.utc).isoformat(),
+              "gemm_flops_per_s": {"fp32": 1e11, "int8": 4e11},
+              "unsupported": {"bf16": "no bf16 kernel"}}
+    assert peaks.stale_reason(stored, None) is None
+    precisions.register(TOY)
+    try:
+        assert peaks.stale_reason(stored, None) == "no roof stored for toy4"
+        assert peaks.device_precisions(torch.device("cpu"))[-1] == "toy4"
+    finally:
+        precisions.unregister("toy4")
+
+
+def test_a_runtimes_precision_choices_and_a_variants_deployed_precision_read_the_registry():
+    from benchmarks.run.cells import deployed_precision
+    from benchmarks.runtimes.base import RuntimeConfig
+    from benchmarks.spec.variant import VariantSpec
+    from optimizers import AmpSettings, Int8Settings
+    with pytest.raises(ValueError, match="fp32, bf16, fp16, int8"):
+        RuntimeConfig("eager", precision="tf32")  # a roof, not something a runtime deploys
+    precisions.register(replace(TOY, deployable=True))
+    try:
+        assert RuntimeConfig("eager", precision="toy4").precision == "toy4"
+    finally:
+        precisions.unregister("toy4")
+    both = VariantSpec("int8+amp", ("int8", "amp"),
+                       {"int8": Int8Settings(), "amp": AmpSettings("bf16")})
+    # The quantized step wins whichever path it took (pt2e's declares no precision).
+    assert deployed_precision(both, {"int8": {"path": "pt2e"}, "amp": {"dtype": "bf16"}}) \
+        == "int8"
+    amp = VariantSpec("amp", ("amp",), {"amp": AmpSettings("bf16")})
+    assert deployed_precision(amp, {"amp": {"dtype": "bf16"}}) == "bf16"
+    assert deployed_precision(amp, {"amp": {"dtype": "fp8"}}) == "fp32"  # not deployable
+    assert deployed_precision(VariantSpec("baseline"), {}) == "fp32"
