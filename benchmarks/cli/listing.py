@@ -27,6 +27,13 @@ def _techniques() -> dict:
     return techniques
 
 
+def _precisions() -> dict:
+    from benchmarks.measure import precisions
+    return {p.name: {"bytes_per_element": p.bytes, "devices": list(p.devices),
+                     "deployable": p.deployable, "description": p.description}
+            for p in precisions.precisions()}
+
+
 def list_info() -> dict:
     """Models, data sets and techniques with every setting's metadata (``list --json``)."""
     from benchmarks.spec.datasets import dataset_entries
@@ -42,6 +49,7 @@ def list_info() -> dict:
         "techniques": _techniques(),
         "order": list(registry.names()),
         "job_kinds": {k.name: k.description for k in job_kinds()},
+        "precisions": _precisions(),
     }
 
 
@@ -79,6 +87,10 @@ def cmd_list(args) -> int:
     print("job kinds (what the dashboard's queue runs; `jobs` lists the queue):")
     for name, description in info["job_kinds"].items():
         print(f"  {name:<26} {description}")
+    print("precisions (the roofline's roofs; bytes per element, devices):")
+    for name, p in info["precisions"].items():
+        print(f"  {name:<8} {p['bytes_per_element']:<4g} {', '.join(p['devices']):<10} "
+              f"{p['description']}")
     return EXIT_OK
 
 

@@ -33,7 +33,7 @@ class Precision:
     kernels: tuple[tuple[str, tuple[str, ...]], ...]
     description: str
     # "Running in it": the torch dtypes (by name) a float layer's output comes out in under it
-    # (``measure.macs``; the first is the one autocast or a cast uses) ...
+    # (``measure.macs``) ...
     dtypes: tuple[str, ...] = ()
     # ... or, for an integer precision, quantized modules, ONNX integer op types and OpenVINO
     # integer runtime precisions (``runtimes.census``); a float one's OpenVINO precisions.
@@ -55,12 +55,6 @@ class Precision:
     def kernels_on(self, device_type: str) -> tuple[str, ...]:
         """Its candidate kernels on ``device_type``; () where the device does not have it."""
         return dict(self.kernels).get(device_type, ())
-
-    @property
-    def dtype(self) -> str | None:
-        """The torch dtype (by name) a variant cast or autocast to it uses; None for fp32's
-        own default and integer ones."""
-        return self.dtypes[0] if self.dtypes else None
 
 
 _REGISTRY: dict[str, Precision] = {}
@@ -166,11 +160,6 @@ def quantized() -> str:
     """The precision quantized kernels run in: torch's quantized modules (FX's, dynamic
     ones), a runtime's integer kernels (``runtimes.census``)."""
     return next(p.name for p in _REGISTRY.values() if p.torch_quantized)
-
-
-def integer() -> tuple[str, ...]:
-    """The integer precisions (quantized modules and integer kernels run in them)."""
-    return tuple(p.name for p in _REGISTRY.values() if p.integer)
 
 
 def integer_onnx_ops() -> frozenset[str]:

@@ -31,7 +31,6 @@ from benchmarks.runtimes.census import (count_openvino, openvino_float_precision
 from optimizers.errors import described
 
 
-
 def hint(precision: str) -> str:
     """The INFERENCE_PRECISION_HINT a precision asks for: a float one's own OpenVINO
     precision (``measure.precisions``), fp32's for an integer one (NNCF quantizes the graph;

@@ -204,3 +204,19 @@ def test_a_runtimes_precision_choices_and_a_variants_deployed_precision_read_the
     assert deployed_precision(amp, {"amp": {"dtype": "bf16"}}) == "bf16"
     assert deployed_precision(amp, {"amp": {"dtype": "fp8"}}) == "fp32"  # not deployable
     assert deployed_precision(VariantSpec("baseline"), {}) == "fp32"
+
+
+def test_the_runtimes_read_their_precision_codes_from_the_registry():
+    from benchmarks.runtimes import census
+    from benchmarks.runtimes.eager import torch_precision
+    from benchmarks.runtimes.openvino import _hint_name, hint
+    assert [hint(p) for p in ("fp32", "bf16", "fp16", "int8")] == ["f32", "bf16", "f16", "f32"]
+    assert [_hint_name(v) for v in ("<Type: 'bfloat16'>", "float16", "f32")] == \
+        ["bf16", "f16", "f32"]
+    assert "QLinearConv" in census.ONNX_INT and {"u8", "i8"} <= census.OV_INT
+    real = census.count_onnx(["QLinearConv", "QLinearConv", "Conv"], "g").to_dict()
+    some = census.count_onnx(["QLinearConv", "Conv", "Conv"], "g").to_dict()
+    assert census.ran_in(real, "fp32") == "int8" and census.ran_in(some, "bf16") == "int8+bf16"
+    floats = census.count_onnx(["Conv"], "g").to_dict()
+    assert torch_precision(floats, "fp32", torch.float16) == "fp16"
+    assert torch_precision(floats, "fp32", None) == "fp32"

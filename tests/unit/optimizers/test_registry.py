@@ -260,6 +260,8 @@ def test_a_registered_precision_reaches_the_roofline_the_census_and_export(toy_d
     from benchmarks.spec.sweep import SweepSpec
     from benchmarks.store.database import ResultsStore
     from optim_support import seed_cnn
+    from benchmarks.cli.listing import list_info
+    assert list_info()["precisions"]["fp64"]["bytes_per_element"] == 8  # `list` names it
     census = mac_census(Doubled(seed_cnn().double().eval()), torch.randn(2, 1, 8, 8))
     assert census["precision"] == "fp64" and census["share"] == 1.0
     assert "fp64" in precisions.on_device("cpu")
