@@ -35,13 +35,17 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
+from benchmarks.measure import precisions
 from benchmarks.report.results import kept_samples
 from benchmarks.spec.distributed import FAULT_STEP
 from benchmarks.spec.sweep import COMPRESSIONS
 
-WIRE_DTYPES = {"none": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-HOOKS = {"none": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook,
-         "bf16": default_hooks.bf16_compress_hook}
+# Each compression is a registered precision (``measure.precisions``: its dtype goes on the
+# wire) with DDP's hook of that name; "none" all-reduces fp32 gradients as they are.
+WIRE_DTYPES = {c: getattr(torch, precisions.get(precisions.DEFAULT if c == "none" else c)
+                          .dtypes[0]) for c in COMPRESSIONS}
+HOOKS = {c: default_hooks.allreduce_hook if c == "none" else
+         getattr(default_hooks, f"{c}_compress_hook") for c in COMPRESSIONS}
 # The first steps pay for lazy initialisation (DDP rebuilds its buckets after step one,
 # allocators warm up): they are run but not timed.
 WARMUP_STEPS = 3

@@ -114,6 +114,11 @@ def test_the_chart_leaves_an_unknown_precision_out_and_says_so():
 def test_gradient_compressions_are_registered_precisions():
     from benchmarks.spec.sweep import COMPRESSIONS
     assert all(precisions.known(c) for c in COMPRESSIONS if c != "none")
+    from benchmarks.distributed.worker import HOOKS, WIRE_DTYPES
+    assert set(HOOKS) == set(WIRE_DTYPES) == set(COMPRESSIONS)
+    for c in COMPRESSIONS:
+        wire = torch.empty((), dtype=WIRE_DTYPES[c]).element_size()
+        assert wire == precisions.get("fp32" if c == "none" else c).bytes, c
 
 
 def test_the_gpu_data_sheets_name_registered_precisions():
