@@ -150,6 +150,12 @@ def by_dtype(dtype_name: str) -> str | None:
     return next((p.name for p in _REGISTRY.values() if dtype_name in p.dtypes), None)
 
 
+def by_matmul_mode(mode: str) -> str | None:
+    """The precision fp32 matmuls computed in ``mode`` run in ("tf32"); None for IEEE's."""
+    return next((p.name for p in _REGISTRY.values()
+                 if p.matmul_mode == mode and mode != "ieee"), None)
+
+
 def by_openvino(code: str) -> str | None:
     """The precision an OpenVINO runtime precision ("f32", "bf16", "u8") means."""
     code = code.lower()

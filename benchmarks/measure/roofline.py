@@ -57,8 +57,8 @@ def variant_precision(config: dict, environment: dict, device: str,
     (``Technique.precision``: INT8's quantized kernels, AMP's autocast dtype), else tf32 for
     a CUDA sweep that chose it, fp32."""
     counted = census_precision(census, runtime)
-    if counted == precisions.DEFAULT and _tf32(environment, device):
-        return "tf32"  # the hooks see fp32 tensors; the sweep's matmuls ran in tf32
+    if counted == precisions.DEFAULT:
+        return _float_default(environment, device)  # the hooks see fp32 tensors (tf32's too)
     if counted is not None:
         return counted
     from optimizers import registry
@@ -68,13 +68,16 @@ def variant_precision(config: dict, environment: dict, device: str,
             declared = technique.precision(config[technique.name]) or declared
     if declared is not None:
         return declared  # unregistered, it is named on the point and left off the chart
-    return "tf32" if _tf32(environment, device) else precisions.DEFAULT
+    return _float_default(environment, device)
 
 
-def _tf32(environment: dict, device: str) -> bool:
-    """A CUDA sweep that chose TF32 for its fp32 matmuls (``--fp32 tf32``)."""
+def _float_default(environment: dict, device: str) -> str:
+    """fp32, or on CUDA the precision whose matmul mode the sweep chose for its fp32 matmuls
+    (``--fp32 tf32``: the tf32 entry's ``matmul_mode``)."""
     mode = (environment.get("precision") or {}).get(precisions.DEFAULT)
-    return str(device).startswith("cuda") and mode == "tf32"
+    if str(device).startswith("cuda") and mode:
+        return precisions.by_matmul_mode(mode) or precisions.DEFAULT
+    return precisions.DEFAULT
 
 
 def unknown_precision(precision: str) -> str:

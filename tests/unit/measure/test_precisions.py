@@ -231,3 +231,13 @@ def test_the_runtimes_read_their_precision_codes_from_the_registry():
     floats = census.count_onnx(["Conv"], "g").to_dict()
     assert torch_precision(floats, "fp32", torch.float16) == "fp16"
     assert torch_precision(floats, "fp32", None) == "fp32"
+
+
+def test_a_cuda_sweeps_fp32_mode_picks_the_precision_of_that_matmul_mode():
+    env = {"precision": {"fp32": "tf32"}}
+    fp32 = {"precision": "fp32", "macs": {"fp32": 10}}
+    assert precisions.by_matmul_mode("tf32") == "tf32" and precisions.by_matmul_mode("ieee") \
+        is None
+    assert roofline.variant_precision({}, env, "cuda:0", census=fp32) == "tf32"
+    assert roofline.variant_precision({}, env, "cpu", census=fp32) == "fp32"
+    assert roofline.variant_precision({}, {"precision": {"fp32": "ieee"}}, "cuda:0") == "fp32"
