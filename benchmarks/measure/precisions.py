@@ -44,7 +44,8 @@ class Precision:
     # How fp32 matmuls are computed while its roof is measured (tf32 is fp32 data on TF32
     # tensor cores).
     matmul_mode: str = "ieee"
-    # A runtime can be asked to deploy a variant in it (``runtimes.RuntimeConfig.precision``).
+    # A runtime can be asked to deploy a variant in it
+    # (``benchmarks.runtimes.base.RuntimeConfig.precision``).
     deployable: bool = False
     color: str = "#64748b"                     # its roofs and points on the charts
 
