@@ -47,10 +47,12 @@ from benchmarks.report.tradeoffs import (  # noqa: F401
     curve_chart,
     pareto_chart,
     pareto_front_of,
-    roofline_chart,
-    roofline_points,
     swept_axes,
     throughput_text,
+)
+from benchmarks.report.roofline_chart import (  # noqa: F401
+    roofline_chart,
+    roofline_points,
 )
 
 

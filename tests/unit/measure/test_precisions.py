@@ -102,7 +102,7 @@ def test_an_unknown_precision_is_not_held_to_the_fp32_roof():
 
 
 def test_the_chart_leaves_an_unknown_precision_out_and_says_so():
-    from benchmarks.report.tradeoffs import roofline_chart, roofline_points
+    from benchmarks.report.roofline_chart import roofline_chart, roofline_points
     base = {"variant": "baseline", "ok": True, "device": "cpu", "achieved_flops_per_s": 1e9,
             "arithmetic_intensity": 2.0, "precision": "fp32", "is_baseline": True}
     odd = {**base, "variant": "odd", "precision": "fp8", "is_baseline": False,

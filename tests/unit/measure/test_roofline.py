@@ -107,7 +107,7 @@ def test_the_json_table_and_chart_carry_the_roofline():
     assert dashed["fp32 theoretical roof"].y[0] == pytest.approx(300.0)
     assert "fp32 theoretical" in dashed["fp32 theoretical roof"].text
     assert "32 FLOP/cycle" in dashed["fp32 theoretical roof"].hovertemplate
-    from benchmarks.report.tradeoffs import _coinciding
+    from benchmarks.report.roofline_chart import _coinciding
     assert _coinciding({"fp32": 1.0, "bf16": 1.0, "int8": 2.0}) == [(["fp32", "bf16"], 1.0),
                                                                    (["int8"], 2.0)]
     point = variant("a").roofline({"peaks": {"cpu": {**FAKE_PEAKS["cpu"],

@@ -101,7 +101,7 @@ def test_pareto_labels_never_overlap_and_the_baseline_is_named():
 
 
 def test_the_roofline_legend_has_a_few_grouped_entries():
-    from benchmarks.report.tradeoffs import ABOVE_ROOF, roofline_chart
+    from benchmarks.report.roofline_chart import ABOVE_ROOF, roofline_chart
     peaks = {"cpu": {"gemm_flops_per_s": {"fp32": 100e9, "bf16": 150e9, "int8": 300e9},
                      "memory_bytes_per_s": 20e9,
                      "theoretical": {"gemm_flops_per_s": {"fp32": 200e9, "int8": 20e9}}}}
