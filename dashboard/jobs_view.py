@@ -43,13 +43,14 @@ def elapsed_s(job) -> float | None:
     return max(0.0, (datetime.now(timezone.utc) - started).total_seconds())
 
 
-def countdown_text(left: float | None, elapsed: float | None, fraction: float) -> str | None:
+def countdown_text(left: float | None, elapsed: float | None, fraction: float,
+                   basis: str = "earlier runs here") -> str | None:
     """The time left as the bar says it: the estimate counting down while it has time left;
     once it has run out (or where there was none: the first run here), the pace so far
     extrapolated, never "0 s" before the end."""
     from benchmarks.run.estimate import format_seconds
     if left is not None and left >= 1.0:
-        return f"about {format_seconds(left)} left (estimated from earlier runs here)"
+        return f"about {format_seconds(left)} left (estimated from {basis})"
     pace = None
     if elapsed is not None and MIN_PACE_FRACTION <= fraction < 1.0:
         pace = max(1.0, elapsed * (1.0 - fraction) / fraction)
@@ -101,49 +102,60 @@ def headline(variant: dict) -> str:
     return " · ".join(parts)
 
 
-def _steps(job) -> tuple[list[dict], float | None]:
-    """The job's variants stored so far, and the seconds the rest should take as estimated
-    when the last one landed (read again only when one lands)."""
+def _steps(job) -> tuple[list[dict], float | None, str]:
+    """The job's variants stored so far, the seconds the rest should take as estimated when
+    the last one landed (read again only when one lands), and what the estimate is from."""
     count = store().variant_count(job.run_id) if job.run_id else 0
     memo = st.session_state.setdefault(STEPS, {}).get(job.job_id)
     if memo is None or memo["count"] != count:
         run = store().run(job.run_id) if job.run_id and count else None
         done = list((run or {}).get("variants") or [])
-        memo = {"count": count, "done": done, "left": _estimate_left(job, done),
+        left, basis = _estimate_left(job, done)
+        memo = {"count": count, "done": done, "left": left, "basis": basis,
                 "at": time.monotonic()}
         st.session_state[STEPS][job.job_id] = memo
     left = memo["left"]
     if left is not None:  # below zero: it is taking longer than estimated (countdown_text)
         left = left - (time.monotonic() - memo["at"])
-    return memo["done"], left
+    return memo["done"], left, memo.get("basis", "earlier runs here")
 
 
-def _estimate_left(job, done: list[dict]) -> float | None:
-    """The estimate (``benchmarks.run.estimate``) of the variants not done yet."""
+def _estimate_left(job, done: list[dict]) -> tuple[float | None, str]:
+    """The estimate (``benchmarks.run.estimate``) of the variants not done yet, and what it
+    is from: earlier runs of the model and data set, else the machine's speed."""
+    basis = "earlier runs here"
     if job.kind != "sweep":
-        return None
-    from benchmarks.run.estimate import estimate_sweep
+        return None, basis
+    from benchmarks.run.estimate import HISTORY_RUNS, SPEED, estimate_sweep
     names = {v.get("name") for v in done}
     spec = dict(job.payload or {})
     spec["variants"] = [v for v in spec.get("variants") or [] if v.get("name") not in names]
     try:
         runs = store().runs(limit=20, kind="sweep", model=spec.get("model"),
                             dataset=spec.get("dataset"))
-        left = estimate_sweep(spec, [r for r in runs if r.get("run_id") != job.run_id])
+        runs = [r for r in runs if r.get("run_id") != job.run_id]
+        left = estimate_sweep(spec, runs)
+        speed = (state.worker_card("cpu") or {}).get("speed")
+        if left.seconds is None and speed:
+            earlier = [r for r in store().runs(limit=HISTORY_RUNS, kind="sweep")
+                       if r.get("run_id") != job.run_id]
+            left = estimate_sweep(spec, runs, speed=speed, earlier=earlier)
         if left.seconds is None:
-            return None
+            return None, basis
+        if left.source == SPEED:
+            basis = "this machine's speed"
         # The run's time outside its rows is spread over it: the share already behind goes.
         total = len((job.payload or {}).get("variants") or []) or 1
-        return left.seconds - left.overhead_s * min(1.0, len(names) / total)
+        return left.seconds - left.overhead_s * min(1.0, len(names) / total), basis
     except Exception:  # no estimate is no reason to stop showing the job
-        return None
+        return None, basis
 
 
 def running_steps(job) -> None:
     """A running job as steps: done variants with their figures, the current one and its
     phase, the bar, the estimate counting down."""
     p = job.progress or {}
-    done, left = _steps(job)
+    done, left, basis = _steps(job)
     current = p.get("variant") or "preparing"
     total = steps_total(job)
     with st.status(status_label(job, len(done), total), expanded=True, state="running"):
@@ -154,7 +166,8 @@ def running_steps(job) -> None:
                     f"{md(p.get('phase') or 'starting')}")
         if total and total > len(done) + 1:
             st.caption(f"{total - len(done) - 1} more to come")
-        st.progress(job_fraction(p), text=countdown_text(left, elapsed_s(job), job_fraction(p)))
+        st.progress(job_fraction(p),
+                    text=countdown_text(left, elapsed_s(job), job_fraction(p), basis))
 
 
 def job_status(job) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import jobs_view, state
+from dashboard import estimates, jobs_view, state
 from dashboard.markup import md, no_paths
 
 JOB_KEY = "cb_recommend_job_id"     # the recommendation this session asked for last
@@ -70,7 +70,7 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
             trials=int(trials), budget_s=60.0 * minutes if minutes else None), free)
     model = _page_model(sweep_fields)
     if model and data:
-        st.caption("Expected duration: " + md(state.describe_recommend_estimate(
+        st.caption("Expected duration: " + md(estimates.describe_recommend_estimate(
             model, data, int(trials), 60.0 * minutes if minutes else None)))
     job_id = state.current_job_id(JOB_KEY, "recommend")  # the one just submitted, too
     if not job_id:

@@ -253,33 +253,6 @@ def view_params(url) -> dict:
     return dict(st.session_state.get(url.memory) or {})
 
 
-@st.cache_data(ttl=15, show_spinner=False)
-def _history(path: str, model: str, dataset: str) -> list[dict]:
-    from benchmarks.run.estimate import HISTORY_RUNS
-    return queue().store.runs(limit=HISTORY_RUNS, kind="sweep", model=model, dataset=dataset)
-
-
-def describe_estimate(spec) -> str:
-    """"N variants; about T" for a planned sweep, from this worker's earlier runs."""
-    from benchmarks.run.estimate import estimate_sweep
-    try:
-        runs = _history(str(store_path()), spec.model, spec.dataset)
-    except Exception:
-        runs = []
-    return estimate_sweep(spec, runs).describe()
-
-
-def describe_recommend_estimate(model: str, dataset: str, trials: int,
-                                budget_s: float | None) -> str:
-    """"about T (from ...)" for a planned recommendation, from this worker's earlier runs."""
-    from benchmarks.run.estimate import estimate_recommend
-    try:
-        runs = _history(str(store_path()), model, dataset)
-    except Exception:
-        runs = []
-    return estimate_recommend(trials, runs, budget_s).describe()
-
-
 # The worker's start-up (importing torch) takes a core for seconds; started at once it made
 # the first page draw 2 s later on two cores. Started after this delay, it is ready long before
 # a user has set the toggles, and a click on Run benchmark starts it at once anyway.

@@ -11,6 +11,7 @@ import streamlit as st
 
 from dashboard import (
     catalog,
+    estimates,
     experiment_form,
     links,
     readback,
@@ -125,7 +126,7 @@ with top:
         if problem:
             st.error(md(problem))
         else:
-            st.caption(f"**{md(state.describe_estimate(planned))}**")
+            st.caption(f"**{md(estimates.describe_estimate(planned))}**")
             if not _running_this(job_id):
                 # What the job will run with, read back from the spec it submits (not the
                 # widgets): one line, every variant's settings on hover.

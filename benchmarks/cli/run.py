@@ -91,8 +91,8 @@ def cmd_run(args) -> int:
 
     from benchmarks.report.document import RunReport
     from benchmarks.run.cache import WeightsCache
-    from benchmarks.run.estimate import estimate_sweep
     from benchmarks.run.runner import prepare_sweep
+    from benchmarks.run.speed import estimate_here
     from benchmarks.store.database import ResultsStore
 
     check_writable(args.json_file, "--json")
@@ -107,7 +107,7 @@ def cmd_run(args) -> int:
         sweep = RaySweep(sweep, args.ray_address)
     store = ResultsStore(args.store)
     sweep.attach_peaks(store)
-    estimate = estimate_sweep(spec, store, sweep.baseline_cached())
+    estimate = estimate_here(spec, store, sweep.baseline_cached())
     sweep.environment["estimate"] = estimate.to_dict()  # beside what it took, in `history`
     if not args.quiet:
         print(estimate.describe(), file=sys.stderr)

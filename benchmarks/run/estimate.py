@@ -32,6 +32,7 @@ COMPATIBLE = ("model", "dataset", "batch_size", "epochs", "seed", "lr", "normali
               "input_shape", "checkpoint", "device", "fp32", "weights", "labels")
 MEASURE_PHASES = ("accuracy", "diagnostics", "memory", "size", "latency")
 HISTORY_RUNS = 50
+SPEED = "machine speed"
 
 
 @dataclass
@@ -45,6 +46,11 @@ class Estimate:
     cells: int = 0              # runtime cells (rows beyond each variant's first)
     overhead_s: float = 0.0     # the run's time outside its rows, from earlier runs
     floor_s: float = 0.0        # the timing budget alone (min_time_s per row): a lower bound
+    # "machine speed": no earlier run of this model and data set here, so the seconds come
+    # from this machine's measured speed (benchmarks.run.first_estimate), refined by
+    # ``refined_by`` earlier runs of any model.
+    source: str = "earlier runs"
+    refined_by: int = 0
 
     def to_dict(self) -> dict:
         """What is stored with the run (``environment["estimate"]``)."""
@@ -57,6 +63,12 @@ class Estimate:
             head += f" x {self.seeds} seeds"
         if self.cells:
             head += f" + {self.cells} runtime cell{'s' if self.cells != 1 else ''}"
+        if self.source == SPEED and self.seconds is not None:
+            refined = (f", refined by {self.refined_by} earlier run"
+                       f"{'s' if self.refined_by != 1 else ''}" if self.refined_by else "")
+            return (f"{head}; about {format_seconds(self.seconds)} (from this machine's "
+                    f"measured speed: no earlier run of this model and data set here"
+                    f"{refined})")
         if self.seconds is None:
             floor = (f": at least {format_seconds(self.floor_s)} of timing, training on top"
                      if self.floor_s >= 1 else "")
@@ -162,9 +174,12 @@ def _times(result: dict) -> tuple[float, float, bool]:
     return phases.get("build", 0.0), measure, trained
 
 
-def estimate_sweep(spec, history, baseline_cached: bool | None = None) -> Estimate:
+def estimate_sweep(spec, history, baseline_cached: bool | None = None,
+                   speed: dict | None = None, earlier: list[dict] | None = None) -> Estimate:
     """``spec``: a SweepSpec or its dict; ``history``: a ResultsStore or a list of stored runs
-    (``ResultsStore.runs``, newest first)."""
+    (``ResultsStore.runs``, newest first). Where no earlier run of the model and data set
+    helps, ``speed`` (the worker card's ``speed``) and ``earlier`` (stored sweeps of any model
+    here, newest first) give the first estimate (``benchmarks.run.first_estimate``)."""
     spec = spec if isinstance(spec, dict) else spec.to_dict()
     runs = history.runs(limit=HISTORY_RUNS, kind="sweep", model=spec.get("model"),
                         dataset=spec.get("dataset")) if hasattr(history, "runs") \
@@ -234,9 +249,16 @@ def estimate_sweep(spec, history, baseline_cached: bool | None = None) -> Estima
     row_s = float(spec.get("min_time_s") or 0.0)
     floor = n * (1 + per_variant) * row_s
     total += (n - known) * (1 + per_variant) * row_s
-    return Estimate(variants=n, seconds=total + overhead if known else None, known=known,
-                    runs_used=len(used), cached=cached, seeds=seeds, cells=per_variant * n,
-                    overhead_s=overhead, floor_s=floor)
+    estimate = Estimate(variants=n, seconds=total + overhead if known else None, known=known,
+                        runs_used=len(used), cached=cached, seeds=seeds,
+                        cells=per_variant * n, overhead_s=overhead, floor_s=floor)
+    if not known and speed:
+        from benchmarks.run.first_estimate import first_estimate
+        first = first_estimate(spec, speed, earlier or [])
+        if first is not None:
+            estimate.seconds, estimate.refined_by = first
+            estimate.source, estimate.known = SPEED, n
+    return estimate
 
 
 def _cells_seconds(spec: dict, runtimes: list[str], by_runtime: dict, measure: float) -> float:

@@ -117,11 +117,18 @@ class Worker:
         from benchmarks.measure.peaks import sweep_peaks
         from benchmarks.run import runner  # noqa: F401
         from benchmarks.run.footprint import activation_bytes
+        from benchmarks.run.speed import cached_speed
         from benchmarks.zoo.models import build_model
         activation_bytes(lambda: build_model("mlp", 2, 1, (8, 8)), (1, 8, 8))
         # The roofline's roofs, measured once per device and machine (then read from the
         # store): here, before the worker's card is published.
         card["peaks"] = sweep_peaks(self.store, dev, default_threads())
+        # The first estimate of a sweep (benchmarks.run.first_estimate) shown before any run
+        # of its model here: measured once per machine (about a second), then read back.
+        try:
+            card["speed"] = cached_speed()
+        except Exception:  # an estimate is no reason to keep the worker from starting
+            card["speed"] = None
         card["queue_device"] = self.device
         if ray_address():
             card["cluster"] = self._cluster()

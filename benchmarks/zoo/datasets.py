@@ -455,6 +455,16 @@ def synthetic_size(request: DataRequest) -> DataSize:
     return DataSize(SYNTHETIC_SAMPLES, _needed_shape(request), 4, SYNTHETIC_CLASSES)
 
 
+def split_sizes(name: str, samples: int) -> tuple[int, int]:
+    """(training, test) examples of an embedded data set of ``samples``, as its split cuts
+    them (scikit-learn rounds a test fraction up), known before it is loaded."""
+    if name == "mnist5k":
+        return 10 * MNIST5K_SPLIT["train"], 10 * MNIST5K_SPLIT["test"]
+    test = math.ceil(samples * TEST_FRACTION)
+    rest = samples - test
+    return rest - math.ceil(rest * VAL_FRACTION / (1 - TEST_FRACTION)), test
+
+
 # -- by name, through the registry ---------------------------------------------------------
 
 def stored_size(name: str, data_root: str | None = None,

@@ -84,6 +84,8 @@ def test_a_distributed_runs_progress_says_nothing_of_latency():
 def test_the_countdown_never_shows_zero_before_the_end():
     from dashboard.jobs_view import countdown_text
     assert countdown_text(40.0, 10.0, 0.2) == "about 40 s left (estimated from earlier runs here)"
+    assert countdown_text(40.0, 10.0, 0.2, "this machine's speed") == \
+        "about 40 s left (estimated from this machine's speed)"
     # The estimate ran out at a third of the way: the pace so far, said as such.
     late = countdown_text(-5.0, 30.0, 1 / 3)
     assert late == "longer than estimated: about 60 s left at the pace so far"

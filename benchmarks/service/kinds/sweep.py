@@ -49,9 +49,9 @@ def run(worker, job) -> None:
 def _estimate(worker, spec, sweep) -> dict | None:
     """The sweep's estimate (benchmarks.run.estimate), stored with the run beside what it
     took so History shows its error; None where it cannot be made (never a failure)."""
-    from benchmarks.run.estimate import estimate_sweep
+    from benchmarks.run.speed import estimate_here
     try:
-        return estimate_sweep(spec, worker.store, sweep.baseline_cached()).to_dict()
+        return estimate_here(spec, worker.store, sweep.baseline_cached()).to_dict()
     except Exception:  # an estimate is no reason to fail a sweep
         return None
 

@@ -1,0 +1,51 @@
+"""What a planned sweep or recommendation will take, said before the click: from this
+worker's earlier runs of the model and data set (``benchmarks.run.estimate``), else from the
+machine's speed in the worker's card (``benchmarks.run.first_estimate``)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.state import queue, store_path, worker_card
+
+
+@st.cache_data(ttl=15, show_spinner=False)
+def _history(path: str, model: str, dataset: str) -> list[dict]:
+    from benchmarks.run.estimate import HISTORY_RUNS
+    return queue().store.runs(limit=HISTORY_RUNS, kind="sweep", model=model, dataset=dataset)
+
+
+@st.cache_data(ttl=15, show_spinner=False)
+def _any_history(path: str) -> list[dict]:
+    from benchmarks.run.estimate import HISTORY_RUNS
+    return queue().store.runs(limit=HISTORY_RUNS, kind="sweep")
+
+
+def describe_estimate(spec) -> str:
+    """"N variants; about T" for a planned sweep, from this worker's earlier runs of its model
+    and data set, else from the machine's speed in the worker's card."""
+    from benchmarks.run.estimate import estimate_sweep
+    try:
+        runs = _history(str(store_path()), spec.model, spec.dataset)
+    except Exception:
+        runs = []
+    estimate = estimate_sweep(spec, runs)
+    speed = (worker_card("cpu") or {}).get("speed")
+    if estimate.seconds is None and speed:
+        try:
+            earlier = _any_history(str(store_path()))
+        except Exception:
+            earlier = []
+        estimate = estimate_sweep(spec, runs, speed=speed, earlier=earlier)
+    return estimate.describe()
+
+
+def describe_recommend_estimate(model: str, dataset: str, trials: int,
+                                budget_s: float | None) -> str:
+    """"about T (from ...)" for a planned recommendation, from this worker's earlier runs."""
+    from benchmarks.run.estimate import estimate_recommend
+    try:
+        runs = _history(str(store_path()), model, dataset)
+    except Exception:
+        runs = []
+    return estimate_recommend(trials, runs, budget_s).describe()
