@@ -127,9 +127,10 @@ def test_a_peak_memory_not_measured_says_why():
 
 @pytest.mark.slow  # a worker's start and one sweep: 30-45 s on a loaded machine
 def test_the_worker_stores_the_estimate_with_the_run_beside_what_it_took(queue):
-    """Through the real worker: the first run here is stored with its estimate (its timing
-    floor only: nothing earlier to estimate from) beside what it took. What a later run's
-    estimate draws from the first is test_estimate.py's, over stored-run dicts."""
+    """Through the real worker: the first run here is stored with its estimate (from the
+    machine's speed: nothing earlier of this model to estimate from) beside what it took.
+    What a later run's estimate draws from the first is test_estimate.py's, over stored-run
+    dicts."""
     import helpers
     from benchmarks.run.estimate import estimate_error
     from benchmarks.spec.sweep import SweepSpec
@@ -140,9 +141,10 @@ def test_the_worker_stores_the_estimate_with_the_run_beside_what_it_took(queue):
     done = finished_job(queue, first)
     assert done.status == "complete", done.error
     run = queue.store.run(done.run_id)
-    assert run["environment"]["estimate"]["seconds"] is None
-    assert run["environment"]["estimate"]["floor_s"] > 0
-    assert estimate_error(run).startswith("took ") and "no estimate" in estimate_error(run)
+    estimate = run["environment"]["estimate"]
+    assert estimate["source"] == "machine speed" and estimate["seconds"] > 0
+    assert estimate["floor_s"] > 0
+    assert estimate_error(run).startswith("took ") and ", estimated " in estimate_error(run)
 
 
 def test_the_distributed_cli_gives_each_runs_throughput_its_interval(tmp_path):

@@ -155,7 +155,9 @@ def test_the_cli_prints_the_count_and_estimate_before_running(tmp_path, cli):
     first = cli("run", "--prune", "0.3,0.6", "--epochs", "1", "--finetune-epochs", "1",
                 "--min-time", "0.02", "--store", store)
     assert first.returncode == 0, first.stderr
-    assert first.stderr.splitlines()[0].startswith("3 variants; no earlier run")
+    # The first run here: from the machine's speed (benchmarks.run.first_estimate).
+    assert first.stderr.splitlines()[0].startswith("3 variants; about "), first.stderr
+    assert "from this machine's measured speed" in first.stderr.splitlines()[0]
     second = cli("run", "--prune", "0.3,0.6,0.9", "--epochs", "1", "--finetune-epochs", "1",
                  "--min-time", "0.02", "--store", store)
     assert second.returncode == 0, second.stderr
