@@ -11,6 +11,9 @@ context length and a card of where its weights came from. Two entries:
   dequantised to fp32 and cached as safetensors (``benchmarks.zoo.gguf``). Its baseline is
   therefore already 4-bit in blocks of 32: INT4 in groups of 32 will look nearly free.
 
+And ``hf:DIR``, a local Hugging Face folder (``benchmarks.zoo.hf_folder``): safetensors weights
+and a fast tokenizer, read offline.
+
 ``LMSource`` puts these names among the model sources (``models.model_source``): they are
 known to ``check_model`` and ``preflight``, and an image data set's build refuses them in one
 line. transformers is imported only when a model is built, with the hub offline.
@@ -20,8 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
+from benchmarks.zoo.hf_folder import HF_PREFIX
 from benchmarks.zoo.source import ModelSource
 
 if TYPE_CHECKING:
@@ -77,13 +82,18 @@ def lm_names() -> list[str]:
 
 
 def is_language_model(spec: str) -> bool:
-    return spec in _REGISTRY
+    return isinstance(spec, str) and (spec in _REGISTRY or spec.startswith(HF_PREFIX))
 
 
 def lm_entry(name: str) -> LMEntry:
+    """A registered entry, or a local Hugging Face folder's (``hf:DIR``, checked torch-free)."""
+    if isinstance(name, str) and name.startswith(HF_PREFIX):
+        from benchmarks.zoo.hf_folder import folder_context, load_folder
+        return LMEntry(name, "a local Hugging Face folder", partial(load_folder, name),
+                       context=folder_context(name))
     if name not in _REGISTRY:
         raise ValueError(f"unknown language model {name!r}; choose one of "
-                         f"{', '.join(lm_names())}")
+                         f"{', '.join(lm_names())} or hf:DIR")
     return _REGISTRY[name]
 
 
@@ -175,6 +185,9 @@ class LMSource(ModelSource):
         return LM_FAMILY
 
     def identity(self, spec: str, weights: str | None, download: bool = False) -> list:
+        if spec.startswith(HF_PREFIX):
+            from benchmarks.zoo.hf_folder import folder_digest
+            return ["lm", "hf", folder_digest(spec)]
         return ["lm", spec, SMOLLM2_SHA256 if spec == "smollm2-135m" else TINY_SEED]
 
     def build(self, spec, num_classes, in_channels, input_size, **kwargs):

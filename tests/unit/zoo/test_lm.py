@@ -101,3 +101,55 @@ def test_smollm2_loads_offline_from_its_gguf_and_reads_english(monkeypatch):
     with torch.inference_mode():
         out = again.model.generate(prompt, max_new_tokens=3, do_sample=False)
     assert "Paris" in again.tokenizer.decode(out[0, prompt.shape[1]:])
+
+
+# -- a local Hugging Face folder ---------------------------------------------------------------
+
+def _save_folder(folder, lm):
+    """tiny-lm as save_pretrained writes it, with a word-level fast tokenizer of 256 words."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, 255)}, "the": 255}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    lm.model.save_pretrained(folder)
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(folder)
+
+
+def test_a_hugging_face_folder_is_a_language_model(tmp_path):
+    tiny = build_lm("tiny-lm")
+    _save_folder(tmp_path / "tiny", tiny)
+    spec = f"hf:{tmp_path / 'tiny'}"
+    assert is_language_model(spec) and model_source(spec).family(spec) == LM_FAMILY
+    preflight(spec, None)
+    assert lm_entry(spec).context == 512
+    lm = build_lm(spec)
+    assert lm.tokenizer.encode("the w3 zebra") == [255, 3, 0]
+    ids = torch.tensor([[255, 3, 7, 9]])
+    with torch.inference_mode():
+        assert torch.allclose(lm.model(input_ids=ids).logits, tiny.model(input_ids=ids).logits)
+    assert lm.card["architecture"] == "llama" and lm.card["parameters"] == tiny.card["parameters"]
+    assert model_source(spec).identity(spec, None)[:2] == ["lm", "hf"]
+
+
+def test_a_folder_that_cannot_be_a_model_is_one_line(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text('{"model_type": "llama"}')
+    (pickled / "pytorch_model.bin").write_bytes(b"\x80\x04pickle")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 64}')
+    (broken / "model.safetensors").write_bytes(b"garbage")
+    cases = [(tmp_path / "absent", "does not exist"),
+             (empty, "is not a Hugging Face model folder \\(no config.json\\)"),
+             (pickled, "has no safetensors weights \\(it has pytorch_model.bin: pickled"),
+             (broken, "does not load: ")]
+    for folder, message in cases:
+        with pytest.raises(ValueError, match=message) as raised:
+            build_lm(f"hf:{folder}")
+        assert "\n" not in str(raised.value)
+    with pytest.raises(ValueError, match="hf:DIR needs its DIR"):
+        check_model("hf:")
