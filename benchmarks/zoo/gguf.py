@@ -11,9 +11,9 @@ libraries that dequantised it, so another file or another transformers never reu
 broken entry is rebuilt rather than trusted. Tied weights (SmolLM2's embedding is its output
 layer) are stored once and tied again on load.
 
-Nothing here touches the network: ``HF_HUB_OFFLINE=1`` is set before transformers is
-imported, and the file is read from the installed package (``importlib.metadata``, the package
-is never imported).
+Nothing here touches the network: the loads run with the hub offline (``hub_offline``:
+``HF_HUB_OFFLINE=1``, restored after) and ``local_files_only``, and the file is read from the
+installed package (``importlib.metadata``, the package is never imported).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,11 +38,27 @@ GGUF_CACHE_VERSION = 1
 ENTRY_PREFIX = "lm-gguf-"
 
 
-def offline() -> None:
-    """Never let transformers or huggingface_hub reach for the hub (set before importing)."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+@contextmanager
+def hub_offline():
+    """The Hugging Face hub unreachable while a model loads, and the process as it was after:
+    a worker that loads an LM may later run a timm model whose weights ``--download`` may
+    fetch. huggingface_hub reads ``HF_HUB_OFFLINE`` once, when it is imported, so its constant
+    is set too; every load here also says ``local_files_only``."""
+    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY")
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update({name: "1" for name in names})
+    from huggingface_hub import constants
+    was = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = was
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def package_file(package: str, relative: str, what: str) -> Path:
@@ -88,14 +105,15 @@ def _untied_state(model: nn.Module) -> dict:
 
 def _from_gguf(path: Path) -> tuple[nn.Module, str]:
     """(model in fp32, eval mode; the tokenizer as JSON) read from the GGUF file itself."""
-    offline()
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()  # the dequantisation's bar: stderr is the run's
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                     dtype="float32")
+        with hub_offline():
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                      local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                         dtype="float32", local_files_only=True)
     except Exception as exc:  # a file transformers cannot read is the input's problem
         raise ValueError(f"GGUF file {path} does not load: {type(exc).__name__}: "
                          f"{first_line(exc)}") from None
@@ -152,7 +170,6 @@ def _from_entry(entry: Path) -> tuple[nn.Module, str]:
     import torch
     from safetensors import safe_open
     from safetensors.torch import load_file
-    offline()
     from transformers import AutoConfig, AutoModelForCausalLM
     with safe_open(str(entry), "pt") as f:
         metadata = f.metadata()

@@ -74,19 +74,19 @@ def folder_digest(spec: str) -> str:
 
 
 def load_folder(spec: str) -> LanguageModel:
-    from benchmarks.zoo.gguf import offline
+    from benchmarks.zoo.gguf import hub_offline
     from benchmarks.zoo.lm import LanguageModel
     from benchmarks.zoo.tokens import JsonTokenizer
     context = folder_context(spec)
     folder = folder_of(spec)
-    offline()
     from transformers import AutoModelForCausalLM, AutoTokenizer
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            str(folder), local_files_only=True, use_safetensors=True, trust_remote_code=False,
-            dtype="float32")
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True,
-                                                  trust_remote_code=False)
+        with hub_offline():
+            model = AutoModelForCausalLM.from_pretrained(
+                str(folder), local_files_only=True, use_safetensors=True,
+                trust_remote_code=False, dtype="float32")
+            tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True,
+                                                      trust_remote_code=False)
     except Exception as exc:  # whatever the folder holds is the user's input
         raise ValueError(f"model folder {folder} does not load: {type(exc).__name__}: "
                          f"{first_line(exc)}") from None

@@ -98,8 +98,11 @@ def lm_entry(name: str) -> LMEntry:
 
 
 def build_lm(name: str) -> LanguageModel:
-    """The named language model in fp32, eval mode, on the CPU."""
-    lm = lm_entry(name).build()
+    """The named language model in fp32, eval mode, on the CPU, the hub offline throughout."""
+    from benchmarks.zoo.gguf import hub_offline
+    entry = lm_entry(name)
+    with hub_offline():
+        lm = entry.build()
     if lm.tokenizer.vocab_size > lm.vocab_size:
         raise ValueError(f"{name}: its tokenizer has {lm.tokenizer.vocab_size} tokens, more "
                          f"than the model's {lm.vocab_size} embeddings")
@@ -108,8 +111,6 @@ def build_lm(name: str) -> LanguageModel:
 
 def llama_config(**overrides):
     """A transformers LlamaConfig of SmolLM2's architecture (its defaults, then overrides)."""
-    from benchmarks.zoo.gguf import offline
-    offline()
     from transformers import LlamaConfig
     settings = {"vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536,
                 "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,

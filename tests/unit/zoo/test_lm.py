@@ -153,3 +153,24 @@ def test_a_folder_that_cannot_be_a_model_is_one_line(tmp_path):
         assert "\n" not in str(raised.value)
     with pytest.raises(ValueError, match="hf:DIR needs its DIR"):
         check_model("hf:")
+
+
+def test_a_build_runs_with_the_hub_offline_and_leaves_the_process_as_it_was(monkeypatch):
+    """A long-lived worker that builds an LM may later fetch a timm model's weights."""
+    import os
+
+    from huggingface_hub import constants
+
+    from benchmarks.zoo import lm as lm_module
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    seen = {}
+
+    def toy():
+        seen.update(env=os.environ.get("HF_HUB_OFFLINE"), constant=constants.HF_HUB_OFFLINE)
+        return lm_module._tiny_lm()
+    monkeypatch.setitem(lm_module._REGISTRY, "toy-lm",
+                        lm_module.LMEntry("toy-lm", "a toy", toy, context=512))
+    build_lm("toy-lm")
+    assert seen == {"env": "1", "constant": True}
+    assert "HF_HUB_OFFLINE" not in os.environ and constants.HF_HUB_OFFLINE is False
