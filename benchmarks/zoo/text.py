@@ -151,6 +151,15 @@ class TextWindows:
         idx = list(self.splits[split])
         return self.ids[idx], self.scored[idx]
 
+    def batches(self, split: str, batch_size: int):
+        """A split's windows in order, ``batch_size`` at a time: (ids, scored) pairs, what a
+        calibration (or a pruning criterion's activations) reads, as a reader."""
+        if batch_size < 1:
+            raise ValueError(f"batch size must be at least 1; got {batch_size}")
+        ids, scored = self.part(split)
+        for i in range(0, len(ids), batch_size):
+            yield ids[i:i + batch_size], scored[i:i + batch_size]
+
     def card(self) -> dict:
         """What a run records of its text: source, tokenizer, windows, split sizes, seed."""
         return {"name": self.name, "provenance": self.provenance, "tokenizer": self.tokenizer,

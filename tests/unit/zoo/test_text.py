@@ -64,6 +64,11 @@ def test_windows_are_fixed_recorded_and_split_three_ways():
     assert all(len(w.splits[s]) for s in SPLITS)
     ids, scored = w.part("certify")
     assert torch.equal(ids, w.ids[list(w.splits["certify"])]) and scored.shape == (len(ids), 63)
+    batches = list(w.batches("calibration", 4))
+    assert torch.equal(torch.cat([b for b, _ in batches]), w.part("calibration")[0])
+    assert all(len(b) <= 4 for b, _ in batches) and len(batches[0][0]) == 4
+    with pytest.raises(ValueError, match="unknown split 'train'"):
+        w.part("train")
 
 
 def test_the_search_and_certify_windows_follow_the_seed_and_calibration_does_not():
