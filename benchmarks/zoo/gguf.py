@@ -26,7 +26,7 @@ from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.spec.atomic import write_atomic
+from benchmarks.spec.atomic import DiskFull, write_atomic
 from benchmarks.spec.folders import default_cache_dir, private_folder
 from optimizers.errors import first_line
 
@@ -105,9 +105,8 @@ def _untied_state(model: nn.Module) -> dict:
 
 def _from_gguf(path: Path) -> tuple[nn.Module, str]:
     """(model in fp32, eval mode; the tokenizer as JSON) read from the GGUF file itself."""
+    # The first load shows transformers' dequantisation progress on stderr, where progress goes.
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-    hf_logging.disable_progress_bar()  # the dequantisation's bar: stderr is the run's
     try:
         with hub_offline():
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
@@ -133,8 +132,25 @@ def _save(entry: Path, model: nn.Module, tokenizer_json: str) -> None:
     try:
         private_folder(entry.parent)
         write_atomic(entry, lambda tmp: save_file(state, tmp, metadata=metadata), mode=0o600)
-    except OSError:
-        pass  # a read-only or full cache only costs the next load its dequantisation
+    except (OSError, DiskFull):
+        return  # a read-only or full cache only costs the next load its dequantisation
+    _trim(entry)
+
+
+def _trim(entry: Path) -> None:
+    """Keep the weights cache within its cap, as its own writes do (``run.cache.evict``): the
+    least recently used entries go, the one just written stays."""
+    from benchmarks.spec.limits import MIB, Limits
+    from benchmarks.spec.lru import least_recently_used
+    found = []
+    for path in entry.parent.glob("*.safetensors"):
+        try:
+            st = path.stat()
+        except OSError:
+            continue  # evicted by another process meanwhile
+        found.append((st.st_mtime, st.st_size, path))
+    for path in least_recently_used(found, Limits.from_env().cache_mb * MIB, keep=entry):
+        path.unlink(missing_ok=True)
 
 
 def _rebuild_meta_buffers(model: nn.Module) -> None:
@@ -156,9 +172,14 @@ def load_gguf(path: Path, sha256: str, cache_dir: Path | None = None
     if entry.exists():
         try:
             model, tokenizer = _from_entry(entry)
-            return model, tokenizer, {**card, "cache": "hit"}
         except Exception:
             pass  # a broken or foreign entry is rebuilt from the file below
+        else:
+            try:
+                os.utime(entry)  # its last use: the cache evicts the least recently used first
+            except OSError:
+                pass  # a read-only cache: its order just stays
+            return model, tokenizer, {**card, "cache": "hit"}
     model, tokenizer = _from_gguf(path)
     _save(entry, model, tokenizer)
     return model, tokenizer, {**card, "cache": "miss"}

@@ -64,3 +64,17 @@ def test_a_package_not_installed_is_one_line():
     with pytest.raises(ValueError, match="is read from the no-such-package package, which is "
                                          "not installed"):
         gguf.package_file("no-such-package", "x.gguf", "a model")
+
+
+def test_an_entry_keeps_the_weights_cache_within_its_cap(tmp_path, monkeypatch):
+    """The cache's least recently used entries go when an LM entry is written, as they do for
+    trained weights; the new entry stays."""
+    import os
+    monkeypatch.setenv("COMPRESSION_BENCH_CACHE_MB", "16")  # the least the cap may be
+    old = tmp_path / "trained.safetensors"
+    with open(old, "wb") as f:
+        f.truncate(16 * 2**20 - 1000)  # sparse: its size is what counts, not its blocks
+    os.utime(old, (1, 1))
+    entry = tmp_path / "lm-gguf-test.safetensors"
+    gguf._save(entry, build_lm("tiny-lm").model, "{}")
+    assert entry.exists() and not old.exists()
