@@ -42,6 +42,9 @@ CERTIFY_FRACTION = 0.5         # of the evaluation windows
 SPLITS = ("calibration", "search", "certify")
 MIN_WINDOWS = len(SPLITS)      # one window each at least
 SNIFF_BYTES = 8192             # a NUL byte this early says binary
+# A text is held whole, with its tokens (a list of ints at first, 8 bytes a token at least):
+# a few hundred MB of text already means gigabytes, and far more windows than a run scores.
+MAX_TEXT_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,11 @@ def read_text_path(argument: str) -> TextSource:
             raise ValueError(f"text folder {path} holds no .txt files")
     else:
         files = [path]
+    size = sum(f.stat().st_size for f in files)
+    if size > MAX_TEXT_BYTES:
+        raise ValueError(f"text {path} holds {size / 2**20:.0f} MB; at most "
+                         f"{MAX_TEXT_BYTES // 2**20} MB of text are read: give a smaller file "
+                         f"or folder")
     text = "\n\n".join(_read_text_file(f) for f in files)
     return TextSource(f"{TEXT_PREFIX}:{argument}", text, {
         "path": str(path.resolve()), "files": len(files), "characters": len(text),

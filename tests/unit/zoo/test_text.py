@@ -10,9 +10,9 @@ import platform
 import pytest
 import torch
 
-from benchmarks.zoo.text import (MIN_WINDOWS, SPLITS, TEXT_SPLIT_SEED, WindowSpec, cut_windows,
-                                 embedded_text, is_text_dataset, load_text, load_text_windows,
-                                 text_splits)
+from benchmarks.zoo.text import (MAX_TEXT_BYTES, MIN_WINDOWS, SPLITS, TEXT_SPLIT_SEED,
+                                 WindowSpec, cut_windows, embedded_text, is_text_dataset,
+                                 load_text, load_text_windows, text_splits)
 from benchmarks.zoo.tokens import ByteTokenizer
 
 BYTES = ByteTokenizer()
@@ -121,6 +121,12 @@ def test_bad_text_input_is_one_line_each(tmp_path):
         with pytest.raises(ValueError, match=message) as raised:
             windows(name)
         assert "\n" not in str(raised.value)
+    huge = tmp_path / "huge"
+    huge.mkdir()
+    with open(huge / "big.txt", "wb") as f:
+        f.truncate(MAX_TEXT_BYTES + 1)  # sparse: refused by its size, never read
+    with pytest.raises(ValueError, match="holds 256 MB; at most 256 MB of text are read"):
+        windows(f"text:{huge}")
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="holds no .txt files"):
         windows(f"text:{tmp_path / 'empty'}")
