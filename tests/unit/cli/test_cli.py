@@ -68,6 +68,9 @@ def _evil_pt(path):
 
 BAD = {
     "unknown model": (["--model", "nope"], "unknown model 'nope'; choose one of"),
+    "language model on images": (["--model", "tiny-lm"],
+                                 "tiny-lm is a language model: it runs on a text data set"),
+    "language model folder": (["--model", "hf:{tmp}/nowhere"], "model folder"),
     "unknown dataset": (["--dataset", "mnist"], "unknown dataset 'mnist'; choose one of"),
     "missing factory file": (["--model", "{tmp}/none.py:build"], "does not exist"),
     "factory import fails": (["--model", "{tmp}/broken.py:build"], "failed to import"),
