@@ -179,6 +179,22 @@ class TextWindows:
     def to_dict(self) -> dict:
         return {**self.card(), "splits": {s: list(v) for s, v in self.splits.items()}}
 
+    def evaluation(self) -> tuple[int, ...]:
+        """The windows a variant is scored on (all but calibration's), ascending: the LM's
+        test split."""
+        return tuple(sorted(self.splits["search"] + self.splits["certify"]))
+
+    def search_certify(self) -> dict:
+        """The search and certify windows as recommend's split of a test split records them
+        (``benchmarks.recommend.split.Split.from_dict``): indices into ``evaluation()``."""
+        position = {w: i for i, w in enumerate(self.evaluation())}
+        search = [position[w] for w in self.splits["search"]]
+        certify = [position[w] for w in self.splits["certify"]]
+        n = len(position)
+        return {"seed": self.split_seed, "test_examples": n, "search_size": len(search),
+                "certify_size": len(certify), "certify_fraction": round(len(certify) / n, 6),
+                "search": search, "certify": certify}
+
 
 def cut_windows(token_ids: list[int], spec: WindowSpec) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids, scored): every whole window of ``spec`` over the token stream."""

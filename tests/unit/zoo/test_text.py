@@ -137,3 +137,15 @@ def test_bad_text_input_is_one_line_each(tmp_path):
         WindowSpec(64, 65)
     with pytest.raises(ValueError, match="window length must be"):
         WindowSpec(1)
+
+
+def test_the_search_and_certify_windows_are_recommends_split_of_the_evaluation_windows():
+    from benchmarks.recommend.split import Split
+    w = windows("text", 64, seed=3)
+    record = w.search_certify()
+    split = Split.from_dict(record)  # validates: disjoint, covering the evaluation windows
+    evaluation = w.evaluation()
+    assert split.n == len(evaluation) == len(w) - len(w.splits["calibration"])
+    assert [evaluation[i] for i in split.certify] == list(w.splits["certify"])
+    assert [evaluation[i] for i in split.search] == list(w.splits["search"])
+    assert split.seed == 3 and split.card()["certify_size"] == record["certify_size"]
