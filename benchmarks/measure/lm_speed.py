@@ -9,9 +9,9 @@ one generation's decode steps timed together, divided by the new tokens: the per
 at the cache lengths a real generation goes through. Raw samples are kept (one per round) and
 the figures derived from them, as the image models' latency is.
 
-A round is one prefill sample and one decode sample (``time_round``), so a runner can
-interleave the variants round by round, as it does the image models; ``measure_lm_speed``
-runs the rounds of one variant alone. The prompt is a fixed slice of the text, the same ids for
+A round is one prefill sample and one decode sample (``time_round``): ``measure_lm_speeds``
+interleaves the variants round by round, as the image models are timed, and
+``measure_lm_speed`` runs the rounds of one variant alone. The prompt is a fixed slice of the text, the same ids for
 every variant. The clock is ``benchmarks.measure.latency``'s: ``perf_counter`` on a CPU, CUDA
 events on a GPU.
 """
@@ -156,3 +156,37 @@ def measure_lm_speed(model: nn.Module, prompt: torch.Tensor, device: torch.devic
         speed.peak_bytes, speed.memory_method = peak_generation_bytes(model, prompt,
                                                                       new_tokens, device)
     return speed
+
+
+def measure_lm_speeds(models: dict[str, Callable], prompt: torch.Tensor, device: torch.device,
+                      *, new_tokens: int = NEW_TOKENS, rounds: int = ROUNDS,
+                      warmup: int = WARMUP_ROUNDS, modes: dict[str, str] | None = None,
+                      memory: bool = True) -> tuple[dict[str, LMSpeed], dict]:
+    """Every variant timed together in interleaved rounds, as the image models are
+    (``benchmarks.run.rounds``): each round visits every variant once, for one generation,
+    the first visited rotating from round to round, so a noisy host's drift hits them alike.
+    Each is warmed up first (compiled, for a compiled one). Returns (speed by name, the
+    timing's record)."""
+    if new_tokens < 1 or rounds < 1 or warmup < 0:
+        raise ValueError(f"new tokens and rounds must be at least 1, warm-up at least 0; got "
+                         f"{new_tokens}, {rounds}, {warmup}")
+    prompt = prompt.to(device)
+    clock = CudaClock() if device.type == "cuda" else Clock()
+    names = list(models)
+    speeds = {name: LMSpeed(int(prompt.shape[1]), new_tokens,
+                            mode=(modes or {}).get(name, "eager")) for name in names}
+    for name in names:
+        for _ in range(warmup):
+            time_round(models[name], prompt, new_tokens, clock)
+    for r in range(rounds):
+        start = r % len(names)
+        for name in names[start:] + names[:start]:
+            prefill, decode = time_round(models[name], prompt, new_tokens, clock)
+            speeds[name].prefill_ms.append(prefill)
+            speeds[name].decode_ms.append(decode)
+    if memory:
+        for name in names:
+            speeds[name].peak_bytes, speeds[name].memory_method = peak_generation_bytes(
+                models[name], prompt, new_tokens, device)
+    return speeds, {"method": "interleaved", "rounds": rounds, "variants_together": len(names),
+                    "new_tokens": new_tokens, "prompt_tokens": int(prompt.shape[1])}

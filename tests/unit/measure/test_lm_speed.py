@@ -9,7 +9,8 @@ import torch
 
 from benchmarks.measure.latency import Clock
 from benchmarks.measure.lm_speed import (LMSpeed, fixed_prompt, generate_greedy,
-                                         measure_lm_speed, peak_generation_bytes, time_round)
+                                         measure_lm_speed, measure_lm_speeds,
+                                         peak_generation_bytes, time_round)
 from benchmarks.measure.memory import state_bytes
 from benchmarks.zoo.lm import build_lm
 from benchmarks.zoo.text import WindowSpec, load_text_windows
@@ -77,3 +78,24 @@ def test_bad_speed_settings_are_one_line(lm, prompt):
         fixed_prompt(torch.zeros(2, 128, dtype=torch.int64), 512)
     with pytest.raises(ValueError, match="new tokens and rounds must be at least 1"):
         measure_lm_speed(lm.model, prompt, CPU, new_tokens=0)
+
+
+def test_variants_are_timed_together_in_rotating_rounds(lm, prompt):
+    """Each round visits every variant once, the first visited rotating; the calls say which
+    ran when (a prefill is the call with the whole prompt)."""
+    order = []
+
+    def recording(name):
+        def call(**kwargs):
+            if kwargs["input_ids"].shape[1] > 1:
+                order.append(name)
+            return lm.model(**kwargs)
+        return call
+    models = {name: recording(name) for name in ("a", "b", "c")}
+    speeds, timing = measure_lm_speeds(models, prompt, CPU, new_tokens=2, rounds=3, warmup=1,
+                                       modes={"c": "compile"}, memory=False)
+    assert order == ["a", "b", "c",                          # warm-up, each once
+                     "a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert all(len(s.decode_ms) == len(s.prefill_ms) == 3 for s in speeds.values())
+    assert speeds["c"].mode == "compile" and speeds["a"].mode == "eager"
+    assert timing["method"] == "interleaved" and timing["variants_together"] == 3
