@@ -254,9 +254,9 @@ def estimate_sweep(spec, history, baseline_cached: bool | None = None,
                         cells=per_variant * n, overhead_s=overhead, floor_s=floor)
     if not known and speed:
         from benchmarks.run.first_estimate import first_estimate
-        first = first_estimate(spec, speed, earlier or [])
+        first = first_estimate(spec, speed, earlier or [], baseline_cached)
         if first is not None:
-            estimate.seconds, estimate.refined_by = first
+            estimate.seconds, estimate.overhead_s, estimate.refined_by = first
             estimate.source, estimate.known = SPEED, n
     return estimate
 

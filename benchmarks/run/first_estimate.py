@@ -10,8 +10,10 @@ example; every row scores the test split once; every row is timed for its budget
 a different share of the machine than a given sweep does, and a sweep spends time the model
 does not count (loading, calibration, conversions, the report), so the estimate is scaled
 by what earlier runs here took against what this model says they would have: the median
-ratio over the last ``HISTORY_RUNS`` finished sweeps of any model, recomputed from their
-specs with today's speed, so every run refines the next first estimate.
+ratio of their rows' measured seconds to the model's, over the last ``HISTORY_RUNS``
+finished sweeps of any model, recomputed from their specs with today's speed, plus the median
+of their time outside their rows (start-up, loading the data, the report). Every run refines
+the next first estimate.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ def _work(speed: dict, model: str, dataset: str) -> dict | None:
     return (speed.get("work") or {}).get(f"{model}@{dataset}")
 
 
-def _epochs_trained(spec: dict, variant: dict) -> int:
+def _epochs_trained(spec: dict, variant: dict, baseline_cached: bool | None = None) -> int:
     """The epochs a variant trains for (0: it only measures), by its techniques' own word
-    (``Technique.trains``), the baseline's at the sweep's epochs."""
+    (``Technique.trains``), the baseline's at the sweep's epochs unless its weights are
+    cached."""
     from optimizers import registry
     techniques = variant.get("techniques") or []
     if not techniques:
-        return int(spec.get("epochs") or 0)
+        return 0 if baseline_cached else int(spec.get("epochs") or 0)
     settings = variant.get("settings") or {}
     epochs = 0
     for name in techniques:
@@ -47,7 +50,8 @@ def _epochs_trained(spec: dict, variant: dict) -> int:
     return epochs
 
 
-def model_seconds(spec: dict, speed: dict) -> float | None:
+def model_seconds(spec: dict, speed: dict, baseline_cached: bool | None = None
+                  ) -> float | None:
     """The speed model's seconds for ``spec`` (a SweepSpec's dict): training, scoring and
     the timing budget of each row; None where the machine's speed or the model's work on
     this data set is not known (a model outside the zoo, a folder of images)."""
@@ -60,33 +64,46 @@ def model_seconds(spec: dict, speed: dict) -> float | None:
     seeds = int(spec.get("seeds") or 1)
     seconds = 0.0
     for variant in spec.get("variants") or []:
-        epochs = _epochs_trained(spec, variant)
+        epochs = _epochs_trained(spec, variant, baseline_cached)
         seconds += seeds * epochs * work["train"] * TRAIN_PASSES * work["macs"] / train_rate
         seconds += seeds * rows * work["test"] * work["macs"] / score_rate
         seconds += rows * float(spec.get("min_time_s") or 0.0)
     return seconds
 
 
-def refinement(speed: dict, earlier_runs: list[dict]) -> tuple[float, int]:
-    """(factor, runs): the median of what earlier finished sweeps here took over what the
-    speed model says they would have; (1.0, 0) before any."""
+def _rows_seconds(run: dict) -> float:
+    return sum(float(s or 0.0) for v in run.get("variants") or []
+               for s in ((v.get("raw") or {}).get("phase_s") or {}).values())
+
+
+def refinement(speed: dict, earlier_runs: list[dict]) -> tuple[float, float, int]:
+    """(factor, overhead seconds, runs): the median of what earlier finished sweeps' rows
+    here took over what the speed model says they would have, and the median of their time
+    outside their rows; (1.0, 0.0, 0) before any."""
     from benchmarks.run.estimate import actual_seconds
-    ratios = []
+    ratios, overheads = [], []
     for run in earlier_runs:
         if run.get("status") != "complete" or (run.get("kind") or "sweep") != "sweep":
             continue
-        took, said = actual_seconds(run), model_seconds(run.get("spec") or {}, speed)
-        if took and said:
-            ratios.append(took / said)
-    return (statistics.median(ratios), len(ratios)) if ratios else (1.0, 0)
+        took, rows = actual_seconds(run), _rows_seconds(run)
+        # The model as that run met it: a baseline that did not train was cached then.
+        trained = any(((v.get("raw") or {}).get("cache") or {}).get("misses")
+                      for v in run.get("variants") or [] if v.get("name") == "baseline")
+        said = model_seconds(run.get("spec") or {}, speed, baseline_cached=not trained)
+        if took and rows and said:
+            ratios.append(rows / said)
+            overheads.append(max(0.0, took - rows))
+    if not ratios:
+        return 1.0, 0.0, 0
+    return statistics.median(ratios), statistics.median(overheads), len(ratios)
 
 
-def first_estimate(spec: dict, speed: dict | None, earlier_runs: list[dict]
-                   ) -> tuple[float, int] | None:
-    """(seconds, runs it was refined by) for a sweep with no earlier run of its model and
-    data set here; None where the speed model cannot say."""
-    seconds = model_seconds(spec, speed or {})
+def first_estimate(spec: dict, speed: dict | None, earlier_runs: list[dict],
+                   baseline_cached: bool | None = None) -> tuple[float, float, int] | None:
+    """(seconds, overhead seconds among them, runs it was refined by) for a sweep with no
+    earlier run of its model and data set here; None where the speed model cannot say."""
+    seconds = model_seconds(spec, speed or {}, baseline_cached)
     if seconds is None:
         return None
-    factor, runs = refinement(speed, earlier_runs)
-    return seconds * factor, runs
+    factor, overhead, runs = refinement(speed, earlier_runs)
+    return seconds * factor + overhead, overhead, runs

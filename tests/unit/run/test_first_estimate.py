@@ -51,18 +51,34 @@ def test_what_the_speed_model_cannot_size_is_said_as_before():
 def test_the_first_estimate_is_refined_by_what_earlier_runs_took_against_the_model():
     spec = SweepSpec.from_toggles(int8="static", epochs=2, min_time_s=1.0)
     said = model_seconds(spec.to_dict(), SPEED_CARD)
-    # Two earlier runs (of another sweep) took twice and four times what the model says.
+    # Two earlier runs (of another sweep, its baseline trained): their rows took twice and
+    # four times what the model says, and 3 s and 5 s went outside their rows.
     other = SweepSpec.from_toggles(prune=0.5, epochs=1, min_time_s=1.0)
     base = model_seconds(other.to_dict(), SPEED_CARD)
-    earlier = [_finished(other, 2 * base), _finished(other, 4 * base)]
-    assert actual_seconds(earlier[0]) == pytest.approx(2 * base, abs=1e-3)
-    assert refinement(SPEED_CARD, earlier) == (pytest.approx(3.0, rel=1e-3), 2)
+
+    def run(rows_factor, outside):
+        row = {"name": "baseline", "raw": {"phase_s": {"build": rows_factor * base},
+                                           "cache": {"hits": 0, "misses": 1}}}
+        return {**_finished(other, rows_factor * base + outside), "variants": [row]}
+
+    earlier = [run(2, 3.0), run(4, 5.0)]
+    assert actual_seconds(earlier[0]) == pytest.approx(2 * base + 3.0, abs=1e-3)
+    factor, overhead, runs = refinement(SPEED_CARD, earlier)
+    assert (factor, overhead, runs) == (pytest.approx(3.0, rel=1e-3),
+                                        pytest.approx(4.0, abs=1e-2), 2)
     estimate = estimate_sweep(spec, [], speed=SPEED_CARD, earlier=earlier)
     assert estimate.source == SPEED and estimate.refined_by == 2
-    assert estimate.seconds == pytest.approx(3 * said, rel=1e-3)
+    assert estimate.seconds == pytest.approx(3 * said + 4.0, rel=1e-3)
     assert "from this machine's measured speed" in estimate.describe()
     assert "refined by 2 earlier runs" in estimate.describe()
     assert estimate.to_dict()["source"] == SPEED  # stored with the run, shown in History
+
+
+def test_a_cached_baseline_is_not_trained_again_in_the_first_estimate():
+    spec = SweepSpec.from_toggles(int8="static", epochs=2, min_time_s=0.0)
+    cold = estimate_sweep(spec, [], baseline_cached=False, speed=SPEED_CARD).seconds
+    warm = estimate_sweep(spec, [], baseline_cached=True, speed=SPEED_CARD).seconds
+    assert cold - warm == pytest.approx(2 * 1000 * TRAIN_PASSES * 1e6 / 1e9)
 
 
 def test_earlier_runs_of_the_same_model_and_data_set_take_over_from_the_speed_model():
