@@ -15,7 +15,6 @@ from dashboard.markup import md, no_paths
 
 JOB_KEY = "cb_recommend_job_id"     # the recommendation this session asked for last
 DATA_KEY = "rec_data"               # the data set the recommendation certifies on
-DEFAULT_WITHIN = "1pt"
 MAX_TRIALS = 200
 
 
@@ -28,7 +27,10 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
     if not st.toggle("Recommend: the fastest variant provably within a margin",
                      value=bool(job_id), key="rec_open"):
         return
-    from benchmarks.report.answer import OBJECTIVES  # SciPy's import: not on the first page
+    # These import SciPy (the answer's tests): not on the first page.
+    from benchmarks.recommend.request import RecommendRequest
+    from benchmarks.report.answer import OBJECTIVES
+    default = RecommendRequest.defaults()
     st.subheader("Recommend")
     st.caption("The fastest variant whose accuracy is, with the confidence you set, at most "
                "the margin below the baseline's. A search tries variants on half of the test "
@@ -37,8 +39,8 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
     c1, c2, c3, c4, c5 = st.columns(5)
     # Values the one-click fixes set (st.session_state) start there, not as the widgets'
     # defaults: a widget given both warns on the page.
-    st.session_state.setdefault("rec_within", DEFAULT_WITHIN)
-    odds = f"{100 * (1 - float(st.session_state.get('rec_conf', 0.95))):.3g}"
+    st.session_state.setdefault("rec_within", default["within"])
+    odds = f"{100 * (1 - float(st.session_state.get('rec_conf', default['confidence']))):.3g}"
     within = c1.text_input(
         "Within", key="rec_within",
         help=f"The accuracy you accept to lose: points (1pt: 97.0% may become 96.0%, no "
@@ -46,7 +48,7 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
              f"variant's true accuracy loss larger than this margin, the check would pass it "
              f"at most {odds} time{'' if odds == '1' else 's'} in 100.")
     confidence = c2.number_input(
-        "Confidence", 0.51, 0.999, 0.95, step=0.01, key="rec_conf",
+        "Confidence", 0.51, 0.999, default["confidence"], step=0.01, key="rec_conf",
         help="How sure a certificate is: at 0.95, a variant that in truth loses more than "
              "the margin is certified at most 5 times in 100, however many are checked.")
     objective = c3.selectbox("Objective", list(OBJECTIVES), key="rec_objective",

@@ -249,47 +249,35 @@ def _add_run(run) -> None:
 
 
 def _add_recommend(rec) -> None:
-    from benchmarks.recommend.request import (
-        BUDGET_FORMS,
-        CERTIFY_FRACTION_RANGE,
-        DEFAULT_CERTIFY_FRACTION,
-        DEFAULT_MAX_CANDIDATES,
-        DEFAULT_PATIENCE,
-        DEFAULT_TRIALS,
-        MARGIN_FORMS,
-        SAMPLERS,
-        STARTUP_TRIALS,
-    )
+    from benchmarks.recommend.request import RecommendRequest, SAMPLERS
     from benchmarks.report.answer import OBJECTIVES
     from benchmarks.spec.datasets import list_datasets
     from benchmarks.spec.sweep import EXECUTORS, FP32_MODES
-    rec.add_argument("--within", default="1pt", metavar="MARGIN",
-                     help=literal(f"the margin delta: {MARGIN_FORMS}; in (0, 50] (default 1pt)"))
-    rec.add_argument("--confidence", type=finite_float("--confidence"), default=0.95,
-                     help="the confidence of the certificate, in (0.5, 1) (default 0.95)")
-    rec.add_argument("--objective", default="p50", choices=OBJECTIVES,
-                     help="what 'fastest' means (default p50)")
-    rec.add_argument("--budget", metavar="TIME",
-                     help=f"the whole command's wall time: {BUDGET_FORMS}")
-    rec.add_argument("--trials", type=positive_int("--trials"),
-                     help=f"new trials at most (default {DEFAULT_TRIALS} without --budget; "
-                          f"the search also stops when it converges)")
-    rec.add_argument("--patience", type=positive_int("--patience"), default=None,
-                     help=f"trials in a row that find nothing better before the search stops "
-                          f"(counted after the sampler's first {STARTUP_TRIALS}, its random "
-                          f"start; default {DEFAULT_PATIENCE}, none with --budget: the search "
-                          f"uses its budget)")
+    # The request's fields declare their defaults and help once (RecommendRequest).
+    default, about = RecommendRequest.defaults(), RecommendRequest.help
+
+    def said(name: str) -> str:
+        return f"{about(name)} (default {default[name]})"
+
+    rec.add_argument("--within", default=default["within"], metavar="MARGIN",
+                     help=literal(said("within")))
+    rec.add_argument("--confidence", type=finite_float("--confidence"),
+                     default=default["confidence"], help=said("confidence"))
+    rec.add_argument("--objective", default=default["objective"], choices=OBJECTIVES,
+                     help=said("objective"))
+    rec.add_argument("--budget", metavar="TIME", help=about("budget_s"))
+    rec.add_argument("--trials", type=positive_int("--trials"), default=default["trials"],
+                     help=about("trials"))
+    rec.add_argument("--patience", type=positive_int("--patience"),
+                     default=default["patience"], help=about("patience"))
     rec.add_argument("--certify-fraction", type=finite_float("--certify-fraction"),
-                     default=DEFAULT_CERTIFY_FRACTION,
-                     help=f"the share of the test examples kept to certify, in "
-                          f"{list(CERTIFY_FRACTION_RANGE)} (default {DEFAULT_CERTIFY_FRACTION})")
-    rec.add_argument("--split-seed", type=int, default=0,
-                     help="the seed of the search/certify split (recorded with the run)")
-    rec.add_argument("--sampler", default="tpe", choices=SAMPLERS,
-                     help="Optuna's sampler, seeded by --seed (default tpe)")
+                     default=default["certify_fraction"], help=said("certify_fraction"))
+    rec.add_argument("--split-seed", type=int, default=default["split_seed"],
+                     help=about("split_seed"))
+    rec.add_argument("--sampler", default=default["sampler"], choices=SAMPLERS,
+                     help=said("sampler"))
     rec.add_argument("--max-candidates", type=positive_int("--max-candidates"),
-                     default=DEFAULT_MAX_CANDIDATES,
-                     help="the search's front members certified at most")
+                     default=default["max_candidates"], help=said("max_candidates"))
     rec.add_argument("--fresh", action="store_true",
                      help="measure every trial again (by default a point an earlier "
                           "recommendation measured in the same context is reused)")

@@ -17,6 +17,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from benchmarks.report.answer import OBJECTIVES
+from optimizers.settings import setting, setting_fields
 
 MAX_MARGIN_PTS = 50.0
 SAMPLERS = ("tpe", "nsga2")
@@ -96,16 +97,44 @@ def parse_budget(text) -> float | None:
 
 @dataclass(frozen=True)
 class RecommendRequest:
-    within: str = "1pt"
-    confidence: float = 0.95
-    objective: str = "p50"
-    budget_s: float | None = None
-    trials: int | None = None
-    certify_fraction: float = DEFAULT_CERTIFY_FRACTION
-    split_seed: int = 0
-    sampler: str = "tpe"
-    patience: int | None = None    # None: DEFAULT_PATIENCE without a budget (quiet_limit)
-    max_candidates: int = DEFAULT_MAX_CANDIDATES
+    """Each field's ``setting(...)`` is its one declaration: its default and help, which the
+    ``recommend`` command's flags and the Recommend panel read (``defaults``); the checks
+    below word their refusals as the command's flags."""
+
+    within: str = setting("1pt", f"the margin delta: {MARGIN_FORMS}; in (0, "
+                          f"{MAX_MARGIN_PTS:g}]", text=True, metavar="MARGIN")
+    confidence: float = setting(0.95, "the confidence of the certificate, in (0.5, 1)",
+                                low=0.5, high=1.0, low_open=True)
+    objective: str = setting("p50", "what 'fastest' means", choices=OBJECTIVES)
+    budget_s: float | None = setting(None, f"the whole command's wall time: {BUDGET_FORMS}",
+                                     low=0.0, low_open=True, nullable=True, flag="--budget",
+                                     metavar="TIME", none_means="no limit")
+    trials: int | None = setting(
+        None, f"new trials at most (default {DEFAULT_TRIALS} without --budget; the search "
+        f"also stops when it converges)", integer=True, low=1, nullable=True)
+    certify_fraction: float = setting(
+        DEFAULT_CERTIFY_FRACTION, f"the share of the test examples kept to certify, in "
+        f"{list(CERTIFY_FRACTION_RANGE)}", low=CERTIFY_FRACTION_RANGE[0],
+        high=CERTIFY_FRACTION_RANGE[1])
+    split_seed: int = setting(0, "the seed of the search/certify split (recorded with the "
+                              "run)", integer=True, low=0, high=2**32 - 1)
+    sampler: str = setting("tpe", "Optuna's sampler, seeded by --seed", choices=SAMPLERS)
+    patience: int | None = setting(
+        None, f"trials in a row that find nothing better before the search stops (counted "
+        f"after the sampler's first {STARTUP_TRIALS}, its random start; default "
+        f"{DEFAULT_PATIENCE}, none with --budget: the search uses its budget)", integer=True,
+        low=1, nullable=True)
+    max_candidates: int = setting(DEFAULT_MAX_CANDIDATES, "the search's front members "
+                                  "certified at most", integer=True, low=1)
+
+    @classmethod
+    def defaults(cls) -> dict:
+        """{field: default}: what the command's flags and the panel start from."""
+        return {name: default for name, _, default in setting_fields(cls)}
+
+    @classmethod
+    def help(cls, name: str) -> str:
+        return next(meta.help for n, meta, _ in setting_fields(cls) if n == name)
 
     def __post_init__(self):
         object.__setattr__(self, "within", self.margin.text())
