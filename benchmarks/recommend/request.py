@@ -17,9 +17,9 @@ import re
 from dataclasses import asdict, dataclass
 
 from benchmarks.report.answer import OBJECTIVES
+from benchmarks.spec.margin import MARGIN_FORMS, MAX_MARGIN_PTS, Margin  # noqa: F401 (re-exported)
 from optimizers.settings import setting, setting_fields
 
-MAX_MARGIN_PTS = 50.0
 SAMPLERS = ("tpe", "nsga2")
 DEFAULT_TRIALS = 32
 # This many completed trials in a row that leave the front of feasible, faster trials as it
@@ -34,51 +34,8 @@ CERTIFY_FRACTION_RANGE = (0.1, 0.9)
 # At most this many of the search's front go on to be certified: each is timed again with the
 # baseline in the final rounds.
 DEFAULT_MAX_CANDIDATES = 6
-MARGIN_FORMS = "points (1pt, 0.5pts) or a share of the baseline's accuracy (2%)"
 BUDGET_FORMS = "a wall time such as 90s, 20m or 1h"
-_MARGIN = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(pts?|points?|%)?\s*$", re.I)
 _BUDGET = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h)?\s*$", re.I)
-
-
-@dataclass(frozen=True)
-class Margin:
-    """The margin delta: ``value`` points, or with ``relative`` a percentage of the
-    baseline's accuracy."""
-    value: float
-    relative: bool = False
-
-    @classmethod
-    def parse(cls, text) -> "Margin":
-        bad = ValueError(f"--within must be a margin in (0, {MAX_MARGIN_PTS:g}] {MARGIN_FORMS}; "
-                         f"got {text!r}")
-        if isinstance(text, (int, float)) and not isinstance(text, bool):
-            text = f"{text}pt"
-        if not isinstance(text, str):
-            raise bad
-        match = _MARGIN.match(text)
-        if match is None:  # a minus sign lands here too: a negative margin
-            raise bad
-        value, unit = float(match.group(1)), (match.group(2) or "pt").lower()
-        if not math.isfinite(value) or not 0 < value <= MAX_MARGIN_PTS:
-            raise bad
-        return cls(value, relative=unit == "%")
-
-    def points(self, baseline_accuracy: float | None) -> float:
-        """The margin in accuracy points (a relative one of this baseline accuracy, 0-1)."""
-        if not self.relative:
-            return self.value
-        if baseline_accuracy is None:
-            raise ValueError("a relative margin (--within N%) needs the baseline's accuracy, "
-                             "and this data set has no labels")
-        return self.value * baseline_accuracy
-
-    @property
-    def upper_points(self) -> float:
-        """The most points it can be, before the baseline is known (100% accuracy)."""
-        return self.value
-
-    def text(self) -> str:
-        return f"{self.value:g}%" if self.relative else f"{self.value:g}pt"
 
 
 def parse_budget(text) -> float | None:

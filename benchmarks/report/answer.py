@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from benchmarks.report import stats
 from benchmarks.report.comparisons import find_baseline
 from benchmarks.report.results import VariantResult
+from benchmarks.spec.margin import Margin
 
 __all__ = ["OBJECTIVES", "Answer", "Candidate", "exploratory_answer", "objective_ratio"]
 
@@ -126,18 +127,23 @@ def candidate(variant: VariantResult, base: VariantResult, margin_pts: float,
 
 
 def exploratory_answer(variants: list[VariantResult], baseline: str | None = None, *,
-                       margin_pts: float = DEFAULT_MARGIN_PTS,
+                       margin_pts: float | str | Margin = DEFAULT_MARGIN_PTS,
                        confidence: float = stats.CONFIDENCE, objective: str = "p50") -> Answer:
-    """The fastest variant of a run within ``margin_pts`` points of its baseline at
-    ``confidence`` (see the module's docstring), or none, with the reason."""
+    """The fastest variant of a run within ``margin_pts`` of its baseline at ``confidence``
+    (see the module's docstring), or none, with the reason. The margin is a ``Margin``, its
+    text (``1pt``, ``2%``: a share of the baseline's accuracy) or a number of points."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}; got {objective!r}")
-    if not 0 < margin_pts <= 50:
-        raise ValueError(f"the margin must be in (0, 50] points; got {margin_pts!r}")
+    margin = margin_pts if isinstance(margin_pts, Margin) else Margin.parse(margin_pts,
+                                                                            "the margin")
     if not 0.5 < confidence < 1:
         raise ValueError(f"confidence must be in (0.5, 1); got {confidence!r}")
-    answer = Answer(None, margin_pts, confidence, objective)
     base = find_baseline(variants, baseline)
+    accuracy = base.accuracy if base is not None and base.ok else None
+    # A share of a baseline that has no accuracy cannot be said in points: its upper bound
+    # stands in while the answer says why there is none.
+    margin_pts = margin.points(accuracy) if accuracy is not None else margin.upper_points
+    answer = Answer(None, margin_pts, confidence, objective)
     if base is None or not base.ok or not base.correct_bits:
         answer.reason = "the baseline has no per-example accuracy to compare against"
         return answer

@@ -85,3 +85,22 @@ def test_bad_margins_confidences_and_objectives_are_refused_by_name():
                                                                "objective")):
         with pytest.raises(ValueError, match=word):
             exploratory_answer([base], **kwargs)
+
+
+def test_the_answer_takes_its_margin_in_the_recommendations_one_shape():
+    """Issue 33.4: one margin type. The exploratory answer reads a margin as ``--within``
+    does (points, or a share of the baseline's accuracy), refuses the same values in one
+    line, and the recommendation's Margin is the same class."""
+    from benchmarks.recommend.request import Margin as RequestMargin
+    from benchmarks.spec.margin import Margin
+    assert RequestMargin is Margin
+    base = _variant("baseline", [True] * 1900 + [False] * 100, 10.0,
+                    [10.0, 10.3, 9.9, 10.1, 10.2], techniques=())
+    worse = _variant("worse", [True] * 1840 + [False] * 160, 2.0, [2.0, 2.1, 1.9, 2.0, 2.05])
+    # 5% of a 95% baseline: 4.75 points, wide enough for the 3-point loss.
+    relative = exploratory_answer([base, worse], margin_pts="5%")
+    assert relative.margin_pts == pytest.approx(4.75) and relative.variant == "worse"
+    assert exploratory_answer([base, worse], margin_pts="1pt").variant is None
+    for bad in (0, -1, 51, "1 banana", True):
+        with pytest.raises(ValueError, match=r"^the margin must be a margin in \(0, 50\] "):
+            exploratory_answer([base, worse], margin_pts=bad)
