@@ -99,8 +99,10 @@ def zoo_work() -> dict[str, dict]:
 
 
 def machine_speed() -> dict:
-    """The probe's rates and the zoo's work per example."""
-    return {**probe(), "work": zoo_work()}
+    """The probe's rates and the zoo's work per example. The global random state is left as
+    it was: what a worker runs next must not depend on whether it measured its speed first."""
+    with torch.random.fork_rng(devices=[]):
+        return {**probe(), "work": zoo_work()}
 
 
 def speed_file(cache_dir: str | Path | None = None) -> Path:

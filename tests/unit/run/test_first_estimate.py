@@ -112,3 +112,14 @@ def test_the_speed_is_measured_once_per_machine_and_read_back(tmp_path):
     path.write_text("{not json")  # a file that does not read is measured again
     assert "marker" not in cached_speed(tmp_path)
     assert json.loads(path.read_text())["train_macs_per_s"] > 0
+
+
+def test_measuring_the_speed_leaves_the_random_state_as_it_was(tmp_path):
+    import torch
+
+    from benchmarks.run.speed import cached_speed
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    cached_speed(tmp_path)  # measured here: the file is not there yet
+    assert torch.equal(torch.rand(3), expected)
