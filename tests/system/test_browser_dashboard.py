@@ -12,7 +12,8 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 
-from helpers import ROOT, chromium, scaled_ms, store_answer_run, store_history
+from helpers import (ROOT, chromium, scaled_ms, store_answer_run, store_history,
+                     wait_until)
 from tools.browser import running_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -39,10 +40,21 @@ def _query(page) -> dict:
 
 
 def _pick(page, label: str, option: str) -> None:
-    box = page.get_by_role("combobox", name=label, exact=True)
-    box.click()
-    box.fill(option)
-    page.get_by_role("option", name=re.compile(f"^{re.escape(option)}")).first.click()
+    """Choose ``option`` in the select box ``label``; again if a redraw of the page (the
+    worker's card appearing) took the open menu away mid-click."""
+    def picked() -> bool:
+        box = page.get_by_role("combobox", name=label, exact=True)
+        try:
+            box.click()
+            box.fill(option)
+            page.get_by_role("option", name=re.compile(f"^{re.escape(option)}")).first.click(
+                timeout=scaled_ms(5_000))
+        except Exception:  # playwright's TimeoutError: the menu was redrawn away
+            pass
+        page.keyboard.press("Escape")  # the menu closed, the box shows what is chosen
+        return page.get_by_role("combobox", name=label, exact=True).input_value(
+        ).startswith(option)
+    wait_until(picked, 60, f"{option} chosen in {label}", every=0.2)
 
 
 def _estimate(page) -> str:
