@@ -452,6 +452,14 @@ class ResultsStore:
             row = db.execute("SELECT * FROM runs WHERE run_id=?", (run_id,)).fetchone()
             return None if row is None else self._run_dict(db, row)
 
+    def finished_mark(self) -> tuple[int, str | None]:
+        """(runs finished, the latest finish): a cheap key that changes whenever a run ends,
+        for a page's cache of earlier runs (an estimate drawn after a run must see it)."""
+        with self.connect() as db:
+            count, latest = db.execute("SELECT COUNT(finished_at), MAX(finished_at) FROM runs"
+                                       ).fetchone()
+        return int(count), latest
+
     def variant_count(self, run_id: str) -> int:
         """How many variants the run has stored (what a polling page needs, without decoding
         them)."""
