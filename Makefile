@@ -45,9 +45,17 @@ lint: setup
 
 # Everything: the layer contract, the unit tier, and the system tier (real worker processes,
 # servers, browsers, Ray clusters, DDP ranks).
-# The 20 slowest tests are listed at the end, so the suite's budget stays in view in CI's log.
+# Test files run side by side on every core (pytest-xdist, a file per worker: a file's tests
+# share its fixtures), then the tests marked serial alone (they measure the machine's speed, or
+# change what the whole machine shares: users, a Ray cluster). Both parts run whatever the
+# first gave, and the 20 slowest tests of each are listed, so the suite's budget stays in view
+# in CI's log.
+TEST_WORKERS ?= auto
 test: setup browser lint
-	$(PY) -m pytest --durations=20
+	@status=0; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=20 || status=$$?; \
+	$(PY) -m pytest -m serial --durations=20 || status=$$?; \
+	exit $$status
 
 # The unit tier without its slow tests (marked slow: real models at 224, long trainings), for
 # a quick loop (a few minutes); make test runs everything.

@@ -19,7 +19,8 @@ from tools.ray_cluster import free_port, local_cluster
 
 ray = pytest.importorskip("ray")
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+# Serial: a Ray cluster's head and raylets take ports and /tmp/ray for the whole machine.
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.serial]
 SWEEP = ["--prune", "0.5", "--distill", "--temperature", "2,4", "--epochs", "1",
          "--finetune-epochs", "1", "--min-time", "0.05"]
 

@@ -27,8 +27,9 @@ from benchmarks.spec.sweep import SweepSpec
 from helpers import FAST, ROOT, finished_job, wait_until
 
 USER = "cb-test-worker"
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd"),
-                                reason="needs root and useradd")
+# Serial: it creates and removes a system user, which the whole machine shares.
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd"),
+                                 reason="needs root and useradd"), pytest.mark.serial]
 
 PROBE = textwrap.dedent('''
     import os
