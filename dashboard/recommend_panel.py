@@ -204,7 +204,9 @@ def _submit(sweep_fields, choices, enabled, device, asked: dict, free: bool) -> 
         check_labelled(spec.dataset)
         narrowed = {k: v for k, v in choices.items()
                     if k[0] in enabled and (not free or isinstance(v, (list, tuple)))}
-        job = payload(spec, request, narrowed, enabled)
+        # The page's runtimes ("Where it will run") are where a trial may run: each recipe
+        # under each is a point of the search.
+        job = payload(spec, request, narrowed, enabled, runtimes=spec.runtimes)
     except ValueError as exc:
         st.error(str(exc))
         return

@@ -248,6 +248,20 @@ def _add_run(run) -> None:
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
+def runtime_list(text: str) -> tuple[str, ...]:
+    """``eager,openvino``: registered runtimes, each once (whether installed is checked by
+    the command, in one line)."""
+    from benchmarks.spec.runtimes import RUNTIME_NAMES
+    names = tuple(p.strip() for p in text.split(","))
+    for name in names:
+        if name not in RUNTIME_NAMES:
+            raise argparse.ArgumentTypeError(
+                f"unknown runtime {name!r} (choose from {', '.join(RUNTIME_NAMES)})")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"--runtime lists a runtime twice: {text}")
+    return names
+
+
 def _add_recommend(rec) -> None:
     from benchmarks.recommend.request import RecommendRequest, SAMPLERS
     from benchmarks.report.answer import OBJECTIVES
@@ -278,6 +292,11 @@ def _add_recommend(rec) -> None:
                      help=said("sampler"))
     rec.add_argument("--max-candidates", type=positive_int("--max-candidates"),
                      default=default["max_candidates"], help=said("max_candidates"))
+    rec.add_argument("--runtime", type=runtime_list, default=("eager",),
+                     metavar="RUNTIME[,...]",
+                     help="runtimes a trial may run under: each recipe under each is a point "
+                          "of the search, scored and timed from that runtime's own outputs "
+                          "(default eager; see `list`)")
     rec.add_argument("--fresh", action="store_true",
                      help="measure every trial again (by default a point an earlier "
                           "recommendation measured in the same context is reused)")

@@ -73,10 +73,15 @@ def cmd_recommend(args) -> int:
     own = sys.argv[1:2] == ["recommend"]
     started = time.monotonic() - (process_age_s() if own else 0.0)
     request = request_from_args(args)           # the margin, confidence, budget...
-    space = search_space(*technique_choices(args))  # a space with no knob
+    space = search_space(*technique_choices(args), runtimes=args.runtime)  # no knob: refused
+    from benchmarks.spec.runtimes import check_available
+    check_available(space.runtimes)             # a runtime not installed here
     spec = sweep_from_args(args)
     check_labelled(spec.dataset)                 # synthetic: no accuracy to certify
     check_writable(args.json_file, "--json")
+    if args.executor == "ray" and space.runtimes != ("eager",):
+        raise ValueError("--executor ray searches eager trials only for now: drop --runtime "
+                         "or run the search here (--executor local)")
     if args.executor == "ray":
         from benchmarks.executors.ray_executor import address_or_default, require_ray
         require_ray()

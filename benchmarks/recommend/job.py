@@ -11,16 +11,19 @@ from benchmarks.spec.sweep import SweepSpec
 from benchmarks.spec.variant import BASELINE
 
 
-def payload(spec: SweepSpec, request: RecommendRequest, choices: dict, enabled) -> dict:
+def payload(spec: SweepSpec, request: RecommendRequest, choices: dict, enabled,
+            runtimes=("eager",)) -> dict:
     """``choices``: {(technique, field): value or values} as the technique form makes them;
-    ``enabled``: the techniques switched on (none: every technique)."""
+    ``enabled``: the techniques switched on (none: every technique); ``runtimes``: where a
+    trial may run."""
     # Refused here, on the page: a space with no knob, or a technique asked for by name that
     # cannot apply to this model (distill with no student to distil into).
-    search_space(choices, enabled).fitted(
+    search_space(choices, enabled, runtimes).fitted(
         lambda name, settings, chain: technique_preflight(spec, name, settings, chain))
     base = SweepSpec.from_dict({**spec.to_dict(), "variants": [BASELINE.to_dict()]})
     return {"model": spec.model, "dataset": spec.dataset, "spec": base.to_dict(),
             "request": request.to_dict(), "enabled": sorted(enabled),
+            "runtimes": list(runtimes or ("eager",)),
             "choices": {f"{t}.{f}": list(v) if isinstance(v, (list, tuple)) else v
                         for (t, f), v in choices.items()}}
 
@@ -31,4 +34,5 @@ def from_payload(data: dict):
     spec = SweepSpec.from_dict(data["spec"])
     choices = {tuple(key.split(".", 1)): tuple(v) if isinstance(v, list) else v
                for key, v in (data.get("choices") or {}).items()}
-    return request, spec, search_space(choices, data.get("enabled") or ())
+    return request, spec, search_space(choices, data.get("enabled") or (),
+                                       tuple(data.get("runtimes") or ("eager",)))

@@ -257,7 +257,7 @@ class Recommender:
         """What the certificate tests (``search.candidate_trials``)."""
         front = candidate_trials(log.trials, self.request.max_candidates)
         return [{"name": t.name, "ratio": t.ratio, "change_pts": t.search_change_pts,
-                 "variant": t.variant} for t in front]
+                 "variant": t.variant, "runtime": t.runtime} for t in front]
 
     def _certify(self, log: SearchLog) -> tuple[Certificate, dict, bool]:
         chosen = self._candidates(log)
@@ -276,7 +276,8 @@ class Recommender:
         if chosen and not stop() and not replayed_without:
             variants = [VariantSpec.from_dict(c["variant"]) for c in chosen]
             rounds = max(FINAL_ROUNDS_MIN, self.spec.timing_rounds)
-            new_base, timed, cut = self.waves.measure(variants, rounds, stop)
+            new_base, timed, cut = self.waves.measure(
+                variants, rounds, stop, runtimes=[c["runtime"] for c in chosen])
             if new_base is not None and not cut:
                 base, final = new_base, True
                 self.recorder.add(base, 0)
@@ -292,8 +293,8 @@ class Recommender:
         return cert, {k: v.to_dict() for k, v in references.items()}, final
 
     def _block(self, log: SearchLog, cert: Certificate, references: dict, final: bool) -> dict:
-        winner = next((VariantSpec.from_dict(t.variant) for t in log.trials
-                       if t.name == cert.winner), None)
+        won = next((t for t in log.trials if t.name == cert.winner), None)
+        winner = None if won is None else VariantSpec.from_dict(won.variant)
         return {
             "schema": SCHEMA, "request": self.request.to_dict(), "margin_pts": self.margin_pts,
             "space": self.space.to_dict(), "split": self.split.to_dict(),
@@ -302,15 +303,22 @@ class Recommender:
             "stopped": self.stop.describe(), "seconds": round(self.stop.elapsed_s, 3),
             "setup_s": None if self.setup_s is None else round(self.setup_s, 3),
             "budget_s": self.request.budget_s,
-            "recipe": None if winner is None else recipe(self.spec, winner)}
+            "recipe": None if winner is None else recipe(self.spec, winner, won.runtime)}
 
     def store_block(self, block: dict) -> None:
         """The recommendation and the run's spec (every stored trial, so each exports)."""
         by_position = sorted(self.positions.items(), key=lambda kv: kv[1])
         trials = {t["name"]: t for t in block["search"]["trials"]}
-        variants = tuple(VariantSpec.from_dict(trials[name]["variant"])
-                         for name, _ in by_position)
-        spec = {**dataclasses.replace(self.spec, variants=(BASELINE, *variants)).to_dict(),
+        # A trial under another runtime is a cell of its recipe: the spec names the recipe
+        # once and the runtimes its cells ran under.
+        variants: dict[str, VariantSpec] = {}
+        for name, _ in by_position:
+            variant = VariantSpec.from_dict(trials[name]["variant"])
+            variants.setdefault(variant.name, variant)
+        runtimes = tuple(dict.fromkeys(("eager", *(
+            trials[name].get("runtime") or "eager" for name, _ in by_position))))
+        spec = {**dataclasses.replace(self.spec, variants=(BASELINE, *variants.values()),
+                                      runtimes=runtimes).to_dict(),
                 "recommend": self.request.to_dict()}
         if self.store is not None:
             self.store.set_recommendation(self.recorder.run_id, block, spec=spec)

@@ -44,18 +44,22 @@ def technique_flags(variant: VariantSpec) -> list[str]:
     return args
 
 
-def command(spec: SweepSpec, variant: VariantSpec) -> str:
+def command(spec: SweepSpec, variant: VariantSpec, runtime: str = "eager") -> str:
     defaults = SweepSpec()
     args = ["compression-bench", "run"]
     for name, flag in SWEEP_FLAGS:
         value = getattr(spec, name)
         if value != getattr(defaults, name) and value is not None:
             args += [flag, _text(value)]
+    if runtime != "eager":  # the winner is that runtime's cell of the recipe
+        args += ["--runtime", f"eager,{runtime}"]
     return shlex.join(args + technique_flags(variant))
 
 
-def recipe(spec: SweepSpec, variant: VariantSpec) -> dict:
-    """{"variant", "spec" (the baseline and the winner, as a sweep job takes it), "command"}."""
-    own = dataclasses.replace(spec, variants=(BASELINE, variant))
-    return {"variant": variant.to_dict(), "spec": own.to_dict(),
-            "command": command(spec, variant)}
+def recipe(spec: SweepSpec, variant: VariantSpec, runtime: str = "eager") -> dict:
+    """{"variant", "runtime", "spec" (the baseline and the winner, under its runtime, as a
+    sweep job takes it), "command"}."""
+    own = dataclasses.replace(spec, variants=(BASELINE, variant),
+                              runtimes=tuple(dict.fromkeys(("eager", runtime))))
+    return {"variant": variant.to_dict(), "runtime": runtime, "spec": own.to_dict(),
+            "command": command(spec, variant, runtime)}

@@ -67,6 +67,19 @@ class TrialRecord:
     wave: int | None = None    # its wave's index in SearchLog.waves
     seconds: float = 0.0
     error: str | None = None
+    # Where it ran: its result is that runtime's own (a runtime cell of its variant, named
+    # ``variant@runtime``), accuracy and timing alike; ``variant`` stays the recipe.
+    runtime: str = "eager"
+
+
+def trial_identity(variant: VariantSpec, runtime: str) -> tuple[str, str]:
+    """(name, hash) of a recipe under a runtime: eager keeps the recipe's own (an earlier
+    eager search's trials are found again), another runtime is named as its cell is."""
+    if runtime == "eager":
+        return variant.name, variant.stable_hash()
+    import hashlib
+    digest = hashlib.sha256(f"{variant.stable_hash()}@{runtime}".encode()).hexdigest()[:16]
+    return f"{variant.name}@{runtime}", digest
 
 
 @dataclass
@@ -273,7 +286,8 @@ class Search:
                 break
             trial = self.study.ask()
             variant = self.space.suggest(trial)
-            digest = variant.stable_hash()
+            runtime = self.space.suggest_runtime(trial)
+            name, digest = trial_identity(variant, runtime)
             earlier = self.seen.get(digest) or next(
                 (r for _, r, _ in wave if r.hash == digest), None)
             if earlier is not None and earlier.state != "running":
@@ -282,8 +296,8 @@ class Search:
             if earlier is not None:  # asked twice in one wave: measure it once
                 self.study.tell(trial, state=_quiet_optuna().trial.TrialState.FAIL)
                 continue
-            record = TrialRecord(trial.number, variant.name, digest, variant.to_dict(),
-                                 dict(trial.params))
+            record = TrialRecord(trial.number, name, digest, variant.to_dict(),
+                                 dict(trial.params), runtime=runtime)
             wave.append((trial, record, variant))
         return wave
 
@@ -311,7 +325,8 @@ class Search:
         if not todo:
             return done
         t0 = time.perf_counter()
-        base, results, cut = self.waves.measure([v for _, _, v in todo], SEARCH_ROUNDS)
+        base, results, cut = self.waves.measure([v for _, _, v in todo], SEARCH_ROUNDS,
+                                                runtimes=[r.runtime for _, r, _ in todo])
         if base is not None and not cut:
             self.wave_s.append(time.perf_counter() - t0)
         wave_index = None

@@ -19,6 +19,7 @@ from benchmarks.spec.variant import VariantSpec
 from optimizers import registry
 
 CHAIN = "chain"
+RUNTIME = "runtime"   # the categorical a trial picks its runtime by, where more than one
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,10 @@ class SearchSpace:
     fixed: dict = field(default_factory=dict)      # (technique, field) -> the one value given
     implicit: bool = False                         # every technique, none switched on by name
     left_out: dict = field(default_factory=dict)   # chain -> why it cannot apply here
+    # Where a trial's variant runs (``benchmarks.spec.runtimes``): a trial is a recipe under a
+    # runtime, scored and timed from that runtime's own outputs (issue 34). Eager alone: the
+    # search is over recipes, as before.
+    runtimes: tuple[str, ...] = ("eager",)
 
     def fitted(self, refusal) -> "SearchSpace":
         """The space without the chains that cannot apply to this model, asked of each
@@ -141,7 +146,8 @@ class SearchSpace:
         return [k for k in self.knobs if k.technique == technique]
 
     def size(self) -> int | None:
-        """How many distinct variants it holds (None: a continuous range)."""
+        """How many distinct trials it holds, recipes x runtimes (None: a continuous
+        range)."""
         total = 0
         for chain in self.chains:
             count = 1
@@ -152,7 +158,7 @@ class SearchSpace:
                         return None
                     count *= size
             total += count
-        return total
+        return total * len(self.runtimes)
 
     def suggest(self, trial) -> VariantSpec:
         """The trial's variant: Optuna picks the chain, then the knobs of its techniques (a
@@ -163,6 +169,12 @@ class SearchSpace:
         for name in chain.split("+"):
             values[name] = {k.field: k.suggest(trial) for k in self.knobs_of(name)}
         return self.variant(values)
+
+    def suggest_runtime(self, trial) -> str:
+        """The trial's runtime: Optuna picks it where the space has more than one."""
+        if len(self.runtimes) == 1:
+            return self.runtimes[0]
+        return trial.suggest_categorical(RUNTIME, list(self.runtimes))
 
     def variant(self, values: dict) -> VariantSpec:
         """The variant of {technique: {field: value}} (the fixed settings and the registry's
@@ -187,6 +199,8 @@ class SearchSpace:
             if name not in self.chains:
                 continue  # left out alone (a student to distil into, say)
             params = {} if len(self.chains) == 1 else {CHAIN: name}
+            if len(self.runtimes) > 1:  # the first runtime given (eager: what a sweep ran)
+                params[RUNTIME] = self.runtimes[0]
             defaults = {f: d for f, _, d in registry.get(name).fields()}
             ok = True
             for knob in self.knobs_of(name):
@@ -204,6 +218,8 @@ class SearchSpace:
                            else f" in [{k.low:g}, {k.high:g}]") for k in self.knobs]
         chains = f"{len(self.chains)} chains of {', '.join(self.techniques)}"
         text = f"{chains}; " + ("; ".join(parts) if parts else "no setting varies")
+        if len(self.runtimes) > 1:
+            text += f"; under {', '.join(self.runtimes)}"
         by_reason: dict[str, list[str]] = {}
         for chain, why in self.left_out.items():
             by_reason.setdefault(why, []).append(chain)
@@ -215,12 +231,19 @@ class SearchSpace:
         return {"techniques": list(self.techniques), "chains": list(self.chains),
                 "knobs": [k.to_dict() for k in self.knobs], "size": self.size(),
                 "fixed": {f"{t}.{f}": v for (t, f), v in self.fixed.items()},
-                "left_out": dict(self.left_out)}
+                "left_out": dict(self.left_out), "runtimes": list(self.runtimes)}
 
 
-def search_space(choices: dict, enabled) -> SearchSpace:
+def search_space(choices: dict, enabled, runtimes=("eager",)) -> SearchSpace:
     """The space from the axis flags as ``run`` parses them ({(technique, field): value or
-    values}, the techniques switched on): every technique when none is switched on."""
+    values}, the techniques switched on): every technique when none is switched on; each
+    recipe under each of ``runtimes`` (names of the runtime registry, in the order given)."""
+    from benchmarks.spec.runtimes import get as runtime
+    runtimes = tuple(runtimes or ("eager",))
+    for name in runtimes:
+        runtime(name)
+    if len(set(runtimes)) != len(runtimes):
+        raise ValueError(f"--runtime lists a runtime twice: {', '.join(runtimes)}")
     choices_enabled = set(enabled)
     enabled = choices_enabled or set(registry.names())
     for (name, _), value in choices.items():
@@ -243,7 +266,8 @@ def search_space(choices: dict, enabled) -> SearchSpace:
             knob = _knob(technique, field_name, meta, given)
             if knob is not None:
                 knobs.append(knob)
-    space = SearchSpace(techniques, tuple(knobs), fixed, implicit=not choices_enabled)
+    space = SearchSpace(techniques, tuple(knobs), fixed, implicit=not choices_enabled,
+                        runtimes=runtimes)
     if space.size() == 1:
         flags = ", ".join(registry.get(t).switch_flag for t in techniques)
         raise ValueError(f"the search space has no sweepable knob: {flags} with every setting "

@@ -14,6 +14,7 @@ import dataclasses
 import time
 
 from benchmarks.report.results import VariantResult
+from benchmarks.spec.runtimes import EAGER
 from benchmarks.spec.variant import BASELINE, VariantSpec
 
 
@@ -46,22 +47,46 @@ class Waves:
         if prepared is not None:
             prepared.spec = spec
 
-    def measure(self, variants: list[VariantSpec], rounds: int, stop=None
+    def measure(self, variants: list[VariantSpec], rounds: int, stop=None,
+                runtimes: list[str] | None = None
                 ) -> tuple[VariantResult | None, list[VariantResult | None], bool]:
         """(the wave's baseline, each trial's result in order, whether it was cut short); a
         result is None where the wave stopped before measuring it, or it was not timed.
-        ``stop``: the check this wave obeys (the final timing's ignores the budget)."""
-        spec = dataclasses.replace(self.spec, variants=(BASELINE, *variants),
-                                   timing_rounds=rounds)
+        ``stop``: the check this wave obeys (the final timing's ignores the budget).
+        ``runtimes``: each trial's runtime (eager where not given). A trial under another
+        runtime is a runtime cell of its variant (``run.cells``), built only for the trials
+        that ask for it (``cell_plan``), timed in the same rounds; its result is the cell's:
+        that runtime's accuracy, per-example bits and timing."""
+        runtimes = list(runtimes or ["eager"] * len(variants))
+        # A recipe asked under two runtimes in one wave is built once.
+        unique: dict[str, VariantSpec] = {}
+        for v in variants:
+            unique.setdefault(v.name, v)
+        index = {name: i + 1 for i, name in enumerate(unique)}
+        plan: dict[int, set[str]] = {}
+        for v, runtime in zip(variants, runtimes):
+            if runtime != EAGER:
+                plan.setdefault(index[v.name], set()).add(runtime)
+        others = sorted({r for names in plan.values() for r in names})
+        spec = dataclasses.replace(self.spec, variants=(BASELINE, *unique.values()),
+                                   timing_rounds=rounds, runtimes=(EAGER, *others))
         self._set(spec)
+        self.sweep.cell_plan = plan
         self.sweep.cancelled = False
         t0 = time.perf_counter()
-        results = list(self.sweep.run(self.on_progress, self.stop if stop is None else stop))
+        try:
+            results = list(self.sweep.run(self.on_progress,
+                                          self.stop if stop is None else stop))
+        finally:
+            self.sweep.cell_plan = None
         self.count += 1
         cut = bool(self.sweep.cancelled)
-        by_index = dict(enumerate(results))
+        by_index = dict(enumerate(results[:len(unique) + 1]))
+        cells = {((r.runtime or {}).get("variant"), (r.runtime or {}).get("name")): r
+                 for r in results[len(unique) + 1:]}
         base = by_index.get(0)
-        trials = [by_index.get(i + 1) for i in range(len(variants))]
+        trials = [by_index.get(index[v.name]) if runtime == EAGER
+                  else cells.get((v.name, runtime)) for v, runtime in zip(variants, runtimes)]
         if cut:  # a variant whose timing the cancel cut off has no ratio: not measured
             trials = [r if r is not None and r.round_p50_ms else None for r in trials]
             if base is not None and not base.round_p50_ms:
@@ -71,7 +96,7 @@ class Waves:
             trained = sum((r.phase_s or {}).get("build", 0.0) for r in results
                           if r is not None and r.techniques)
             self.measure_s.append(max(0.0, spent - trained - base.phase_s.get("build", 0.0))
-                                  / (len(variants) + 1))
+                                  / (len(results) or 1))
         return base, trials, cut
 
     def per_variant_s(self) -> float:

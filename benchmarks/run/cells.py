@@ -147,13 +147,18 @@ class Cells:
         result.runtime = entry
 
     def build(self, b: Built, variant: VariantSpec, report: Report, stop) -> list[Built]:
-        """Every cell of the variant whose first row is ``b`` (its model resident)."""
+        """Every cell of the variant whose first row is ``b`` (its model resident); where the
+        sweep carries a ``cell_plan`` ({variant index: runtimes}, a recommendation's wave),
+        only the cells of the runtimes it names for this variant."""
         self.annotate(b)
         prepared: dict = {}   # (runtime, threads) -> Prepared or the reason it failed
         scored: dict = {}     # runtime -> accuracy figures, scored once
         eager_logits: dict = {}
         out = []
+        plan = getattr(self.sweep, "cell_plan", None)
         for j, key in enumerate(self.keys):
+            if plan is not None and key.runtime not in plan.get(b.index, ()):
+                continue
             if stop():
                 raise Cancelled()
             cell = self._cell(b, variant, key, self.count + b.index * len(self.keys) + j)

@@ -190,6 +190,9 @@ class PreparedSweep:
         self.baseline_build: dict = {}  # time and cache use of the primary baseline's training
         self.cancelled = False
         self.peaks_store = None
+        # {variant index: runtimes}: the only runtime cells a run builds (a recommendation's
+        # wave asks each trial's runtime of its own variant); None: every cell of the spec.
+        self.cell_plan: dict | None = None
 
     def _admit(self, memory_share: float | None, input_shape):
         """Refuse, before the data set is loaded or a weight allocated, a sweep whose

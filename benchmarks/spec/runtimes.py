@@ -15,6 +15,7 @@ page's widgets): measurement axes, nothing is retrained for them.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import util
 
@@ -79,7 +80,22 @@ register_runtime(Runtime(
     imports=("openvino", "nncf", "onnx"), distribution="openvino",
     install="pip install openvino nncf"))
 
-RUNTIME_NAMES = tuple(_REGISTRY)
+class _Registered(Sequence):
+    """The registered runtimes' names, read when asked: a runtime registered after this
+    module loaded (a test's, a plug-in's) is a choice of ``--runtime``, of the page's menu and
+    of every check, as the built-in ones are."""
+
+    def __getitem__(self, index):
+        return tuple(_REGISTRY)[index]
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+    def __repr__(self) -> str:
+        return repr(tuple(_REGISTRY))
+
+
+RUNTIME_NAMES = _Registered()
 
 
 def runtimes() -> list[Runtime]:

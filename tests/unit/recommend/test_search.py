@@ -208,7 +208,7 @@ class NamedWaves:
     def __init__(self, split):
         self.split = split
 
-    def measure(self, variants, rounds):
+    def measure(self, variants, rounds, runtimes=None):
         base = _by_name(self.split, "baseline", BASE_RIGHT, 10.0)
         return base, [_by_name(self.split, v.name, 84 + _digest_int(v.name) % 14,
                                2.0 + _digest_int(v.name[::-1]) % 9) for v in variants], False
