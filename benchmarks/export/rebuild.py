@@ -104,7 +104,12 @@ def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None,
     threads = (run.get("environment") or {}).get("threads")
     if threads:
         spec = dataclasses.replace(spec, threads=max(1, min(int(threads), os.cpu_count() or 1)))
-    vspec = next(v for v in spec.variants if v.name == result.name)
+    # A runtime cell stored without its eager row (a recommendation's runtime trial) rebuilds
+    # its recipe; its bits are the runtime's, checked against the reloaded artefact instead.
+    runtime = result.runtime or {}
+    cell = runtime.get("variant") not in (None, result.name)
+    recipe = runtime["variant"] if cell else result.name
+    vspec = next(v for v in spec.variants if v.name == recipe)
     sweep = prepare_sweep(spec, cache=cache or WeightsCache(train_missing=False),
                           allowed_models_dir=allowed_models_dir, should_stop=should_stop)
     check_stop(should_stop)
@@ -128,7 +133,7 @@ def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None,
             device = outcome.device or sweep.device
             model = outcome.model.to(device)
             model.eval()  # not chained: an exported graph's eval() returns None
-            if sweep.data.labelled and result.correct_bits:
+            if sweep.data.labelled and result.correct_bits and not cell:
                 right = correctness(model, sweep.data.batches("test", ACCURACY_BATCH), device,
                                     outcome.autocast_dtype)
                 if pack_bits(right) != result.correct_bits:
@@ -148,7 +153,7 @@ def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None,
         autocast = dtype_precision(outcome.autocast_dtype)
     base = _base_model(spec, list(vspec.techniques), config)
     # A copy: for a float variant it is the model itself, which stays on its device.
-    return Rebuilt(name=result.name, model=model,
+    return Rebuilt(name=recipe, model=model,
                    float_model=copy.deepcopy(float_model).cpu().eval(),
                    device=device, autocast=autocast, sweep=sweep, result=result, config=config,
                    architecture=_architecture(sweep, base, float_model, config, autocast))

@@ -27,8 +27,11 @@ def cell_of(result) -> dict | None:
     return runtime if runtime.get("variant") not in (None, result.name) else None
 
 
-def write_runtime(rebuilt, folder: Path, scores: Scores, cell: dict) -> dict:
-    """The cell's runtime artefact in ``folder``, reloaded and checked; its card entry."""
+def write_runtime(rebuilt, folder: Path, scores: Scores, cell: dict,
+                  stored=None) -> dict:
+    """The cell's runtime artefact in ``folder``, reloaded and checked; its card entry.
+    ``stored``: the cell's stored row, whose per-example bits (what a certificate of it
+    counted) the reloaded artefact's predictions are checked against, example by example."""
     import torch
 
     from benchmarks.run.cells import deployed_precision
@@ -62,11 +65,25 @@ def write_runtime(rebuilt, folder: Path, scores: Scores, cell: dict) -> dict:
     files = _keep(name, work, folder, precision)
     labels = torch.cat([y for _, y in scores.batches]) if scores.batches[0][1] is not None \
         else None
-    return {"file": files[0] if files else None, "files": files, "status": "written",
-            "runtime": {"name": name, "version": ready.version, "precision": ready.precision,
-                        "details": ready.details, "ops": ready.ops},
-            "parity": {"stored": cell.get("parity"),
-                       "reloaded": parity(scores.reference, logits, labels)}}
+    out = {"file": files[0] if files else None, "files": files, "status": "written",
+           "runtime": {"name": name, "version": ready.version, "precision": ready.precision,
+                       "details": ready.details, "ops": ready.ops},
+           "parity": {"stored": cell.get("parity"),
+                      "reloaded": parity(scores.reference, logits, labels)}}
+    if labels is not None and stored is not None and stored.correct_bits:
+        out["predictions"] = same_predictions(logits, labels, stored)
+    return out
+
+
+def same_predictions(logits, labels, stored) -> dict:
+    """The reloaded artefact's right/wrong on each test example against the stored row's
+    bits: the export reproduces what the run (and a certificate of it) counted, or says on
+    how many examples it does not."""
+    from benchmarks.report.stats import unpack_bits
+    right = (logits.argmax(1) == labels).tolist()
+    before = unpack_bits(stored.correct_bits, stored.n_test)
+    differ = sum(1 for a, b in zip(right, before) if a != b) + abs(len(right) - len(before))
+    return {"examples": len(right), "differ": differ, "same": differ == 0}
 
 
 def _keep(name: str, work: Path, folder: Path, precision: str) -> list[str]:

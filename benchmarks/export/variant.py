@@ -77,9 +77,13 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
     while the run is rebuilt and between artefacts: Cancelled then, and nothing written stays."""
     run, result = locate(store, run_id, variant)
     target = check_folder(out_dir)
-    cell = cell_of(result)
+    cell, stored = cell_of(result), result
     if cell is not None:  # a runtime cell: its variant is what rebuilds
-        _, result = locate(store, run_id, cell["variant"])
+        names = {v["name"] for v in run.get("variants") or []}
+        # A recommendation stores a runtime trial without its eager twin: the cell's own row
+        # then rebuilds its recipe (``rebuild``).
+        if cell["variant"] in names:
+            _, result = locate(store, run_id, cell["variant"])
     rebuilt = rebuild(run, result, cache=cache, allowed_models_dir=allowed_models_dir,
                       should_stop=should_stop)
     check_stop(should_stop)
@@ -88,7 +92,8 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
     with disk_full_as_one_line(target.parent, f"the export {target.name}"):
         folder = staging_folder(target)
         try:
-            card = _write(run, run_id, variant, result, rebuilt, folder, cell, should_stop)
+            card = _write(run, run_id, variant, result, rebuilt, folder, cell, should_stop,
+                          stored)
             publish(folder, target)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -106,7 +111,7 @@ def _precision(name: str | None) -> dict | None:
 
 
 def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path, cell=None,
-           should_stop=None) -> dict:
+           should_stop=None, stored=None) -> dict:
     """Every format and the model card, written into ``folder``."""
     from benchmarks.measure.environment import environment_card
     from benchmarks.measure.latency import pinned_threads
@@ -119,7 +124,7 @@ def _write(run: dict, run_id: str, variant: str, result, rebuilt, folder: Path, 
             formats[name] = write(rebuilt, folder, scores)
         if cell is not None and cell.get("name") != "eager":
             check_stop(should_stop)
-            formats["runtime"] = write_runtime(rebuilt, folder, scores, cell)
+            formats["runtime"] = write_runtime(rebuilt, folder, scores, cell, stored)
     check_stop(should_stop)
     report = RunReport.from_stored(run)
     document = next(v for v in report.document()["variants"] if v["name"] == variant)

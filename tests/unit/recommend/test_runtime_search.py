@@ -126,3 +126,33 @@ def test_the_command_refuses_an_unknown_runtime_in_one_line(capsys):
     assert main(["recommend", *SPACE, "--runtime", "eager,tvm"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "unknown runtime 'tvm'" in err[-1] and "openvino" in err[-1]
+
+
+def test_an_openvino_trial_exports_the_artefact_its_certificate_counted(tmp_path, capsys):
+    """``recommend --runtime eager,openvino``: the OpenVINO trial is certified on OpenVINO's
+    own bits, stored without an eager row of its own, and its export (the IR, reloaded by
+    OpenVINO) answers every test example as the stored bits say."""
+    from benchmarks.export.variant import export_variant
+    from benchmarks.store.database import ResultsStore
+    if not runtimes.get("openvino").available():
+        pytest.skip("OpenVINO is not installed here")
+    out, store = tmp_path / "rec.json", tmp_path / "s.db"
+    code = main(["recommend", *SPACE, *BUDGET, "--runtime", "eager,openvino", "--within",
+                 "3pt", "--store", str(store), "--json", str(out), "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    rec = doc["recommendation"]
+    name = "int8-static@openvino"
+    rows = {v["name"]: v for v in doc["variants"]}
+    assert rows[name]["runtime"]["name"] == "openvino"
+    assert rows[name]["runtime"]["precision"] == "int8"
+    tested = {t["name"]: t for t in rec["certificate"]["candidates"] if t["tested"]}
+    assert name in tested, rec["certificate"]
+    assert rec["recipe"]["runtime"] == next(t["runtime"] for t in rec["search"]["trials"]
+                                            if t["name"] == rec["certificate"]["winner"])
+    run_id = ResultsStore(store).runs(with_variants=False)[0]["run_id"]
+    card = export_variant(ResultsStore(store), run_id, name, tmp_path / "export")
+    runtime = card["formats"]["runtime"]
+    assert runtime["status"] == "written" and runtime["file"].endswith(".xml")
+    assert runtime["predictions"] == {"examples": rows[name]["raw"]["n_test"], "differ": 0,
+                                      "same": True}

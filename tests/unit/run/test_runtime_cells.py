@@ -134,6 +134,8 @@ def test_an_exported_cell_writes_the_runtimes_own_file(swept, tmp_path):
     assert (tmp_path / "out" / runtime["file"]).exists()
     assert runtime["runtime"]["ops"]["int8_real"]
     assert runtime["parity"]["reloaded"]["top1_agree"] >= 0.95
+    # The file answers each test example as the run's cell did (what a certificate counts).
+    assert runtime["predictions"]["same"], runtime["predictions"]
     assert card["runtime"]["parity"] == runtime["parity"]["stored"]
     assert card["metrics"]["runtime"]["name"] == "ort"
     assert not (tmp_path / "out" / ".runtime").exists()
