@@ -263,6 +263,7 @@ def test_a_store_seeded_with_an_under_load_peak_is_measured_again(tmp_path):
         fresh["gemm_flops_per_s"]["fp32"]
 
 
+@pytest.mark.serial  # peaks and a network timed apart: load between them moves one, not both
 def test_resnet18_baseline_sits_below_both_roofs():
     """The device's measured roofs bound what a real network reaches: ResNet-18's fp32
     baseline is under the compute roof and under the memory roof at its intensity."""

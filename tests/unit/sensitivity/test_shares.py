@@ -146,6 +146,7 @@ def test_the_composed_saving_counts_the_relu_a_pruned_convolution_feeds():
         pytest.approx(0.5 * (0.2 + 0.1 + 0.6))
 
 
+@pytest.mark.serial  # a prediction against a measured saving: both timed, on a quiet machine
 def test_on_seed_cnn_the_predicted_saving_is_within_a_quarter_of_the_measured(tmp_path):
     """The map's schedule for 1 point on seed_cnn (digits), then its model timed against
     the baseline in interleaved rounds: the predicted fraction saved within 25% of the
