@@ -99,6 +99,12 @@ def summary_lines(block: dict, environment: dict | None = None) -> list[str]:
                 if cert.get("stopped_at") is not None else ", none failed")
              + ("" if block.get("final_timing") else
                 "; speed from the search's rounds (no final timing)")]
+    runtimes = (block.get("space") or {}).get("runtimes") or ["eager"]
+    if len(runtimes) > 1:
+        won = (block.get("recipe") or {}).get("runtime")
+        lines.append(f"runtimes searched: {', '.join(runtimes)} (each trial scored and timed "
+                     f"from its runtime's own outputs)"
+                     + (f"; the winner runs under {won}" if won else ""))
     whys = which_tests(cert.get("candidates") or [])
     if whys:
         lines.append("test: " + "; ".join(whys) + " (the worst case is above -margin exactly "

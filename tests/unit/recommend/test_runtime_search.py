@@ -71,10 +71,15 @@ def test_a_runtime_trial_is_certified_on_that_runtimes_own_predictions(flip_runt
     out = tmp_path / "rec.json"
     code = main(["recommend", *SPACE, *BUDGET, "--runtime", f"eager,{FLIP}", "--within", "3pt",
                  "--store", str(tmp_path / "s.db"), "--json", str(out), "--quiet"])
-    assert code == 0, capsys.readouterr().err
+    said = capsys.readouterr()
+    assert code == 0, said.err
     doc = json.loads(out.read_text())
     rec = doc["recommendation"]
     assert rec["space"]["runtimes"] == ["eager", FLIP] and rec["space"]["size"] == 2
+    winner_runtime = next(t["runtime"] for t in rec["search"]["trials"]
+                          if t["name"] == rec["certificate"]["winner"])
+    assert f"runtimes searched: eager, {FLIP} (each trial scored and timed from its " \
+           f"runtime's own outputs); the winner runs under {winner_runtime}" in said.out
     trials = {t["name"]: t for t in rec["search"]["trials"]}
     assert set(trials) == {"int8-static", f"int8-static@{FLIP}"}, list(trials)
     assert trials[f"int8-static@{FLIP}"]["runtime"] == FLIP
