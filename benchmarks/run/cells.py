@@ -244,8 +244,11 @@ class Cells:
         if key.runtime not in scored:
             t0 = time.perf_counter()
             scored[key.runtime] = self._score(b, ready, graph, eager_logits)
+            if graph and float_prefix(variant) is not None:
+                self._against_fp32(b, variant, scored[key.runtime], eager_logits)
             r.phase_s["accuracy"] = time.perf_counter() - t0
         figures = scored[key.runtime]
+        figures.pop("_batch", None), figures.pop("_logits", None)
         for name in ("accuracy", "correct_bits", "n_test"):
             setattr(r, name, figures[name])
         if r.accuracy is not None:
@@ -264,6 +267,8 @@ class Cells:
         if ready.notes:
             r.runtime["notes"] = list(ready.notes)
             r.warnings.extend(ready.notes)
+        if figures["parity"].get("note_fp32"):  # an "off" cell says which side is closer
+            r.warnings.append(figures["parity"]["note_fp32"])
         cell.model, cell.example = ready.fn, example
         cell.autocast_dtype = None if graph else b.autocast_dtype
 
@@ -316,6 +321,30 @@ class Cells:
         ctx = self.sweep.context(lambda *_: None, variant=variant)
         return ctx.calibration(settings.calibration_batches)
 
+    def _against_fp32(self, b: Built, variant: VariantSpec, figures: dict,
+                      eager_logits: dict) -> None:
+        """For a quantized variant a graph runtime deployed: whether its outputs or eager's
+        are the closer to the float model both quantized (``parity.closer_to_fp32``), in
+        its parity figures; said in a note where the cell is "off"."""
+        from benchmarks.runtimes.parity import closer_to_fp32
+        batch, logits = figures.pop("_batch"), figures.pop("_logits")
+        if "float" not in eager_logits:
+            model = self._float_model(b, variant)
+            eager_logits["float"] = _logits(model, self.sweep.data, batch, torch.device("cpu"))[0]
+        versus = closer_to_fp32(eager_logits["float"], eager_logits[batch][0], logits)
+        figures["parity"]["vs_fp32"] = versus
+        if figures["parity"].get("badge") == "off":
+            side = {"runtime": "the runtime's quantization is the closer to fp32 (eager is the "
+                               "wrong reference here)",
+                    "eager": "eager's quantization is the closer to fp32 (the conversion "
+                             "changed the model more)"}.get(versus["closer"],
+                                                           "neither is closer to fp32 beyond "
+                                                           "noise")
+            figures["parity"]["note_fp32"] = (
+                f"off against eager; top-1 agreement with the float model: runtime "
+                f"{versus['runtime_agree']:.1%}, eager {versus['eager_agree']:.1%} "
+                f"(McNemar p={versus['p_value']:.2g}): {side}")
+
     def _score(self, b: Built, ready, graph: bool, eager_logits: dict) -> dict:
         """Accuracy and parity against eager, once per variant per runtime, on the test split
         in batches of the largest measured size (the last one padded: every call has a shape
@@ -328,7 +357,8 @@ class Cells:
         reference, labels = eager_logits[batch]
         logits, _ = _logits(_under(ready.fn, b, graph), data, batch, b.device)
         figures = parity(reference, logits, labels if data.labelled else None)
-        out = {"parity": figures, "accuracy": None, "correct_bits": None, "n_test": None}
+        out = {"parity": figures, "accuracy": None, "correct_bits": None, "n_test": None,
+               "_batch": batch, "_logits": logits}
         if data.labelled:
             right = (logits.argmax(1) == labels).tolist()
             out.update(accuracy=sum(right) / len(right), correct_bits=pack_bits(right),

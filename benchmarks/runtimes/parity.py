@@ -69,3 +69,25 @@ def badge(figures: dict | None) -> str:
     if figures["top1_agree"] >= AGREE_CLOSE and (p is None or p >= stats.ALPHA):
         return "close"
     return "off"
+
+
+def closer_to_fp32(float_logits, eager_logits, logits) -> dict:
+    """Which quantization of the same float model is the more faithful to it: top-1
+    agreement of the runtime's outputs and of eager's with the float model's, on the same
+    examples, and the exact McNemar test of the paired difference. An "off" cell is then
+    either a conversion that changed the model more than eager's own quantization did, or
+    eager being the wrong reference (the runtime closer to fp32 than eager is); "neither,
+    within noise" unless the test says otherwise."""
+    reference = float_logits.float().cpu().argmax(1)
+    agree_eager = (eager_logits.float().cpu().argmax(1) == reference).tolist()
+    agree_runtime = (logits.float().cpu().argmax(1) == reference).tolist()
+    n = len(reference)
+    only_runtime, only_eager = stats.discordant(agree_runtime, agree_eager)
+    p = stats.mcnemar_exact(only_runtime, only_eager)
+    closer = "neither, within noise"
+    if p < stats.ALPHA:
+        closer = "runtime" if only_runtime > only_eager else "eager"
+    return {"runtime_agree": sum(agree_runtime) / n if n else None,
+            "eager_agree": sum(agree_eager) / n if n else None,
+            "only_runtime_agrees": only_runtime, "only_eager_agrees": only_eager,
+            "p_value": p, "closer": closer, "n": n}

@@ -111,6 +111,12 @@ def test_the_runtime_entry_and_ratios_against_the_baseline_at_the_same_batch(swe
     assert by["int8-static b8"].accuracy == by["int8-static"].accuracy
     assert by["baseline@ort"].runtime["ops"]["verdict"] == "float"
     assert by["baseline@ort"].runtime["parity"]["top1_agree"] == 1.0
+    # Which quantization of the float model is the more faithful to it: ORT's or eager's.
+    versus = cell["parity"]["vs_fp32"]
+    assert versus["n"] == by["int8-static@ort"].n_test
+    assert 0.9 <= versus["runtime_agree"] <= 1 and 0.9 <= versus["eager_agree"] <= 1
+    assert versus["closer"] in ("runtime", "eager", "neither, within noise")
+    assert "vs_fp32" not in by["baseline@ort"].runtime["parity"]  # nothing quantized it
     assert by["baseline"].runtime["name"] == "eager"
 
     doc = RunReport.from_stored(store.run(run_id)).document()

@@ -117,3 +117,24 @@ def test_openvino_and_nncf_send_no_telemetry():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=scaled(120))
     assert out.stdout.split() == ["True", "1", "True"], out.stderr[-500:]
+
+
+def test_closer_to_fp32_names_the_side_only_beyond_noise():
+    """Twenty examples where only eager parts from the float model's top-1: the runtime's
+    quantization is the more faithful, beyond noise; two such examples are within it."""
+    import torch
+
+    from benchmarks.runtimes.parity import closer_to_fp32
+    n = 200
+    fp32 = torch.nn.functional.one_hot(torch.arange(n) % 10, 10).float()
+    runtime = fp32.clone()
+    eager = fp32.clone()
+    eager[:20] = torch.roll(fp32[:20], 1, dims=1)
+    versus = closer_to_fp32(fp32, eager, runtime)
+    assert versus["closer"] == "runtime" and versus["p_value"] < 0.05
+    assert (versus["runtime_agree"], versus["eager_agree"]) == (1.0, 0.9)
+    assert (versus["only_runtime_agrees"], versus["only_eager_agrees"]) == (20, 0)
+    assert closer_to_fp32(fp32, runtime, eager)["closer"] == "eager"
+    eager = fp32.clone()
+    eager[:2] = torch.roll(fp32[:2], 1, dims=1)
+    assert closer_to_fp32(fp32, eager, runtime)["closer"] == "neither, within noise"
