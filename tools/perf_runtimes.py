@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from tools.checks import check, check_isa, cli, isa_class
+from tools.perf_openvino import against_nncf
 
 RESNET_FILE = """import torchvision
 
@@ -180,6 +181,9 @@ def runtimes() -> dict:
             f"{unsigned['float_kernels']} float)"))
         checks += _seed(cli, tmp, env, tables)
         checks += _crossing(cli, tmp, env, tables)
+    row, line = against_nncf()
+    checks.append(row)
+    tables.append(line)
     return {"checks": checks, "markdown": "\n\n".join(tables), "hand": HAND}
 
 
