@@ -36,6 +36,14 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
                "the margin below the baseline's. A search tries variants on half of the test "
                "images; the other half, unseen until then, checks the best of them once, "
                "image by image against the baseline.")
+    try:
+        runtimes = tuple(sweep_fields().get("runtimes") or ("eager",))
+    except ValueError:  # the page's form is incomplete: said by the page itself
+        runtimes = ("eager",)
+    if len(runtimes) > 1:
+        st.caption(f"Searches each recipe under {', '.join(runtimes)} (the page's runtimes, "
+                   f"*Where it will run*): a trial under a runtime is scored, certified and "
+                   f"timed from that runtime's own outputs.")
     c1, c2, c3, c4, c5 = st.columns(5)
     # Values the one-click fixes set (st.session_state) start there, not as the widgets'
     # defaults: a widget given both warns on the page.

@@ -129,3 +129,24 @@ def test_data_that_cannot_certify_is_refused_before_submission_with_one_click_fi
         key="rec_within").value == "1pt"
     assert not app.error and not app.exception
     assert not _recommend_jobs()
+
+
+def test_the_pages_runtimes_are_where_the_panels_search_runs(app):
+    """Issue 34.1 on the page: with ONNX Runtime among the page's runtimes, the panel says it
+    searches each recipe under both, and the job's space holds them."""
+    for key in ("exp_prune", "exp_distill", "exp_amp", "exp_combine"):
+        app.toggle(key=key).set_value(False)
+    app.multiselect(key="exp_deploy_runtimes_multi").set_value(["eager", "ort"])
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    said = [c.value for c in app.caption if "Searches each recipe under" in c.value]
+    assert said and "eager, ort" in said[0], [c.value for c in app.caption]
+    app.button(key="rec_run").click().run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    from benchmarks.recommend.job import from_payload
+    (job,) = _recommend_jobs()
+    _, _, space = from_payload(job.payload)
+    assert space.runtimes == ("eager", "ort")
+    from benchmarks.service.queue import JobQueue
+    from dashboard import state
+    assert JobQueue(state.store_path()).cancel(job.job_id)
