@@ -79,9 +79,6 @@ def cmd_recommend(args) -> int:
     spec = sweep_from_args(args)
     check_labelled(spec.dataset)                 # synthetic: no accuracy to certify
     check_writable(args.json_file, "--json")
-    if args.executor == "ray" and space.runtimes != ("eager",):
-        raise ValueError("--executor ray searches eager trials only for now: drop --runtime "
-                         "or run the search here (--executor local)")
     if args.executor == "ray":
         from benchmarks.executors.ray_executor import address_or_default, require_ray
         require_ray()

@@ -115,6 +115,10 @@ class Recommender:
         # chain can hold is refused here.
         space = space.fitted(lambda name, settings, chain:
                              technique_preflight(spec, name, settings, chain))
+        if ray_address and space.runtimes != ("eager",):
+            # A Ray wave builds every runtime cell of the spec, not only the trials' own.
+            raise ValueError("--executor ray searches eager trials only for now: drop "
+                             "--runtime, or search on this machine (--executor local)")
         self.request, self.space, self.store = request, space, store
         self.on_trial = on_trial
         self.stop = Stop(should_stop, request.budget_s, started)

@@ -161,3 +161,15 @@ def test_an_openvino_trial_exports_the_artefact_its_certificate_counted(tmp_path
     assert runtime["status"] == "written" and runtime["file"].endswith(".xml")
     assert runtime["predictions"] == {"examples": rows[name]["raw"]["n_test"], "differ": 0,
                                       "same": True}
+
+
+def test_a_ray_search_under_another_runtime_is_refused_in_one_line():
+    from benchmarks.recommend.pipeline import Recommender
+    from benchmarks.recommend.request import RecommendRequest
+    from benchmarks.recommend.space import search_space
+    from benchmarks.spec.sweep import SweepSpec
+    space = search_space({("int8", "mode"): "static", ("int8", "calibration_batches"): 8},
+                         {"int8"}, runtimes=("eager", "ort"))
+    with pytest.raises(ValueError, match="--executor ray searches eager trials only"):
+        Recommender(RecommendRequest(within="3pt"), SweepSpec(), space,
+                    ray_address="127.0.0.1:9")
