@@ -86,6 +86,12 @@ def cmd_run(args) -> int:
     spec = spec_from_args(args)
     preflight(spec.model, spec.weights, spec.download)  # before torch loads: refused at once
     runtimes.check_available(spec.runtimes)
+    if spec.isa:
+        from benchmarks.spec.isa import check_profiles
+        check_profiles(spec.isa)                # a cap this CPU cannot run
+        if args.executor == "ray":
+            raise ValueError("--isa times profiles in processes on this machine: not with "
+                             "--executor ray")
     if args.executor != "ray":  # a Ray node times the sweep on its own cores
         runtimes.check_threads([spec.threads, *spec.thread_counts])
 
@@ -113,7 +119,8 @@ def cmd_run(args) -> int:
         print(estimate.describe(), file=sys.stderr)
     for warning in sweep.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    results, run_id = _measure(sweep, spec, store, quiet=args.quiet)
+    results, run_id = _measure(sweep, spec, store, quiet=args.quiet,
+                               cache_enabled=not args.no_cache)
     report = RunReport(environment=sweep.environment, spec=spec.to_dict(), variants=results,
                        baseline="baseline", run_id=run_id, model=spec.model,
                        dataset=spec.dataset, device=str(sweep.device))
@@ -126,7 +133,8 @@ def cmd_run(args) -> int:
     return EXIT_OK if all(r.ok for r in results) else EXIT_VARIANT_FAILED
 
 
-def _measure(sweep, spec, store, *, quiet: bool) -> tuple[list, str]:
+def _measure(sweep, spec, store, *, quiet: bool, cache_enabled: bool = True
+             ) -> tuple[list, str]:
     """Every variant's result, recorded in the store as it comes; (results, run id)."""
     progress = None if quiet else Progress(len(spec.variants))
     results = []
@@ -141,7 +149,30 @@ def _measure(sweep, spec, store, *, quiet: bool) -> tuple[list, str]:
         finally:
             if progress is not None:
                 progress.close()
+        if any(p != "native" for p in spec.isa):
+            results = _profiles(spec, results, recorder, quiet=quiet,
+                                cache_enabled=cache_enabled)
     return results, recorder.run_id
+
+
+def _profiles(spec, results: list, recorder, *, quiet: bool, cache_enabled: bool) -> list:
+    """``--isa``: the sweep timed again under each capped profile, in a process of its own
+    (``benchmarks.run.profiles``); every row labelled with its profile."""
+    from benchmarks.run.profiles import mark_native, run_profile
+    mark_native(results)
+    for index, result in enumerate(results):
+        recorder.add(result, index)
+    for profile in spec.isa:
+        if profile == "native":
+            continue
+        if not quiet:
+            print(f"timing under the {profile} profile (a process of its own)",
+                  file=sys.stderr, flush=True)
+        for row in run_profile(spec, profile, cache_enabled=cache_enabled,
+                               like=results[0] if results else None):
+            recorder.add(row, len(results))
+            results.append(row)
+    return results
 
 
 class Progress:

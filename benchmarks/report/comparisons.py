@@ -85,8 +85,11 @@ def comparison_rows(results: list[VariantResult], baseline: str | None = None) -
 
 
 def _deployment(result: VariantResult) -> tuple:
+    """Where a row was timed: its batch size, threads and instruction-set profile (a
+    profile's rows were timed with its own baseline, in a process of their own)."""
     rt = result.runtime or {}
-    return (result.batch_size, rt.get("threads", result.axes.get("threads")))
+    return (result.batch_size, rt.get("threads", result.axes.get("threads")),
+            (rt.get("profile") or {}).get("name", "native"))
 
 
 def _time_references(results: list[VariantResult], base: VariantResult | None) -> dict:

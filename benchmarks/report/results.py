@@ -359,6 +359,8 @@ def runtime_columns(result: VariantResult) -> dict:
     return {"runtime": rt.get("name", "eager"), "runtime_variant": rt.get("variant",
                                                                           result.name),
             "batch_size": result.batch_size, "threads": rt.get("threads"),
+            "profile": (rt.get("profile") or {}).get("name"),
+            "profile_label": (rt.get("profile") or {}).get("label"),
             "runtime_precision": rt.get("precision"), "prepare_s": rt.get("prepare_s"),
             "first_call_ms": rt.get("first_call_ms"),
             "parity_top1_agree": parity.get("top1_agree"),

@@ -31,6 +31,7 @@ from benchmarks.report.stats import CONFIDENCE, bootstrap_ratio
 from benchmarks.report.style import CHART_HEIGHT, PALETTE, num, short
 
 EAGER = "eager"
+NATIVE = "native"  # the machine as it is (benchmarks.spec.isa)
 LEGEND = ("close/off: parity with eager below 99%/95% top-1 agreement (or a significant "
           "accuracy change); n/a: parity not judged (eager predicts one class for nearly every "
           "input: random weights); name-only: INT8 in name only (most convs and matmuls on "
@@ -54,7 +55,9 @@ def _variant(row: dict) -> str:
 
 
 def _shape(row: dict) -> tuple:
-    return (row.get("batch_size"), row.get("threads"))
+    """A grid's rows: one batch size, thread count and instruction-set profile (each profile
+    timed in a process of its own, with its own baseline)."""
+    return (row.get("batch_size"), row.get("threads"), row.get("profile") or NATIVE)
 
 
 def cell(row: dict, eager: dict | None) -> dict:
@@ -122,7 +125,7 @@ def grids(rows: list[dict]) -> list[dict]:
     for row in rows:
         by_shape[_shape(row)].append(row)
     out = []
-    for (batch, threads), members in by_shape.items():
+    for (batch, threads, profile), members in by_shape.items():
         variants = list(dict.fromkeys(_variant(r) for r in members))
         runtimes = list(dict.fromkeys(r.get("runtime") or EAGER for r in members))
         eager = {_variant(r): r for r in members if (r.get("runtime") or EAGER) == EAGER}
@@ -131,10 +134,18 @@ def grids(rows: list[dict]) -> list[dict]:
             cells[_variant(r)][r.get("runtime") or EAGER] = cell(r, eager.get(_variant(r)))
         verdicts = {v: verdict(cells[v]) for v in variants}
         verdicts = {v: x for v, x in verdicts.items() if x is not None}
-        out.append({"batch_size": batch, "threads": threads, "variants": variants,
+        label = next((r.get("profile_label") for r in members if r.get("profile_label")),
+                     None)
+        out.append({"batch_size": batch, "threads": threads, "profile": profile,
+                    "profile_label": label, "variants": variants,
                     "runtimes": runtimes, "cells": dict(cells), "verdicts": verdicts,
                     "best": {v: x["text"] for v, x in verdicts.items()}})
     return out
+
+
+def _native(rows: list[dict]) -> list[dict]:
+    """The machine's own rows: a capped profile's are in its grid, not in the curves."""
+    return [r for r in rows if (r.get("profile") or NATIVE) == NATIVE]
 
 
 def crossings(rows: list[dict]) -> list[dict]:
@@ -142,7 +153,7 @@ def crossings(rows: list[dict]) -> list[dict]:
     speed-up at each, and where it crosses 1x (between two measured batch sizes, and the
     batch size interpolated on a log scale)."""
     series: dict = defaultdict(dict)
-    for r in rows:
+    for r in _native(rows):
         s = speedup(r)
         if s is not None and not r.get("error") and r.get("batch_size"):
             series[(_variant(r), r.get("runtime") or EAGER, r.get("threads"))][
@@ -171,14 +182,38 @@ def best_runtimes(rows: list[dict]) -> dict[str, dict]:
     """{variant: {"runtime", "speedup", "batch_size", "threads", "verdict"}}: its fastest
     cell's batch size and threads, and there the runtime faster than the others beyond noise
     (``runtime`` None and ``verdict`` "tie: …" where none is)."""
-    out: dict = {}
+    return best_by_profile(rows).get(NATIVE, {})
+
+
+def best_by_profile(rows: list[dict]) -> dict[str, dict[str, dict]]:
+    """{profile: ``best_runtimes`` of its grids}: the verdict per instruction-set profile
+    ("on AVX2-only CPUs take X; with AMX take Y"), native the machine as it is."""
+    out: dict = defaultdict(dict)
     for grid in grids(rows):
+        mine = out[grid["profile"]]
         for variant, v in grid["verdicts"].items():
             s = grid["cells"][variant][v["fastest"]]["speedup"]
-            if variant not in out or s > out[variant]["speedup"]:
-                out[variant] = {"runtime": v["runtime"], "speedup": s, "verdict": v["text"],
-                                "batch_size": grid["batch_size"], "threads": grid["threads"]}
-    return out
+            if variant not in mine or s > mine[variant]["speedup"]:
+                mine[variant] = {"runtime": v["runtime"], "speedup": s, "verdict": v["text"],
+                                 "batch_size": grid["batch_size"], "threads": grid["threads"],
+                                 "profile": grid["profile"],
+                                 "profile_label": grid["profile_label"]}
+    return dict(out)
+
+
+def profile_verdicts(rows: list[dict]) -> list[str]:
+    """"the verdict per instruction-set profile" lines, where more than one was timed: each
+    variant's best runtime under each (against that profile's own baseline)."""
+    by = best_by_profile(rows)
+    if len(by) < 2:
+        return []
+    lines = ["the verdict per instruction-set profile (each against its own baseline):"]
+    for profile, best in by.items():
+        said = next((b["profile_label"] for b in best.values() if b.get("profile_label")),
+                    profile)
+        for variant, b in best.items():
+            lines.append(f"  {said}: {variant}: {b['verdict']} ({b['speedup']:.2f}x)")
+    return lines
 
 
 # -- as text (the CLI) and as figures (the page, the report) ------------------------------------
@@ -206,11 +241,15 @@ def grid_text(rows: list[dict]) -> str:
         body = [[short(v, 28), *(cell_text(g["cells"][v].get(rt)) for rt in g["runtimes"]),
                  g["best"].get(v, "-")] for v in g["variants"]]
         widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(heads)]
+        where = "" if g["profile"] == NATIVE else f", {g['profile_label'] or g['profile']}"
         lines = [f"speed-up vs eager fp32 baseline, batch {g['batch_size']}, "
-                 f"{g['threads']} thread(s):",
+                 f"{g['threads']} thread(s){where}:",
                  "  ".join(h.ljust(w) for h, w in zip(heads, widths))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
         blocks.append("\n".join(lines))
+    verdicts = profile_verdicts(rows)
+    if verdicts:
+        blocks.append("\n".join(verdicts))
     lines = [f"{c['variant']} under {c['runtime']}: speed-up crosses 1x between batch "
              f"{c['crossing']['between'][0]} and {c['crossing']['between'][1]} (about "
              f"{c['crossing']['batch']:g})" for c in crossings(rows) if c["crossing"]]
@@ -245,8 +284,10 @@ def grid_chart(grid: dict) -> go.Figure:
         colorscale="RdBu", zmid=0, zmin=-2, zmax=2,
         colorbar=dict(title="speed-up", tickvals=[-2, -1, 0, 1, 2],
                       ticktext=["0.25x", "0.5x", "1x", "2x", "4x"])))
+    where = "" if grid.get("profile", NATIVE) == NATIVE else \
+        f", {grid.get('profile_label') or grid['profile']}"
     fig.update_layout(title=f"Speed-up vs eager fp32 baseline, batch {grid['batch_size']}, "
-                            f"{grid['threads']} thread(s)",
+                            f"{grid['threads']} thread(s){where}",
                       height=max(CHART_HEIGHT, 90 + 36 * len(variants)),
                       margin=dict(l=10, r=10, t=40, b=10))
     fig.update_yaxes(autorange="reversed")
@@ -258,7 +299,7 @@ def curves_chart(rows: list[dict]) -> go.Figure:
     label), a marker where its speed-up crosses 1x."""
     fig = go.Figure()
     series: dict = defaultdict(list)
-    for r in rows:
+    for r in _native(rows):
         if not r.get("error") and num(r.get("p50_ms")) and num(r.get("throughput")):
             series[(_variant(r), r.get("runtime") or EAGER, r.get("threads"))].append(r)
     for i, ((variant, runtime, threads), members) in enumerate(series.items()):

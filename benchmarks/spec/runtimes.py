@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import util
 
+from benchmarks.spec.isa import PROFILE_NAMES
 from optimizers.settings import check_settings, setting, setting_fields
 
 EAGER = "eager"
@@ -153,6 +154,11 @@ class DeploymentConfig:
         None, "intra-op thread counts every variant is timed on", integer=True, low=1,
         high=1024, many=True, nullable=True, none_means="all cores but one",
         suggested=(1, 2, 4, 8))
+    isa: tuple[str, ...] | None = setting(
+        None, "instruction-set profiles every cell is also timed under, each in a process of "
+        "its own with oneDNN capped (ONEDNN_MAX_CPU_ISA): another CPU's verdict previewed "
+        "here; native is the machine as it is", choices=PROFILE_NAMES, many=True,
+        nullable=True, none_means="native alone", flag="--isa", form=False)
 
     def __post_init__(self):
         for name, meta, _ in setting_fields(type(self)):
@@ -171,7 +177,8 @@ class DeploymentConfig:
         threads = self.threads or ()
         return {"runtimes": self.runtimes, "eval_batch_sizes": self.eval_batch_sizes or (),
                 "threads": max(threads) if threads else None,
-                "thread_counts": threads if len(threads) > 1 else ()}
+                "thread_counts": threads if len(threads) > 1 else (),
+                "isa": self.isa or ()}
 
 
 def check_axes(runtimes, eval_batch_sizes, thread_counts) -> tuple:

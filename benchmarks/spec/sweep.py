@@ -114,6 +114,9 @@ class SweepSpec:
     runtimes: tuple[str, ...] = ("eager",)
     eval_batch_sizes: tuple[int, ...] = ()
     thread_counts: tuple[int, ...] = ()
+    # Instruction-set profiles (benchmarks.spec.isa) the sweep is timed under besides the
+    # machine as it is, each in a process of its own (empty: native alone).
+    isa: tuple[str, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "variants", tuple(self.variants))
@@ -171,6 +174,13 @@ class SweepSpec:
         self._check_deployment()
 
     def _check_deployment(self) -> None:
+        from benchmarks.spec.isa import get as profile
+        isa = tuple(self.isa or ())
+        for name in isa:
+            profile(name)
+        if len(set(isa)) != len(isa):
+            raise ValueError(f"--isa lists a profile twice: {', '.join(isa)}")
+        object.__setattr__(self, "isa", isa)
         runtimes, batches, counts = check_axes(self.runtimes, self.eval_batch_sizes,
                                                self.thread_counts)
         object.__setattr__(self, "runtimes", runtimes)

@@ -1,0 +1,74 @@
+"""Issue 34.5: instruction-set profiles. A capped profile is timed in a process of its own
+with oneDNN capped, each row labelled with its profile and whether it is a preview; what does
+not obey the cap (ONNX Runtime's MLAS, PyTorch's quantized FBGEMM kernels) is one failed row
+saying so, never the native figure under another name; the verdict is given per profile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.spec import isa
+from helpers import FAST_CLI, run_cli
+
+AVX2_ONLY = {"sse4_1", "avx2", "fma"}
+AMX = AVX2_ONLY | {"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_int8", "amx_bf16"}
+
+
+def test_a_cap_below_the_cpus_widest_is_a_preview_and_at_it_is_the_machines_own():
+    assert isa.label("sse41", AVX2_ONLY)["preview"] is True
+    assert isa.label("avx2", AVX2_ONLY)["preview"] is False
+    assert "this machine's own" in isa.label("avx2", AVX2_ONLY)["label"]
+    assert isa.label("avx2", AMX)["label"] == \
+        "preview: avx2 on this machine (ONEDNN_MAX_CPU_ISA=AVX2)"
+    assert isa.label("native", AMX) == {"name": "native", "cap": None, "preview": False,
+                                       "label": "native: this machine as it is"}
+
+
+def test_a_profile_the_cpu_cannot_run_is_refused_in_one_line():
+    isa.check_profiles(("avx2", "native"), AVX2_ONLY)
+    with pytest.raises(ValueError, match=r"--isa amx needs a CPU with amx_int8, amx_bf16"):
+        isa.check_profiles(("amx",), AVX2_ONLY)
+    with pytest.raises(ValueError, match="unknown instruction-set profile 'avx9'"):
+        isa.check_profiles(("avx9",), AVX2_ONLY)
+
+
+@pytest.mark.skipif("sse4_1" not in isa.cpu_flags() or isa.machine_rank(isa.cpu_flags()) <= 10,
+                    reason="needs a CPU wider than SSE4.1 to preview it")
+def test_run_isa_times_each_profile_and_labels_every_cell(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_cli("run", *FAST_CLI, "--int8", "static", "--runtime", "eager,ort,openvino",
+                   "--isa", "sse41,native", "--store", str(tmp_path / "s.db"), "--json",
+                   str(out))
+    assert proc.returncode in (0, 1), proc.stderr  # 1: the refused cells are failed rows
+    rows = {v["name"]: v for v in json.loads(out.read_text())["variants"]}
+    for name, row in rows.items():
+        profile = row["runtime"]["profile"]
+        assert profile["name"] == ("sse41" if name.endswith(" [sse41]") else "native"), name
+        assert profile["preview"] is name.endswith(" [sse41]")
+    assert rows["baseline [sse41]"]["runtime"]["profile"]["cap"] == "SSE41"
+    assert rows["baseline [sse41]"]["error"] is None and \
+        rows["int8-static@openvino [sse41]"]["error"] is None
+    assert "does not obey an instruction-set cap" in rows["int8-static@ort [sse41]"]["error"]
+    assert "FBGEMM" in rows["int8-static [sse41]"]["error"]
+    # A profile's rows are against its own baseline, timed in its own process.
+    ov = rows["int8-static@openvino [sse41]"]["vs_baseline"]
+    assert ov["reference"] == "baseline [sse41]"
+    assert "preview: sse41 on this machine (ONEDNN_MAX_CPU_ISA=SSE41):" in proc.stdout
+    assert "the verdict per instruction-set profile" in proc.stdout
+    assert "preview: sse41 on this machine (ONEDNN_MAX_CPU_ISA=SSE41): int8-static:" in \
+        proc.stdout
+
+
+def test_run_refuses_a_profile_this_cpu_cannot_run(tmp_path):
+    flags = isa.cpu_flags()
+    missing = next((p.name for p in isa.PROFILES.values()
+                    if p.cap and not set(p.flags) <= flags), None)
+    if missing is None:
+        pytest.skip("this CPU runs every profile")
+    proc = run_cli("run", *FAST_CLI, "--isa", f"{missing},native", "--store",
+                   str(tmp_path / "s.db"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: --isa {missing} needs")
+    assert not (tmp_path / "s.db").exists()
