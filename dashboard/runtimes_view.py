@@ -27,11 +27,17 @@ def grid_frame(grid: dict):
 
 
 def best_frame(rows: list[dict]):
+    """The best runtime per variant; per instruction-set profile where several were timed
+    (the verdict on each kind of CPU)."""
     import pandas as pd
-    return pd.DataFrame([{"variant": v, "best runtime": b["verdict"],
+    by = runtimes.best_by_profile(rows)
+    several = len(by) > 1
+    return pd.DataFrame([{**({"profile": b.get("profile_label") or profile} if several
+                             else {}),
+                          "variant": v, "best runtime": b["verdict"],
                           "speed-up": f"{b['speedup']:.2f}x", "batch": b["batch_size"],
                           "threads": b["threads"]}
-                         for v, b in runtimes.best_runtimes(rows).items()])
+                         for profile, best in by.items() for v, b in best.items()])
 
 
 def draw(run: dict, key: str) -> None:
@@ -49,7 +55,7 @@ def draw(run: dict, key: str) -> None:
                "batch size and threads. " + runtimes.LEGEND)
     st.dataframe(best_frame(rows), hide_index=True, key=f"{key}-rt-best")
     for grid in runtimes.grids(rows):
-        name = f"b{grid['batch_size']}-t{grid['threads']}"
+        name = runtimes.grid_key(grid)
         st.plotly_chart(runtimes.grid_chart(grid), config=PLOTLY_CONFIG,
                         key=f"{key}-rt-grid-{name}")
         st.dataframe(grid_frame(grid), hide_index=True, key=f"{key}-rt-table-{name}")

@@ -334,14 +334,19 @@ def curves_chart(rows: list[dict]) -> go.Figure:
     return fig
 
 
+def grid_key(grid: dict) -> str:
+    """A grid's name among a run's: b32-t1, b32-t1-sse41 under a capped profile."""
+    name = f"b{grid['batch_size']}-t{grid['threads']}"
+    return name if grid.get("profile", NATIVE) == NATIVE else f"{name}-{grid['profile']}"
+
+
 def runtime_figures(rows: list[dict]) -> dict[str, go.Figure]:
     """Every runtime figure of a run, by name: a grid per batch size and thread count, and
     the curves where some variant was timed at two or more batch sizes."""
     if not has_cells(rows):
         return {}
-    figs = {f"runtime-grid:b{g['batch_size']}-t{g['threads']}": grid_chart(g)
-            for g in grids(rows)}
+    figs = {f"runtime-grid:{grid_key(g)}": grid_chart(g) for g in grids(rows)}
     if any(len(c["speedups"]) > 1 for c in crossings(rows)) or \
-            len({r.get("batch_size") for r in rows}) > 1:
+            len({r.get("batch_size") for r in _native(rows)}) > 1:
         figs["runtime-curves"] = curves_chart(rows)
     return figs

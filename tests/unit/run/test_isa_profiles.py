@@ -36,7 +36,7 @@ def test_a_profile_the_cpu_cannot_run_is_refused_in_one_line():
 
 @pytest.mark.skipif("sse4_1" not in isa.cpu_flags() or isa.machine_rank(isa.cpu_flags()) <= 10,
                     reason="needs a CPU wider than SSE4.1 to preview it")
-def test_run_isa_times_each_profile_and_labels_every_cell(tmp_path):
+def test_run_isa_times_each_profile_and_labels_every_cell(tmp_path, monkeypatch):
     out = tmp_path / "r.json"
     proc = run_cli("run", *FAST_CLI, "--int8", "static", "--runtime", "eager,ort,openvino",
                    "--isa", "sse41,native", "--store", str(tmp_path / "s.db"), "--json",
@@ -59,6 +59,27 @@ def test_run_isa_times_each_profile_and_labels_every_cell(tmp_path):
     assert "the verdict per instruction-set profile" in proc.stdout
     assert "preview: sse41 on this machine (ONEDNN_MAX_CPU_ISA=SSE41): int8-static:" in \
         proc.stdout
+
+    # The Results page draws a grid per profile and the best runtime per profile.
+    from streamlit.testing.v1 import AppTest
+
+    from benchmarks.store.database import ResultsStore
+    from helpers import ROOT
+    monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(tmp_path / "s.db"))
+    run_id = ResultsStore(tmp_path / "s.db").runs(with_variants=False)[0]["run_id"]
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["run"], at.query_params["tab"] = run_id, "Runtimes"
+    at.switch_page("pages/results.py")
+    try:
+        at.run()
+    finally:  # the app starts a worker for its store
+        from benchmarks.service.queue import JobQueue
+        JobQueue(tmp_path / "s.db").stop_worker("cpu")
+    assert not at.exception, [e.value for e in at.exception]
+    best = next(t.value for t in at.dataframe if "best runtime" in t.value.columns
+                and "profile" in t.value.columns)
+    assert {"native: this machine as it is",
+            "preview: sse41 on this machine (ONEDNN_MAX_CPU_ISA=SSE41)"} == set(best["profile"])
 
 
 def test_run_refuses_a_profile_this_cpu_cannot_run(tmp_path):
