@@ -82,8 +82,9 @@ class Waves:
         self.count += 1
         cut = bool(self.sweep.cancelled)
         by_index = dict(enumerate(results[:len(unique) + 1]))
-        cells = {((r.runtime or {}).get("variant"), (r.runtime or {}).get("name")): r
-                 for r in results[len(unique) + 1:]}
+        cells: dict = {}
+        for r in results[len(unique) + 1:]:  # a runtime's first cell: the wave's batch, threads
+            cells.setdefault(((r.runtime or {}).get("variant"), (r.runtime or {}).get("name")), r)
         base = by_index.get(0)
         trials = [by_index.get(index[v.name]) if runtime == EAGER
                   else cells.get((v.name, runtime)) for v, runtime in zip(variants, runtimes)]
