@@ -48,7 +48,7 @@ def _refused(spec, profile: str, why: str, runtimes=None, like=None) -> list[Var
     (a native row), so it sits in its profile's grid."""
     rows = []
     for v in spec.variants:
-        for runtime in runtimes or ("eager",):
+        for runtime in ("eager",) if runtimes is None else runtimes:
             name = v.name if runtime == "eager" else f"{v.name}@{runtime}"
             entry = {"name": runtime, "variant": v.name, "profile": label(profile)}
             if like is not None:

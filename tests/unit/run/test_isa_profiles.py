@@ -42,6 +42,8 @@ def test_run_isa_times_each_profile_and_labels_every_cell(tmp_path, monkeypatch)
                    "--isa", "sse41,native", "--store", str(tmp_path / "s.db"), "--json",
                    str(out))
     assert proc.returncode in (0, 1), proc.stderr  # 1: the refused cells are failed rows
+    listed = [v["name"] for v in json.loads(out.read_text())["variants"]]
+    assert len(listed) == len(set(listed)), listed  # one row per cell and profile
     rows = {v["name"]: v for v in json.loads(out.read_text())["variants"]}
     for name, row in rows.items():
         profile = row["runtime"]["profile"]
@@ -93,3 +95,16 @@ def test_run_refuses_a_profile_this_cpu_cannot_run(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith(f"error: --isa {missing} needs")
     assert not (tmp_path / "s.db").exists()
+
+
+def test_only_the_runtimes_that_ignore_the_cap_get_a_refused_row():
+    """Where every runtime of the sweep obeys the cap, no row is refused (an empty list of
+    runtimes that ignore it is not "eager"); a failed profile refuses every variant once."""
+    from benchmarks.run.profiles import _refused
+    from benchmarks.spec.sweep import SweepSpec
+    spec = SweepSpec.from_toggles(int8="static")
+    assert _refused(spec, "sse41", "why", []) == []
+    names = [r.name for r in _refused(spec, "sse41", "why", ["ort"])]
+    assert names == ["baseline@ort [sse41]", "int8-static@ort [sse41]"]
+    assert [r.name for r in _refused(spec, "sse41", "why")] == \
+        ["baseline [sse41]", "int8-static [sse41]"]
