@@ -35,15 +35,10 @@ SHOWN_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16
 
 
 def instruction_sets() -> set[str]:
-    """The CPU's flags from /proc/cpuinfo (empty where there is none to read)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
+    """The CPU's flags from /proc/cpuinfo (empty where there is none to read): the product's
+    own reading, which its instruction-set profiles use."""
+    from benchmarks.spec.isa import cpu_flags
+    return cpu_flags()
 
 
 def isa_class(flags: set[str] | None = None) -> str:

@@ -49,6 +49,7 @@ HONOURED_BY = ("eager", "compile", "compile-freeze", "openvino")
 
 
 def cpu_flags() -> set[str]:
+    """The CPU's flags from /proc/cpuinfo (empty where there is none to read)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
