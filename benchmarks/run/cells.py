@@ -243,12 +243,12 @@ class Cells:
             first = timed_first_call(_under(ready.fn, b, graph), example)
         if key.runtime not in scored:
             t0 = time.perf_counter()
-            scored[key.runtime] = self._score(b, ready, graph, eager_logits)
+            scored[key.runtime], logits, batch = self._score(b, ready, graph, eager_logits)
             if graph and float_prefix(variant) is not None:
-                self._against_fp32(b, variant, scored[key.runtime], eager_logits)
+                self._against_fp32(b, variant, scored[key.runtime], logits, batch,
+                                   eager_logits)
             r.phase_s["accuracy"] = time.perf_counter() - t0
         figures = scored[key.runtime]
-        figures.pop("_batch", None), figures.pop("_logits", None)
         for name in ("accuracy", "correct_bits", "n_test"):
             setattr(r, name, figures[name])
         if r.accuracy is not None:
@@ -321,13 +321,12 @@ class Cells:
         ctx = self.sweep.context(lambda *_: None, variant=variant)
         return ctx.calibration(settings.calibration_batches)
 
-    def _against_fp32(self, b: Built, variant: VariantSpec, figures: dict,
-                      eager_logits: dict) -> None:
+    def _against_fp32(self, b: Built, variant: VariantSpec, figures: dict, logits,
+                      batch: int, eager_logits: dict) -> None:
         """For a quantized variant a graph runtime deployed: whether its outputs or eager's
         are the closer to the float model both quantized (``parity.closer_to_fp32``), in
         its parity figures; said in a note where the cell is "off"."""
         from benchmarks.runtimes.parity import closer_to_fp32
-        batch, logits = figures.pop("_batch"), figures.pop("_logits")
         if "float" not in eager_logits:
             model = self._float_model(b, variant)
             eager_logits["float"] = _logits(model, self.sweep.data, batch, torch.device("cpu"))[0]
@@ -345,10 +344,11 @@ class Cells:
                 f"{versus['runtime_agree']:.1%}, eager {versus['eager_agree']:.1%} "
                 f"(McNemar p={versus['p_value']:.2g}): {side}")
 
-    def _score(self, b: Built, ready, graph: bool, eager_logits: dict) -> dict:
-        """Accuracy and parity against eager, once per variant per runtime, on the test split
-        in batches of the largest measured size (the last one padded: every call has a shape
-        the runtime was prepared and timed at)."""
+    def _score(self, b: Built, ready, graph: bool, eager_logits: dict) -> tuple[dict, object, int]:
+        """(accuracy and parity against eager, the runtime's logits, the batch size they were
+        scored at), once per variant per runtime, on the test split in batches of the largest
+        measured size (the last one padded: every call has a shape the runtime was prepared
+        and timed at)."""
         from benchmarks.runtimes.parity import parity
         data = self.sweep.data
         batch = max([x for x in self.batches if x <= ACCURACY_BATCH] or [min(self.batches)])
@@ -357,13 +357,12 @@ class Cells:
         reference, labels = eager_logits[batch]
         logits, _ = _logits(_under(ready.fn, b, graph), data, batch, b.device)
         figures = parity(reference, logits, labels if data.labelled else None)
-        out = {"parity": figures, "accuracy": None, "correct_bits": None, "n_test": None,
-               "_batch": batch, "_logits": logits}
+        out = {"parity": figures, "accuracy": None, "correct_bits": None, "n_test": None}
         if data.labelled:
             right = (logits.argmax(1) == labels).tolist()
             out.update(accuracy=sum(right) / len(right), correct_bits=pack_bits(right),
                        n_test=len(right))
-        return out
+        return out, logits, batch
 
 
 def _logits(fn, data, batch: int, device) -> tuple:
