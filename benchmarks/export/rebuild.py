@@ -36,6 +36,12 @@ class Rebuilt:
     architecture: dict
 
 
+def cell_of(result) -> dict | None:
+    """The runtime entry of a stored row that is a cell of another variant, else None."""
+    runtime = result.runtime or {}
+    return runtime if runtime.get("variant") not in (None, result.name) else None
+
+
 def locate(store, run_id: str, variant: str) -> tuple[dict, object]:
     """(run, stored VariantResult) or a one-line ValueError naming what exists."""
     from benchmarks.report.results import VariantResult
@@ -106,9 +112,8 @@ def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None,
         spec = dataclasses.replace(spec, threads=max(1, min(int(threads), os.cpu_count() or 1)))
     # A runtime cell stored without its eager row (a recommendation's runtime trial) rebuilds
     # its recipe; its bits are the runtime's, checked against the reloaded artefact instead.
-    runtime = result.runtime or {}
-    cell = runtime.get("variant") not in (None, result.name)
-    recipe = runtime["variant"] if cell else result.name
+    cell = cell_of(result)
+    recipe = cell["variant"] if cell else result.name
     vspec = next(v for v in spec.variants if v.name == recipe)
     sweep = prepare_sweep(spec, cache=cache or WeightsCache(train_missing=False),
                           allowed_models_dir=allowed_models_dir, should_stop=should_stop)

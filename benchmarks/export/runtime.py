@@ -21,12 +21,6 @@ KEPT = {"ort": ("*.ort-int8-*.onnx", "model.runtime.onnx"),
         "openvino": ("model.openvino*.xml", "model.openvino*.bin")}
 
 
-def cell_of(result) -> dict | None:
-    """The runtime entry of a stored row that is a cell of another variant, else None."""
-    runtime = result.runtime or {}
-    return runtime if runtime.get("variant") not in (None, result.name) else None
-
-
 def write_runtime(rebuilt, folder: Path, scores: Scores, cell: dict,
                   stored=None) -> dict:
     """The cell's runtime artefact in ``folder``, reloaded and checked; its card entry.

@@ -45,8 +45,8 @@ from benchmarks.export.files import (
     sha256,
     staging_folder,
 )
-from benchmarks.export.rebuild import locate, rebuild
-from benchmarks.export.runtime import cell_of, write_runtime
+from benchmarks.export.rebuild import cell_of, locate, rebuild
+from benchmarks.export.runtime import write_runtime
 from benchmarks.export.writers import Scores, write_onnx, write_pt2, write_weights
 from benchmarks.spec.atomic import disk_full_as_one_line, write_text
 from benchmarks.spec.cancel import check_stop
