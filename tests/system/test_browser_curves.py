@@ -83,10 +83,11 @@ def test_the_results_page_stays_legible(tmp_path, n):
         try:
             page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
             page.goto(f"{url}/results?run={run_id}")
-            expect(page.get_by_role("heading", name="Results")).to_be_visible(timeout=60_000)
+            expect(page.get_by_role("heading", name="Results")).to_be_visible(
+                timeout=scaled_ms(60_000))
             # The Overview tab: the four charts.
             page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
-                                   timeout=60_000)
+                                   timeout=scaled_ms(60_000))
             page.wait_for_timeout(1500)  # plotly's layout settles
             ARTEFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTEFACTS / f"results-{n}-variants.png"), full_page=True)
@@ -108,7 +109,7 @@ def test_the_results_page_stays_legible(tmp_path, n):
             assert latency.locator(".bartext, .textpoint").count() == 0
             page.get_by_role("tab", name="Pareto").click()
             pareto = page.locator(".js-plotly-plot", has_text="Pareto front").first
-            expect(pareto).to_be_visible(timeout=30_000)
+            expect(pareto).to_be_visible(timeout=scaled_ms(30_000))
             page.wait_for_timeout(1000)
             # Its labels are annotations placed in pixels from their points (plotly's own
             # .textpoint labels are no longer used): none over another, the baseline named.

@@ -50,6 +50,15 @@ def test_the_supremum_matches_brute_force_within_the_slack(b, c, n, theta0):
     assert brute - 1e-9 <= got <= brute + stats.EXACT_SLACK + 1e-6
 
 
+@pytest.mark.parametrize("b,c,n,theta0", [(8, 0, 10, 0.0), (9, 0, 12, -0.05)])
+def test_a_small_p_value_is_bounded_within_a_tenth_of_itself(b, c, n, theta0):
+    # The grid bounds p on the arcsine scale: a p of 2e-3 or 5e-4 is not reported as the
+    # supremum plus EXACT_SLACK (twice or three times itself), nor below the supremum.
+    brute = _brute_sup(b, c, n, theta0)
+    assert brute < 0.01
+    assert brute - 1e-9 <= stats.exact_p_upper(b, c, n, theta0, gamma=0) <= 1.1 * brute
+
+
 @pytest.mark.parametrize("gamma", [0.0, stats.BERGER_BOOS_GAMMA])
 def test_size_is_at_most_alpha_over_the_whole_null_by_enumeration(gamma):
     """P(reject | pi_b, pi_c) summed exactly over every outcome, on a grid of true points
