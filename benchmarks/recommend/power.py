@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from benchmarks.report.stats import noninferiority_lower
+from benchmarks.report.stats import noninferiority, noninferiority_lower
 
 
 # How often a compressed candidate typically disagrees with its baseline (measured runs:
@@ -32,6 +32,17 @@ def _hundredths_above(limit: float) -> float:
     return round(rounded + 0.01, 2) if rounded <= limit else rounded
 
 
+def _certified_hundredths(b: int, c: int, n: int, confidence: float) -> float:
+    """The smallest margin, in hundredths of a point, at which the certificate's own test
+    certifies a candidate with these discordant counts. The lower limit is found by bisection
+    to within 0.005 points, so the hundredth just above it is confirmed by the test at that
+    margin (the certificate's judge asks the same), and the next taken where it fails."""
+    margin = _hundredths_above(-100 * noninferiority_lower(b, c, n, confidence))
+    while margin < 100 and not noninferiority(b, c, n, margin / 100, confidence)["rejected"]:
+        margin = round(margin + 0.01, 2)
+    return margin
+
+
 def smallest_margin_pts(n: int, confidence: float) -> float:
     """The magnitude, in points, of the lower limit of a candidate identical to the baseline
     on ``n`` certify examples: a margin must be above it."""
@@ -40,7 +51,7 @@ def smallest_margin_pts(n: int, confidence: float) -> float:
 
 def certifiable_pts(n: int, confidence: float) -> float:
     """The smallest margin, rounded up to a hundredth of a point, that can be certified."""
-    return _hundredths_above(smallest_margin_pts(n, confidence))
+    return _certified_hundredths(0, 0, n, confidence)
 
 
 def typical_margin_pts(n: int, confidence: float, share: float = DISCORDANT_SHARE) -> float:
@@ -48,7 +59,7 @@ def typical_margin_pts(n: int, confidence: float, share: float = DISCORDANT_SHAR
     equals the baseline's but which differs from it on ``share`` of the ``n`` examples (as
     many gained as lost)."""
     each = max(1, round(n * share / 2))
-    return _hundredths_above(-100 * noninferiority_lower(each, each, n, confidence))
+    return _certified_hundredths(each, each, n, confidence)
 
 
 def refusal(margin_pts: float, n: int, confidence: float, unit: str = "test images") -> str:
@@ -70,7 +81,8 @@ def check_power(margin_pts: float, n: int, confidence: float, unit: str = "test 
     """The smallest certifiable margin; ValueError (one line) when ``margin_pts`` is not above
     it."""
     can = certifiable_pts(n, confidence)
-    if margin_pts <= smallest_margin_pts(n, confidence):
+    if margin_pts < can and not noninferiority(0, 0, n, margin_pts / 100,
+                                               confidence)["rejected"]:
         typical = typical_margin_pts(n, confidence)
         raise ValueError(f"{refusal(margin_pts, n, confidence, unit)}; use a larger data set "
                          f"or a wider margin (--within {typical:g}pt)")

