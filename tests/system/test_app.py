@@ -34,7 +34,7 @@ def app_store(tmp_path_factory):
 
 
 def new_app() -> AppTest:
-    return AppTest.from_file(APP, default_timeout=60).run()
+    return AppTest.from_file(APP, default_timeout=scaled(60)).run()
 
 
 def errors(at: AppTest) -> list[str]:
@@ -133,7 +133,7 @@ def test_small_sweep_end_to_end(app_store):
 
     # A refreshed page (new session state, same URL) finds the session's job again.
     key = at.session_state["cb_session"]
-    again = AppTest.from_file(APP, default_timeout=60)
+    again = AppTest.from_file(APP, default_timeout=scaled(60))
     again.query_params["session"] = key
     again.run()
     assert_clean(again)
@@ -218,7 +218,7 @@ def test_results_page_draws_20_variants(app_store):
     for v in _synthetic_variants(20):
         rs.add_variant(run_id, v)
     rs.finish_run(run_id, "failed")
-    at = AppTest.from_file(APP, default_timeout=60)
+    at = AppTest.from_file(APP, default_timeout=scaled(60))
     at.query_params["run"] = run_id  # the read-only link to one run
     at.switch_page("pages/results.py").run()
     start = time.perf_counter()
@@ -313,7 +313,7 @@ def test_no_page_imports_torch(tmp_path):
     script = f"""
 import sys
 from streamlit.testing.v1 import AppTest
-at = AppTest.from_file({APP!r}, default_timeout=60).run()
+at = AppTest.from_file({APP!r}, default_timeout={scaled(60)!r}).run()
 for page in {PAGES!r}:
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]

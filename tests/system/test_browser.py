@@ -55,7 +55,7 @@ def test_two_sessions_run_the_default_sweep(server):
                 t0 = time.monotonic()
                 page.goto(url)
                 expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
-                    timeout=60_000)
+                    timeout=scaled_ms(60_000))
                 first_draw_s.append(time.monotonic() - t0)
             for page in pages:  # the defaults: the article's full comparison
                 page.get_by_role("button", name="Run benchmark").click()
@@ -64,18 +64,20 @@ def test_two_sessions_run_the_default_sweep(server):
                     timeout=scaled_ms(SWEEP_TIMEOUT_MS))
                 page.wait_for_function(
                     "document.querySelectorAll('.js-plotly-plot').length >= 4",
-                    timeout=60_000)
+                    timeout=scaled_ms(60_000))
                 assert not page.get_by_text("Traceback").count()
             # The Results page shows the session's latest run.
             page = pages[0]
             t0 = time.monotonic()
             page.get_by_role("link", name="Results").click()
-            expect(page.get_by_role("heading", name="Results")).to_be_visible(timeout=30_000)
+            expect(page.get_by_role("heading", name="Results")).to_be_visible(
+                timeout=scaled_ms(30_000))
             # The answer first, then the Overview tab's four charts.
             expect(page.locator('[data-testid="stMetric"]').first).to_be_visible(
-                timeout=30_000)
+                timeout=scaled_ms(30_000))
             page.wait_for_function(
-                "document.querySelectorAll('.js-plotly-plot').length >= 4", timeout=30_000)
+                "document.querySelectorAll('.js-plotly-plot').length >= 4",
+                timeout=scaled_ms(30_000))
             switch_s = time.monotonic() - t0
             page.wait_for_timeout(1000)  # let plotly finish laying out before the picture
             page.screenshot(path=str(SCREENSHOT), full_page=True)
@@ -100,16 +102,17 @@ def test_pick_a_torchvision_model_by_typing_its_name(server):
             page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
             page.goto(url)
             expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
-                timeout=60_000)
+                timeout=scaled_ms(60_000))
             page.get_by_role("combobox", name="Model from").click()
             page.get_by_role("option", name="torchvision").click()
             picker = page.get_by_role("combobox", name="torchvision model")
-            expect(picker).to_be_visible(timeout=30_000)
+            expect(picker).to_be_visible(timeout=scaled_ms(30_000))
             picker.click()
             picker.type("mobilenet_v3_sm")
             page.keyboard.press("Enter")
             # Its weights menu appears once a model is picked.
-            expect(page.get_by_role("combobox", name="Weights")).to_be_visible(timeout=30_000)
+            expect(page.get_by_role("combobox", name="Weights")).to_be_visible(
+                timeout=scaled_ms(30_000))
             # The tiniest budget: pruning alone, one epoch.
             for label in ("Knowledge distillation", "INT8 quantization",
                           "Automatic mixed precision", "Combine (chain"):
@@ -121,9 +124,9 @@ def test_pick_a_torchvision_model_by_typing_its_name(server):
             page.get_by_role("button", name="Run benchmark").click()
             expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
                 timeout=scaled_ms(SWEEP_TIMEOUT_MS))
-            expect(page.get_by_text("prune-l1-0.5").first).to_be_visible(timeout=30_000)
+            expect(page.get_by_text("prune-l1-0.5").first).to_be_visible(timeout=scaled_ms(30_000))
             page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
-                                   timeout=60_000)
+                                   timeout=scaled_ms(60_000))
             assert not page.get_by_text("Traceback").count()
         finally:
             browser.close()

@@ -131,19 +131,21 @@ def test_sweeping_the_prune_ratio_from_the_page_draws_its_curve(tmp_path):
             page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
             page.goto(url)
             run = page.get_by_role("button", name="Run benchmark")
-            expect(run).to_be_visible(timeout=60_000)
+            expect(run).to_be_visible(timeout=scaled_ms(60_000))
             for name in ("Knowledge distillation", "INT8 quantization", "Automatic mixed",
                          "Combine"):  # a toggle is clicked on its label, as a person does
                 page.locator('[data-testid="stCheckbox"]', has_text=name).click()
                 expect(page.get_by_role("switch", name=re.compile(f"^{name}"))
                        ).not_to_be_checked()
             page.locator('[data-testid="stCheckbox"]', has_text="Sweep prune settings").click()
-            expect(page.get_by_text("Ratio (sweep from, to)")).to_be_visible(timeout=30_000)
+            expect(page.get_by_text("Ratio (sweep from, to)")).to_be_visible(
+                timeout=scaled_ms(30_000))
             epochs = page.get_by_role("spinbutton", name="Training epochs")
             epochs.fill("1")
             epochs.press("Enter")
             # Five ratios from 0.3 to 0.9 and the baseline: the count updates before Run.
-            expect(page.get_by_text(re.compile(r"^6 variants"))).to_be_visible(timeout=30_000)
+            expect(page.get_by_text(re.compile(r"^6 variants"))).to_be_visible(
+                timeout=scaled_ms(30_000))
             time.sleep(1)
             run.click()
             expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
@@ -159,7 +161,7 @@ def test_sweeping_the_prune_ratio_from_the_page_draws_its_curve(tmp_path):
                 # Drawn once: a copy left from the run's progress view goes as it settles.
                 return curve.count() == 1
             wait_until(curves_open, 60, "the Curves tab open with its one curve", every=1.0)
-            expect(curve).to_be_visible(timeout=60_000)
+            expect(curve).to_be_visible(timeout=scaled_ms(60_000))
             # Issue 32.10: the ratio a numeric axis (never lines between categories), the
             # default range where trade-offs happen (0.3 to 0.9, not from a no-op 0).
             axis, xs = curve.evaluate("g => [g._fullLayout.xaxis.type, g._fullData"

@@ -87,15 +87,16 @@ def test_first_screen_live_results_and_whole_cards(site):
     page.goto(f"{url}/?{urlencode(TINY)}")
     button = page.get_by_role("button", name="Run benchmark")
     expect(button).to_be_visible(timeout=scaled_ms(PAGE_MS))
-    expect(page.get_by_text(re.compile(r"^\d+ variants?"))).to_be_visible(timeout=30_000)
+    expect(page.get_by_text(re.compile(r"^\d+ variants?"))).to_be_visible(
+        timeout=scaled_ms(30_000))
     box = button.bounding_box()  # on the first screen, without scrolling
     assert box and 0 <= box["y"] and box["y"] + box["height"] <= SCREENS[0]["height"], box
-    expect(_readbacks(page)).to_have_count(1, timeout=30_000)
+    expect(_readbacks(page)).to_have_count(1, timeout=scaled_ms(30_000))
     button.click()
-    expect(page.get_by_role("button", name="Cancel")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("button", name="Cancel")).to_be_visible(timeout=scaled_ms(60_000))
     # The job's own line; the page's, the same, steps aside. Streamlit keeps the previous
     # draw's elements until the rerun that replaces them ends, so the count settles to one.
-    expect(_readbacks(page)).to_have_count(1, timeout=30_000)
+    expect(_readbacks(page)).to_have_count(1, timeout=scaled_ms(30_000))
 
     known = {answer}
     run_id = wait_until(lambda: next((r["run_id"] for r in ResultsStore(store).runs(
@@ -119,7 +120,7 @@ def test_first_screen_live_results_and_whole_cards(site):
     _finish_live_run(store, live)
     expect(cards.first).not_to_contain_text("measuring", timeout=scaled_ms(PAGE_MS))
     assert results.evaluate("window.notReloaded === true")
-    expect(results.get_by_text("still going")).to_have_count(0, timeout=30_000)
+    expect(results.get_by_text("still going")).to_have_count(0, timeout=scaled_ms(30_000))
 
     for screen in SCREENS:
         view = browser.new_context(viewport=screen).new_page()

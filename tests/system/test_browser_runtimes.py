@@ -22,7 +22,8 @@ def _pick(page, label: str, options: list[str]) -> None:
         for attempt in range(3):
             box.click()
             try:
-                page.get_by_role("option", name=option, exact=True).click(timeout=10_000)
+                page.get_by_role("option", name=option, exact=True).click(
+                    timeout=scaled_ms(10_000))
                 break
             except PlaywrightTimeout:
                 if attempt == 2:
@@ -40,7 +41,7 @@ def test_runtimes_swept_from_the_page_draw_the_grid(tmp_path):
         page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
         page.goto(url)
         expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
-            timeout=60_000)
+            timeout=scaled_ms(60_000))
         # INT8 alone, one epoch: the smallest sweep with a quantized variant.
         for label in ("Pruning: l1", "Knowledge distillation", "Automatic mixed precision",
                       "Combine (chain"):
@@ -58,17 +59,17 @@ def test_runtimes_swept_from_the_page_draw_the_grid(tmp_path):
             timeout=scaled_ms(SWEEP_TIMEOUT_MS))
         # The run's Runtimes tab (only the open tab is drawn).
         runtimes_tab = page.get_by_role("tab", name="Runtimes")
-        expect(runtimes_tab).to_be_visible(timeout=60_000)
+        expect(runtimes_tab).to_be_visible(timeout=scaled_ms(60_000))
         runtimes_tab.click()
         expect(page.get_by_role("heading", name="Where it will run")).to_be_visible(
-            timeout=60_000)
+            timeout=scaled_ms(60_000))
         # A grid per batch size: batch 8's among them.
         expect(page.locator(".js-plotly-plot", has_text="batch 8").first).to_be_visible(
-            timeout=30_000)
+            timeout=scaled_ms(30_000))
         # The grid drawn: a heatmap per batch size.
         page.wait_for_function(
             "[...document.querySelectorAll('.js-plotly-plot .heatmaplayer')].length >= 2",
-            timeout=60_000)
+            timeout=scaled_ms(60_000))
         assert not page.get_by_text("Traceback").count()
     from benchmarks.store.database import ResultsStore
     run = ResultsStore(store).runs()[0]

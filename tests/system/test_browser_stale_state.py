@@ -11,7 +11,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from helpers import ROOT, chromium, scaled_ms
+from helpers import ROOT, chromium, scaled, scaled_ms
 from tools.browser import running_server
 
 
@@ -58,7 +58,7 @@ def test_the_sidebar_shows_the_peaks_a_later_measurement_left_in_the_store(tmp_p
     from benchmarks.service.workers import lock_path
     held = try_lock(lock_path(path, "cpu"))  # this process is that worker: none is started
     try:
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=scaled(60)).run()
     finally:
         os.close(held)
     assert not at.exception, [e.value for e in at.exception]

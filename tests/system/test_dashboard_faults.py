@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from benchmarks.service.queue import JobQueue
-from helpers import ROOT, scaled_ms, wait_until
+from helpers import ROOT, scaled, scaled_ms, wait_until
 
 APP = str(ROOT / "app.py")
 
@@ -26,7 +26,7 @@ def test_five_sessions_submit_at_once_and_run_one_at_a_time(tmp_path, monkeypatc
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store))
     # Five people here: every AppTest session is one loopback client (the per-address cap).
     monkeypatch.setenv("COMPRESSION_BENCH_MAX_JOBS_PER_ADDRESS", "5")
-    sessions = [baseline_only(AppTest.from_file(APP, default_timeout=60).run())
+    sessions = [baseline_only(AppTest.from_file(APP, default_timeout=scaled(60)).run())
                 for _ in range(5)]
     # Five clicks in a burst, one right after another. (Not from five threads: CPython 3.11.7
     # compiles ASTs thread-unsafely, gh-106905, and AppTest compiles the page on each run.)
@@ -69,7 +69,7 @@ def test_a_server_restart_marks_the_job_interrupted_and_it_can_run_again(tmp_pat
             with running_server(store) as (proc, url):
                 page.goto(url)
                 expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
-                    timeout=60_000)
+                    timeout=scaled_ms(60_000))
                 session_url = page.url  # carries ?session=KEY
                 page.get_by_role("button", name="Run benchmark").click()
                 queue = JobQueue(store)
@@ -83,7 +83,7 @@ def test_a_server_restart_marks_the_job_interrupted_and_it_can_run_again(tmp_pat
                 page.goto(session_url.replace(session_url.split("/?")[0], url))
                 # (visible: the sidebar's collapsed My jobs panel says it too)
                 expect(page.get_by_text("interrupted", exact=False).filter(visible=True).first
-                       ).to_be_visible(timeout=60_000)
+                       ).to_be_visible(timeout=scaled_ms(60_000))
                 (job,) = queue.jobs()
                 assert job.status == "interrupted"
                 assert queue.store.run(job.run_id)["status"] == "interrupted"

@@ -12,7 +12,7 @@ import types
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from helpers import ROOT, store_answer_run, store_history
+from helpers import ROOT, scaled, store_answer_run, store_history
 
 APP = str(ROOT / "app.py")
 
@@ -28,7 +28,7 @@ def app_env(tmp_path, monkeypatch):
 
 
 def opened(query: dict, page: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
+    at = AppTest.from_file(APP, default_timeout=scaled(60))
     for name, value in query.items():
         at.query_params[name] = value
     if page:

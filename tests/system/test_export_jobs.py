@@ -8,7 +8,7 @@ from __future__ import annotations
 import zipfile
 
 from benchmarks.export import files
-from helpers import ROOT, wait_until
+from helpers import ROOT, scaled, wait_until
 
 
 def test_the_worker_exports_a_variant_into_a_zip(export_sweep, tmp_path):
@@ -45,7 +45,7 @@ def test_the_results_page_exports_a_chosen_variant(export_sweep, monkeypatch):
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store_path))
     # A shared link is read-only unless the operator shares exports (see test_read_only).
     monkeypatch.setenv("COMPRESSION_BENCH_SHARED_EXPORTS", "on")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=scaled(60)).run()
     try:
         at.query_params["run"] = run_id  # the CLI's run, opened by its read-only link
         at.switch_page("pages/results.py").run()

@@ -8,7 +8,7 @@ import os
 
 from streamlit.testing.v1 import AppTest
 
-from helpers import ROOT
+from helpers import ROOT, scaled
 
 SPEED = {"train_macs_per_s": 1e9, "score_macs_per_s": 2e9, "probe": "made up",
          "work": {"seed_cnn@digits": {"macs": 1_000_000, "train": 1000, "test": 100}}}
@@ -26,7 +26,7 @@ def _page(path, card: dict | None) -> list[str]:
                                             json.dumps(card)))
     held = try_lock(lock_path(path, "cpu"))  # this process stands for the worker
     try:
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=scaled(60)).run()
     finally:
         os.close(held)
     assert not at.exception, [e.value for e in at.exception]
@@ -67,7 +67,7 @@ def test_a_run_that_ends_is_in_the_next_estimate_drawn_at_once(tmp_path, monkeyp
                                         json.dumps({"devices": ["cpu"], "speed": SPEED})))
     held = try_lock(lock_path(path, "cpu"))
     try:
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=scaled(60)).run()
         first = [c.value for c in at.caption if "variants; " in c.value]
         assert first and "measured speed" in first[0], first
         spec = SweepSpec.from_toggles(prune=0.5)

@@ -29,7 +29,7 @@ def app_store(tmp_path_factory):
 
 
 def new_app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = AppTest.from_file(APP, default_timeout=scaled(60)).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from benchmarks.export import files
 from benchmarks.service.queue import JobQueue
 from dashboard.identity import session_owner
-from helpers import ROOT, sign_owner
+from helpers import ROOT, scaled, sign_owner
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def own_store(export_sweep, tmp_path, monkeypatch):
 
 
 def results_page(run_id: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=scaled(60))
     at.query_params["run"] = run_id
     at.run()
     at.switch_page("pages/results.py").run()

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import MAX_EPOCHS
-from helpers import ROOT
+from helpers import ROOT, scaled
 
 
 def readback(at: AppTest) -> str:
@@ -21,7 +21,7 @@ def readback(at: AppTest) -> str:
 def test_the_page_reads_back_what_the_job_runs_with(tmp_path, monkeypatch):
     store = tmp_path / "results.db"
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=scaled(60)).run()
     try:
         for key in ("exp_prune", "exp_distill", "exp_amp", "exp_int8", "exp_combine"):
             at.toggle(key=key).set_value(False)

@@ -18,10 +18,11 @@ pytestmark = pytest.mark.browser
 def _open_panel(page, url):
     from playwright.sync_api import expect
     page.goto(url)
-    expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(timeout=60_000)
+    expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
+        timeout=scaled_ms(60_000))
     page.locator('[data-testid="stCheckbox"]', has_text="Recommend: the fastest").click()
     button = page.get_by_role("button", name="Recommend", exact=True)
-    expect(button).to_be_visible(timeout=60_000)
+    expect(button).to_be_visible(timeout=scaled_ms(60_000))
     return button
 
 
@@ -50,7 +51,7 @@ def test_before_submitting_the_panel_says_what_the_data_can_certify_and_fixes_it
         _certify_on(page, "digits")
         refusal = page.get_by_text(re.compile(r"^On digits, the certify split of 180 test "
                                               r"images cannot certify 1 point"))
-        expect(refusal).to_be_visible(timeout=30_000)
+        expect(refusal).to_be_visible(timeout=scaled_ms(30_000))
         expect(button).to_be_disabled()  # refused before a job: none can fail
         assert not page.get_by_text(re.compile(r"--within")).count()  # no CLI flag as a fix
         from benchmarks.recommend.power import typical_margin_pts
@@ -58,7 +59,7 @@ def test_before_submitting_the_panel_says_what_the_data_can_certify_and_fixes_it
         page.get_by_role("button", name=f"Certify within {can}").click()
         expect(page.get_by_role("textbox", name="Within")).to_have_value(can)
         expect(page.get_by_text(re.compile(f"^On digits, .* can certify {re.escape(can)}"))
-               ).to_be_visible(timeout=30_000)
+               ).to_be_visible(timeout=scaled_ms(30_000))
         expect(button).to_be_enabled()
         within = page.get_by_role("textbox", name="Within")
         within.fill("1pt")
@@ -83,11 +84,11 @@ def test_a_recommendation_from_the_page_shows_its_winner_and_certificate(tmp_pat
         page = browser.new_context(viewport={"width": 1600, "height": 1100}).new_page()
         page.goto(url)
         expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
-            timeout=60_000)
+            timeout=scaled_ms(60_000))
         # The Recommend panel, drawn on demand.
         page.locator('[data-testid="stCheckbox"]', has_text="Recommend: the fastest").click()
         button = page.get_by_role("button", name="Recommend", exact=True)
-        expect(button).to_be_visible(timeout=60_000)
+        expect(button).to_be_visible(timeout=scaled_ms(60_000))
         for name in ("Pruning", "Knowledge distillation", "Automatic mixed"):
             page.locator('[data-testid="stCheckbox"]',
                          has_text=re.compile(f"^{name}")).click()
@@ -109,7 +110,7 @@ def test_a_recommendation_from_the_page_shows_its_winner_and_certificate(tmp_pat
             timeout=scaled_ms(420_000))
         expect(page.get_by_text("The certificate", exact=True)).to_be_visible()
         expect(page.locator(".js-plotly-plot", has_text="certified winner")
-               ).to_be_visible(timeout=60_000)
+               ).to_be_visible(timeout=scaled_ms(60_000))
         expect(page.get_by_text(re.compile(r"180 search / 180 certify"))).to_be_visible()
         assert not page.get_by_text("Traceback").count()
         page.get_by_role("button", name="Run this").click()
@@ -125,4 +126,4 @@ def test_a_recommendation_from_the_page_shows_its_winner_and_certificate(tmp_pat
         assert run["variants"][1]["name"].startswith("int8-")
         # Its results: the answer first, then the tabs.
         expect(page.get_by_role("tab", name="Overview").first).to_be_visible(
-            timeout=60_000)
+            timeout=scaled_ms(60_000))

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from helpers import ROOT
+from helpers import ROOT, scaled
 
 
 @pytest.fixture
 def app(tmp_path, monkeypatch):
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(tmp_path / "results.db"))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=scaled(60)).run()
     at.toggle(key="rec_open").set_value(True).run()  # the panel is drawn on demand
     yield at
     from benchmarks.service.queue import JobQueue

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.report.document import RunReport
-from helpers import REPORT_MAX_BYTES, ROOT, HtmlScan, chromium, report_runs
+from helpers import HtmlScan, REPORT_MAX_BYTES, ROOT, chromium, report_runs, scaled, scaled_ms
 
 
 @pytest.mark.browser
@@ -39,7 +39,7 @@ def test_the_report_draws_every_chart_in_chromium_with_the_network_off(report_st
         page.wait_for_function(
             f"[...document.querySelectorAll('[data-chart]')].length == "
             f"{len(expected.charts)} && [...document.querySelectorAll('[data-chart]')]"
-            f".every(d => d.querySelectorAll({marks}).length > 0)", timeout=60_000)
+            f".every(d => d.querySelectorAll({marks}).length > 0)", timeout=scaled_ms(60_000))
         drawn = page.evaluate(f"""() => [...document.querySelectorAll('[data-chart]')]
             .map(d => [d.dataset.chart, d.querySelectorAll({marks}).length,
                        d.querySelectorAll('.gtitle').length ? 1 : 0])""")
@@ -73,7 +73,7 @@ def test_history_offers_the_report_of_the_two_runs_it_compares(report_store, mon
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(report_store))
     from benchmarks.service.queue import JobQueue
     try:
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=scaled(60)).run()
         at.switch_page("pages/history.py").run()
         assert not at.exception
         assert len(at.multiselect(key="history_runs").value) == 2
@@ -96,8 +96,8 @@ def test_the_results_page_download_gives_the_report_in_a_real_browser(report_sto
                                    viewport={"width": 1500, "height": 1000}).new_page()
         page.goto(f"{url}/results?run={axis_run['run_id']}")  # the run's shared link
         button = page.get_by_role("button", name="Download report")
-        expect(button).to_be_visible(timeout=60_000)
-        with page.expect_download(timeout=60_000) as download:
+        expect(button).to_be_visible(timeout=scaled_ms(60_000))
+        with page.expect_download(timeout=scaled_ms(60_000)) as download:
             button.click()
         saved = tmp_path / download.value.suggested_filename
         download.value.save_as(saved)

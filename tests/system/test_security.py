@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, scaled, scaled_ms
 
 LOOPBACK = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1, ::1 as /proc shows
 
@@ -68,7 +68,7 @@ def test_sign_in_is_required_once_an_identity_provider_is_configured(tmp_path, m
     by Streamlit as the page file alone, without app.py, and must ask for sign-in too."""
     from streamlit.testing.v1 import AppTest
     monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(tmp_path / "results.db"))
-    at = AppTest.from_file(str(ROOT / script), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / script), default_timeout=scaled(60))
     at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback",
                           "cookie_secret": "x" * 32, "client_id": "bench",
                           "client_secret": "s", "server_metadata_url":
@@ -145,7 +145,8 @@ def test_store_log_secret_and_cache_are_owner_only_and_hold_no_session_key(tmp_p
                                                ) as (_, url):
         page = browser.new_page()
         page.goto(url)
-        expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(timeout=60_000)
+        expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
+            timeout=scaled_ms(60_000))
         page.get_by_role("button", name="Run benchmark").click()
         queue = JobQueue(store)
         job = wait_until(lambda: (js := queue.jobs()) and js[0].run_id
@@ -187,9 +188,10 @@ def test_a_session_url_opened_in_another_browser_is_a_new_session(tmp_path):
         first = browser.new_context().new_page()
         first.goto(url)
         run = first.get_by_role("button", name="Run benchmark")
-        expect(run).to_be_visible(timeout=60_000)
+        expect(run).to_be_visible(timeout=scaled_ms(60_000))
         run.click()
-        expect(first.get_by_text("Queued: place", exact=False)).to_be_visible(timeout=60_000)
+        expect(first.get_by_text("Queued: place", exact=False)).to_be_visible(
+            timeout=scaled_ms(60_000))
         link = first.url
         key = link.split("session=", 1)[1].split("&", 1)[0]
         mine = wait_until(lambda: [j for j in queue.jobs() if j.session != "someone else"],
@@ -198,13 +200,14 @@ def test_a_session_url_opened_in_another_browser_is_a_new_session(tmp_path):
         second = browser.new_context().new_page()  # another browser: its own cookies
         second.goto(link)
         expect(second.get_by_text("was not issued to this browser", exact=False)
-               ).to_be_visible(timeout=60_000)
+               ).to_be_visible(timeout=scaled_ms(60_000))
         assert key not in second.url
         expect(second.get_by_text("My jobs (0 active)")).to_be_visible()
         expect(second.get_by_role("button", name="Cancel")).to_have_count(0)
 
         first.reload()  # the same browser keeps its session and finds its job
-        expect(first.get_by_text("Queued: place", exact=False)).to_be_visible(timeout=60_000)
+        expect(first.get_by_text("Queued: place", exact=False)).to_be_visible(
+            timeout=scaled_ms(60_000))
         assert key in first.url
         expect(first.get_by_text("My jobs (1 active)")).to_be_visible()
         assert queue.get(mine[0].job_id).status in ("queued", "running")

@@ -77,29 +77,29 @@ def test_a_map_drawn_and_applied_in_a_real_browser(sweep_store):
         page = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
         # Only a run's owner maps it (a CLI run has none): this browser's copy of the sweep.
         page.goto(url)
-        page.wait_for_url(re.compile(r"[?&]session="), timeout=60_000)
+        page.wait_for_url(re.compile(r"[?&]session="), timeout=scaled_ms(60_000))
         key = parse_qs(urlsplit(page.url).query)["session"][0]
         run_id = owned_copy(store, cli_run, session_owner(key))
         page.goto(f"{url}/results?run={run_id}&session={key}")
         # The run's report drawn first (the page has settled), then its Sensitivity tab.
         page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 4",
-                               timeout=60_000)
+                               timeout=scaled_ms(60_000))
         page.get_by_role("tab", name="Sensitivity").click()
         button = page.get_by_role("button", name="Draw sensitivity map")
-        expect(button).to_be_visible(timeout=60_000)
+        expect(button).to_be_visible(timeout=scaled_ms(60_000))
         button.click()
         # The worker draws the map; the page reruns when the job ends and draws its charts.
         heatmap = page.locator(".js-plotly-plot").filter(has_text="Where accuracy goes")
         expect(heatmap).to_be_visible(timeout=scaled_ms(JOB_TIMEOUT_MS))
         expect(page.locator(".js-plotly-plot").filter(
-            has_text="against latency share")).to_be_visible(timeout=30_000)
+            has_text="against latency share")).to_be_visible(timeout=scaled_ms(30_000))
         # Hatched cells (within noise) are drawn with a pattern.
         assert page.locator("pattern").count() > 0
         apply = page.get_by_role("button", name="Apply as schedule")
-        expect(apply).to_be_visible(timeout=30_000)
+        expect(apply).to_be_visible(timeout=scaled_ms(30_000))
         apply.click()
         expect(page.get_by_text("The schedule's verification sweep:")).to_be_visible(
-            timeout=60_000)
+            timeout=scaled_ms(60_000))
         expect(page.get_by_role("link", name="open the run")).to_be_visible(
             timeout=scaled_ms(JOB_TIMEOUT_MS))
         assert not page.get_by_text("Traceback").count()

@@ -14,7 +14,7 @@ import pytest
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.limits import Limits
 from benchmarks.spec.sweep import SweepSpec
-from helpers import FAST, ROOT, chromium, finished_job, wait_until, zombies_of
+from helpers import FAST, ROOT, chromium, finished_job, scaled, scaled_ms, wait_until, zombies_of
 
 # Long enough to be caught mid-sweep: every variant is timed for 3 s.
 SLOW = SweepSpec.from_toggles(prune=0.5, amp=True, **{**FAST, "min_time_s": 3.0}).to_dict()
@@ -113,14 +113,14 @@ def test_the_page_and_history_show_the_killed_job_and_the_queue_goes_on(tmp_path
         for page in (first, second):
             page.goto(url)
             expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(
-                timeout=60_000)
+                timeout=scaled_ms(60_000))
         first.get_by_role("button", name="Run benchmark").click()
         queue = JobQueue(store)
         job = wait_until(lambda: next((j for j in queue.jobs() if j.status == "running"
                                        and j.run_id), None), 180, "the first job")
         second.get_by_role("button", name="Run benchmark").click()
         expect(second.get_by_text("Queued: place 1", exact=False)).to_be_visible(
-            timeout=30_000)
+            timeout=scaled_ms(30_000))
         killed_at = datetime.now(timezone.utc)
         os.kill(job.worker_pid, signal.SIGKILL)
         wait_until(lambda: queue.get(job.job_id).status == "interrupted", 5,
@@ -131,14 +131,14 @@ def test_the_page_and_history_show_the_killed_job_and_the_queue_goes_on(tmp_path
         assert (started(nxt) - killed_at).total_seconds() <= 60.0
         # The owner's page follows on its own (its poll; slower on a loaded machine).
         expect(first.get_by_text("its worker was killed (SIGKILL", exact=False)
-               .filter(visible=True).first).to_be_visible(timeout=60_000)
+               .filter(visible=True).first).to_be_visible(timeout=scaled_ms(60_000))
         assert zombies_of(server.pid) == []
         run = queue.store.run(job.run_id)
         assert run["status"] == "interrupted" and "SIGKILL" in run["error"]
         assert queue.get(job.job_id).status == "interrupted"
         # History (its table is drawn on a canvas: read through the page script itself).
         monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store))
-        history = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        history = AppTest.from_file(str(ROOT / "app.py"), default_timeout=scaled(60))
         history.switch_page("pages/history.py").run()
         table = history.dataframe[0].value
         row = table[table["run"] == job.run_id].iloc[0]

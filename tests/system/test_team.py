@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
 from dashboard.identity import session_owner
-from helpers import FAST, ROOT, finished_job, wait_until
+from helpers import FAST, ROOT, finished_job, scaled, wait_until
 
 APP = str(ROOT / "app.py")
 SLOW = SweepSpec.from_toggles(prune=0.5, amp=True, **{**FAST, "min_time_s": 3.0}).to_dict()
@@ -31,7 +31,7 @@ def app_store(tmp_path, monkeypatch):
 
 
 def app(query: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
+    at = AppTest.from_file(APP, default_timeout=scaled(60))
     for key, value in (query or {}).items():
         at.query_params[key] = value
     return at.run()
@@ -241,7 +241,7 @@ def test_five_quick_clicks_make_at_most_the_cap_and_my_jobs_lists_and_cancels_th
     assert refusals and all("the most one person may have here (3" in e for e in refusals)
     # My jobs (the sidebar's panel) lists every one of them, each with its Cancel. (Drawn on
     # its own: AppTest drops the sidebar of a multipage app while a fragment polls.)
-    panel = AppTest.from_function(my_jobs_panel, default_timeout=60)
+    panel = AppTest.from_function(my_jobs_panel, default_timeout=scaled(60))
     panel.session_state["cb_session"] = at.session_state["cb_session"]
     panel.run()
     clean(panel)

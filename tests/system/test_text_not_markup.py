@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from benchmarks.service.queue import JobQueue
 from dashboard.identity import session_owner
 from dashboard.markup import HIDDEN_PATH, ZERO_WIDTH, md, no_paths
-from helpers import ROOT, signed
+from helpers import ROOT, scaled, signed
 
 HOSTILE = ("[Click](https://evil.example/p) ![p](http://127.0.0.1:1/x.png) **bold** <b>x</b> "
            "data:text/html,x $x$ :red[x]")
@@ -117,7 +117,7 @@ def store(tmp_path, monkeypatch):
 
 
 def page(path: str, query: dict, session: str = VIEWER) -> AppTest:
-    at = AppTest.from_file(str(ROOT / path), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / path), default_timeout=scaled(60))
     at.session_state["cb_session"] = session
     for name, value in query.items():
         at.query_params[name] = value

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from helpers import ROOT, store_history
+from helpers import ROOT, scaled, store_history
 
 APP = str(ROOT / "app.py")
 
@@ -35,7 +35,7 @@ def unreadable(at: AppTest) -> list[str]:
 
 def test_history_and_results_show_one_line_for_the_bad_row(broken_store):
     _, ids = broken_store
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = AppTest.from_file(APP, default_timeout=scaled(60)).run()
     at.switch_page("pages/history.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -43,7 +43,7 @@ def test_history_and_results_show_one_line_for_the_bad_row(broken_store):
     lines = unreadable(at)
     assert lines and all("stored row 1" in line and ids[-1] in line for line in lines)
     assert len(set(lines)) == len(lines)  # each bad row said once per view, not per read
-    at = AppTest.from_file(APP, default_timeout=60)
+    at = AppTest.from_file(APP, default_timeout=scaled(60))
     at.query_params["run"] = ids[-1]
     at.run()
     at.switch_page("pages/results.py").run()
