@@ -1,16 +1,17 @@
 """The answer first: what a run says, in metric cards at the top of its results. The fastest
-variant that keeps accuracy within the page's margin (``benchmarks.report.answer``: Tango's
-paired interval for the accuracy change, a bootstrap over timing rounds for the speed-up),
-its speed-up and accuracy change with their intervals, its size and memory against the
-baseline; "none", with the reason, when no variant qualifies. Marked *exploratory*: the same
-test examples chose it and judge it; a ``recommend`` run shows its certificate's answer
-instead, marked *certified*: the winner, the margin it was tested at, and its figures from the
-held-out split."""
+variant that keeps accuracy within the page's margin (``benchmarks.report.answer``: the
+paired test of the accuracy change, exact with few discordant pairs and Tango's score test
+otherwise; a bootstrap over timing rounds for the speed-up), its speed-up and accuracy change
+with their intervals, its size and memory against the baseline; "none", with the reason,
+when no variant qualifies. Marked *exploratory*: the same test examples chose it and judge it;
+a ``recommend`` run shows its certificate's answer instead, marked *certified*: the winner,
+the margin it was tested at, and its figures from the held-out split."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from benchmarks.report import runtimes
 from dashboard import links, tables
 from dashboard.markup import md
 
@@ -65,8 +66,9 @@ def margin_control(key: str, url=None) -> float:
     margin = st.number_input(
         "Accuracy margin (points)", low, high, float(first), 0.5, key=f"{key}-margin",
         help="The answer is the fastest variant whose accuracy is, at 95% confidence, at "
-             "most this many points below the baseline's (the one-sided lower limit of "
-             "Tango's interval for the paired change).")
+             "most this many points below the baseline's (the one-sided lower limit of the "
+             "paired test: exact unconditional with fewer than 50 discordant examples, "
+             "Tango's score test otherwise).")
     if url is not None:
         url.keep("margin", links.show_number(float(margin)),
                  links.show_number(DEFAULT_MARGIN))
@@ -152,13 +154,17 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
     else:
         acc, acc_ci = DASH, None
     columns[2].metric("Accuracy change", acc, acc_ci, delta_color="off", delta_arrow="off",
-                      help="Against the baseline on the same test examples (Tango's score "
-                           "interval for the paired difference).")
+                      help="Against the baseline on the same test examples (the paired test's "
+                           "interval: exact unconditional with fewer than 50 discordant "
+                           "examples, Tango's score interval otherwise).")
     for column, (title, figure) in zip(columns[3:], (("Size", "size_mb"),
                                                      ("Peak memory", "peak_memory_mb"))):
         value, delta = _against(row, figure) if name else (DASH, None)
         why = tables.memory_reason(row) if name and delta == "not measured" else None
         column.metric(title, value, delta, delta_color="off", delta_arrow="off", help=why)
+    on_each = runtimes.verdict_on_each_profile(rows, name) if name else []
+    if on_each:  # the verdict per instruction set, where the run timed several
+        st.caption(md(f"{name} on each instruction set: " + "; ".join(on_each) + "."))
     if not name:
         st.caption(f"No answer: {md(cert.get('reason') if cert else answer.reason)}.")
     elif not cert:

@@ -201,6 +201,19 @@ def best_by_profile(rows: list[dict]) -> dict[str, dict[str, dict]]:
     return dict(out)
 
 
+def verdict_on_each_profile(rows: list[dict], name: str) -> list[str]:
+    """Where more than one instruction-set profile was timed: the best runtime of the
+    variant whose row is ``name`` (an answer's) under each profile, as "verdict (speed-up)
+    under label"; empty where one profile was timed or the variant has no verdict."""
+    row = next((r for r in rows if r.get("variant") == name), None)
+    by = best_by_profile(rows)
+    if row is None or len(by) < 2:
+        return []
+    variant = _variant(row)
+    return [f"{b['verdict']} ({b['speedup']:.2f}x) under {b.get('profile_label') or profile}"
+            for profile, best in by.items() if (b := best.get(variant))]
+
+
 def profile_verdicts(rows: list[dict]) -> list[str]:
     """"the verdict per instruction-set profile" lines, where more than one was timed: each
     variant's best runtime under each (against that profile's own baseline)."""

@@ -82,6 +82,21 @@ def test_run_isa_times_each_profile_and_labels_every_cell(tmp_path, monkeypatch)
                 and "profile" in t.value.columns)
     assert {"native: this machine as it is",
             "preview: sse41 on this machine (ONEDNN_MAX_CPU_ISA=SSE41)"} == set(best["profile"])
+    # The answer's variant carries its verdict on each profile beside the cards.
+    from benchmarks.report import runtimes
+    from benchmarks.report.document import RunReport
+    shown = RunReport.from_stored(ResultsStore(tmp_path / "s.db").run(run_id)).shown_rows()
+    on_each = runtimes.verdict_on_each_profile(shown, "int8-static@openvino")
+    assert len(on_each) == 2 and "under native: this machine" in on_each[0], on_each
+    assert "under preview: sse41" in on_each[1]
+    assert runtimes.verdict_on_each_profile(shown, "no-such-variant") == []
+    answer = at.metric[0].value.replace("\u200b", "")  # md() breaks a long name after @
+    captions = [c.value for c in at.caption if "on each instruction set" in c.value]
+    if any(answer == r["variant"] and runtimes.verdict_on_each_profile(shown, answer)
+           for r in shown):
+        assert captions and captions[0].replace("\u200b", "").startswith(answer), captions
+    else:
+        assert not captions, captions
 
 
 def test_run_refuses_a_profile_this_cpu_cannot_run(tmp_path):
