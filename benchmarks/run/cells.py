@@ -115,6 +115,7 @@ class Cells:
         self.first = CellKey(EAGER, self.batches[0], self.threads[0])
         self.keys = cell_keys(spec.runtimes, self.batches, self.threads)
         self.count = len(spec.variants)
+        self.float_model = None  # the variant being built's, for its graph runtimes (build)
         self.folder = Path(tempfile.mkdtemp(prefix="compression-bench-runtimes-"))
         self.examples = {b: sweep.data.example_batch(b) for b in self.batches}
         # One ONNX file per float model: a static INT8 variant deploys the baseline's own.
@@ -154,6 +155,16 @@ class Cells:
         prepared: dict = {}   # (runtime, threads) -> Prepared or the reason it failed
         scored: dict = {}     # runtime -> accuracy figures, scored once
         eager_logits: dict = {}
+        # The float model the graph runtimes deploy, rebuilt once for all of this variant's
+        # cells (ONNX Runtime, OpenVINO and the fp32 parity check), and let go after them.
+        self.float_model = None
+        try:
+            return self._cells(b, variant, report, stop, prepared, scored, eager_logits)
+        finally:
+            self.float_model = None
+
+    def _cells(self, b: Built, variant: VariantSpec, report: Report, stop, prepared: dict,
+               scored: dict, eager_logits: dict) -> list[Built]:
         out = []
         plan = getattr(self.sweep, "cell_plan", None)
         for j, key in enumerate(self.keys):
@@ -306,13 +317,16 @@ class Cells:
         prefix = float_prefix(variant)
         if prefix is None:
             return b.model
+        if self.float_model is not None:
+            return self.float_model
         int8 = dict(variant.settings).get("int8")
         if int8 is not None and int8.mode != "static":
             raise RuntimeError(f"a {int8.mode} INT8 variant is not deployed to ONNX Runtime or "
                                f"OpenVINO: they quantize static INT8 themselves (--int8 static)")
         sweep = self.sweep
         outcome = sweep.build_variant(prefix, sweep.context(lambda *_: None, variant=prefix))
-        return outcome.model.cpu().eval()
+        self.float_model = outcome.model.cpu().eval()
+        return self.float_model
 
     def _calibration(self, variant: VariantSpec) -> list:
         """The calibration batches the engine's own INT8 drew for this variant (the same

@@ -52,6 +52,13 @@ def swept(tmp_path_factory):
     sweep = prepare_sweep(spec)
     store = ResultsStore(tmp_path_factory.mktemp("cells") / "s.db")
     partial: dict = {}
+    sweep.builds = []  # every variant built, in order (the sweep's and the cells')
+    build = sweep.build_variant
+
+    def counted(variant, *rest):
+        sweep.builds.append(variant.name)
+        return build(variant, *rest)
+    sweep.build_variant = counted
     with store.record(model=spec.model, dataset=spec.dataset, device="cpu",
                       spec=spec.to_dict(), environment=sweep.environment) as recorder:
         results = []
@@ -72,6 +79,13 @@ def test_every_variant_runtime_and_batch_is_one_row_in_a_known_place(swept):
     for r in results:
         assert r.runtime["variant"] in VARIANTS and r.runtime["threads"] == 1
         assert r.axes["eval_batch_size"] == r.batch_size == r.runtime["batch_size"]
+
+
+def test_the_float_model_is_rebuilt_once_per_variant_for_all_its_graph_cells(swept):
+    # int8-static's ort cells at b1 and b8 and its fp32 parity check share one rebuild of
+    # the float model its conversion was applied to.
+    *_, sweep = swept
+    assert sweep.builds.count("int8-static (float)") == 1, sweep.builds
 
 
 def test_cells_are_timed_in_the_same_interleaved_rounds(swept):
