@@ -153,17 +153,18 @@ def exploratory_answer(variants: list[VariantResult], baseline: str | None = Non
             if judged is not None:
                 answer.candidates.append(judged)
     good = [c for c in answer.candidates if c.within_margin and c.faster]
+    points = f"{margin_pts:g} point{'' if margin_pts == 1 else 's'}"
     if good:
         best = max(good, key=lambda c: c.ratio)
         answer.variant = best.name
-        answer.reason = (f"the fastest variant whose accuracy is within {margin_pts:g} points "
+        answer.reason = (f"the fastest variant whose accuracy is within {points} "
                          f"of the baseline at {confidence:.0%} confidence (exploratory: the "
                          f"same test examples chose it and judged it)")
     elif not any(c.within_margin for c in answer.candidates):
-        answer.reason = (f"no variant keeps its accuracy within {margin_pts:g} points of the "
+        answer.reason = (f"no variant keeps its accuracy within {points} of the "
                          f"baseline at {confidence:.0%} confidence")
     else:
-        answer.reason = (f"no variant within {margin_pts:g} points is "
+        answer.reason = (f"no variant within {points} is "
                          f"{'faster' if objective in ('p50', 'p99', 'throughput') else 'better'}"
                          f" than the baseline beyond its noise")
     return answer

@@ -75,6 +75,8 @@ def test_the_answer_is_the_fastest_variant_whose_interval_stays_within_the_margi
     assert exploratory_answer([base, worse], margin_pts=5).variant == "worse"
     none = exploratory_answer([base, worse])
     assert none.variant is None and "no variant keeps its accuracy" in none.reason
+    assert "within 1 point of" in none.reason  # one point, not "1 points"
+    assert "within 5 points of" in exploratory_answer([base, worse], margin_pts=5).reason
     assert len(none.candidates[0].accuracy_ci_pts) == 2 and n == base.n_test
 
 
