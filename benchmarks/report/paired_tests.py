@@ -102,7 +102,7 @@ def tango_lower(b: int, c: int, n: int, confidence: float = CONFIDENCE,
 # moves at most half as fast as Phi, and between grid points a and b g is at most
 # (g(a) + g(b) + (Phi(b) - Phi(a)) / 2) / 2, the p-value at most sin^2 of that. On the
 # arcsine scale a small p-value is bounded tightly by a coarse grid (p <= 1e-4 at both ends
-# of a step of 0.025 in Phi: p <= 4e-4 between; on p's own scale, with |dp/dPhi| <= 1/2, the
+# of a step of 0.025 in Phi: p <= 2.7e-4 between; on p's own scale, with |dp/dPhi| <= 1/2, the
 # same step allows 6e-3), which is where deciding small p-values spent its time.
 # The grid starts uniform in Phi (step 0.25) and an interval is halved while its bound is more
 # than EXACT_SLACK (or a tenth of the p-value, when that is smaller) above the largest p-value
