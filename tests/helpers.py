@@ -215,6 +215,27 @@ def chromium():
     return launched()
 
 
+def choose(page, label: str, option: str) -> None:
+    """Choose ``option`` in the select box ``label`` of a Streamlit page in Playwright; again
+    if a rerun (the URL following a widget, the worker's card appearing) redrew the open menu
+    away mid-click, which detaches the option being clicked."""
+    import re
+
+    def picked() -> bool:
+        box = page.get_by_role("combobox", name=label, exact=True)
+        try:
+            box.click()
+            box.fill(option)
+            page.get_by_role("option", name=re.compile(f"^{re.escape(option)}")).first.click(
+                timeout=scaled_ms(5_000))
+        except Exception:  # playwright's TimeoutError: the menu was redrawn away
+            pass
+        page.keyboard.press("Escape")  # the menu closed, the box shows what is chosen
+        return page.get_by_role("combobox", name=label, exact=True).input_value(
+        ).startswith(option)
+    wait_until(picked, 60, f"{option} chosen in {label}", every=0.2)
+
+
 def torchvision_weights_file(torch_home: Path, name: str, weights: str = "DEFAULT",
                              favour: int | None = None):
     """Fabricated weights of torchvision's ``name`` (seeded random, 1000 classes) saved where

@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 
-from helpers import (ROOT, chromium, scaled_ms, store_answer_run, store_history,
-                     wait_until)
+from helpers import (ROOT, choose, chromium, scaled_ms, store_answer_run,
+                     store_history, wait_until)
 from tools.browser import running_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -39,24 +39,6 @@ def _query(page) -> dict:
     return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items() if k != "session"}
 
 
-def _pick(page, label: str, option: str) -> None:
-    """Choose ``option`` in the select box ``label``; again if a redraw of the page (the
-    worker's card appearing) took the open menu away mid-click."""
-    def picked() -> bool:
-        box = page.get_by_role("combobox", name=label, exact=True)
-        try:
-            box.click()
-            box.fill(option)
-            page.get_by_role("option", name=re.compile(f"^{re.escape(option)}")).first.click(
-                timeout=scaled_ms(5_000))
-        except Exception:  # playwright's TimeoutError: the menu was redrawn away
-            pass
-        page.keyboard.press("Escape")  # the menu closed, the box shows what is chosen
-        return page.get_by_role("combobox", name=label, exact=True).input_value(
-        ).startswith(option)
-    wait_until(picked, 60, f"{option} chosen in {label}", every=0.2)
-
-
 def _estimate(page) -> str:
     from playwright.sync_api import expect
     line = page.get_by_text(re.compile(r"^\d+ variants?"))
@@ -70,13 +52,13 @@ def test_a_copied_link_opens_the_same_form_in_another_browser(site):
     page = browser.new_context(viewport=SCREEN).new_page()
     page.goto(url)
     expect(page.get_by_role("button", name="Run benchmark")).to_be_visible(timeout=scaled_ms(60_000))
-    _pick(page, "Zoo model", "resnet10")
-    _pick(page, "Data set", "cifar10")
+    choose(page, "Zoo model", "resnet10")
+    choose(page, "Data set", "cifar10")
     page.locator('[data-testid="stCheckbox"]', has_text="Knowledge distillation").click()
     epochs = page.get_by_role("spinbutton", name="Training epochs")
     epochs.fill("3")
     epochs.press("Enter")
-    _pick(page, "Mode", "dynamic")
+    choose(page, "Mode", "dynamic")
     wanted = {"model": "resnet10", "dataset": "cifar10", "distill": "off", "epochs": "3",
               "int8.mode": "dynamic"}
     page.wait_for_function(
@@ -211,7 +193,7 @@ def test_history_draws_the_trend_and_flags_the_run_made_slower(site):
     page = browser.new_context(viewport=SCREEN).new_page()
     page.goto(f"{url}/history")
     expect(page.get_by_role("heading", name="Trend")).to_be_visible(timeout=scaled_ms(60_000))
-    _pick(page, "Model and data set", "resnet10 on digits")
+    choose(page, "Model and data set", "resnet10 on digits")
     chart = page.locator(".js-plotly-plot", has_text="Trend across runs")
     expect(chart).to_be_visible(timeout=scaled_ms(30_000))
     expect(page.get_by_text(re.compile(r"change\(s\) bigger than their noise"))

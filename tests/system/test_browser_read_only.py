@@ -90,7 +90,10 @@ def test_hostile_links_are_text_and_a_shared_link_queues_nothing(tmp_path, image
                ).to_be_visible(timeout=scaled_ms(PAGE_MS))
         expect(other.get_by_text("Only the person who ran it can queue this recipe")
                ).to_be_visible(timeout=scaled_ms(PAGE_MS))
-        expect(other.get_by_text("This link's", exact=False)).to_contain_text(image)
+        # The page warns of the link's unusable parameters last, once its script has drawn
+        # everything else.
+        expect(other.get_by_text("This link's", exact=False)).to_contain_text(
+            image, timeout=scaled_ms(PAGE_MS))
         # The stored texts (the model path, a variant's name, the errors) are text too.
         expect(other.get_by_text("A shared run (read-only)", exact=False)).to_contain_text(
             "[Click](https://evil.example/p)")

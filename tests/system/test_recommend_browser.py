@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import chromium, scaled_ms, wait_until
+from helpers import choose, chromium, scaled_ms, wait_until
 
 from tools.browser import running_server
 
@@ -26,13 +26,6 @@ def _open_panel(page, url):
     return button
 
 
-def _certify_on(page, name: str) -> None:
-    box = page.get_by_role("combobox", name="Certify on", exact=True)
-    box.click()
-    box.fill(name)
-    page.get_by_role("option", name=re.compile(f"^{re.escape(name)}")).first.click()
-
-
 def test_before_submitting_the_panel_says_what_the_data_can_certify_and_fixes_it_in_a_click(
         tmp_path):
     from playwright.sync_api import expect
@@ -48,7 +41,7 @@ def test_before_submitting_the_panel_says_what_the_data_can_certify_and_fixes_it
         # Issue 32.14: plain words and the time it will take, before a click.
         expect(page.get_by_text(re.compile(r"^Expected duration: "))).to_be_visible()
         assert not page.get_by_text(re.compile("Tango|discordant")).count()
-        _certify_on(page, "digits")
+        choose(page, "Certify on", "digits")
         refusal = page.get_by_text(re.compile(r"^On digits, the certify split of 180 test "
                                               r"images cannot certify 1 point"))
         expect(refusal).to_be_visible(timeout=scaled_ms(30_000))
@@ -101,7 +94,7 @@ def test_a_recommendation_from_the_page_shows_its_winner_and_certificate(tmp_pat
         within = page.get_by_role("textbox", name="Within")
         within.fill("3pt")
         within.press("Enter")
-        _certify_on(page, "digits")  # the page's data: the smallest, fastest recommendation
+        choose(page, "Certify on", "digits")  # the page's data: the smallest, fastest recommendation
         expect(page.get_by_text(re.compile(r"^On digits, the certify split of 180 test "
                                            r"images can certify 3pt"))).to_be_visible()
         page.wait_for_timeout(1000)
