@@ -22,7 +22,7 @@ def url_names() -> list[str]:
     """The URL's name of every technique control (``links``), from the registry: the switch
     ``prune``, the sweep mode ``prune.sweep`` and a setting ``prune.ratio``."""
     names = []
-    for technique in registry.techniques():
+    for technique in registry.techniques("image"):
         names.append(technique.name)
         if _sweepable(technique):
             names.append(f"{technique.name}.sweep")
@@ -85,7 +85,7 @@ def technique_controls(technique: registry.Technique, models: list[str], *,
 def all_controls(models: list[str], url=None) -> tuple[set[str], dict]:
     """Every registered technique's controls: (enabled, choices)."""
     enabled, choices = set(), {}
-    for technique in registry.techniques():
+    for technique in registry.techniques("image"):
         on, picked = technique_controls(technique, models, url=url)
         if on:
             enabled.add(technique.name)

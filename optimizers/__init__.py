@@ -19,7 +19,7 @@ from optimizers.settings import (
 
 _LAZY = {
     "amp": ".amp", "distillation": ".distillation", "pruning": ".pruning",
-    "quantization": ".quantization", "chain": ".chain", "training": ".training",
+    "quantization": ".quantization", "chain": ".chain", "lm": ".lm", "training": ".training",
     "base": ".base",
     "Context": ".base", "Outcome": ".base",
     "apply_chain": ".chain", "apply_one": ".chain", "validate_steps": ".chain",

@@ -22,6 +22,7 @@ from importlib import import_module
 from optimizers.settings import (
     AmpSettings,
     DistillSettings,
+    Int4Settings,
     Int8Settings,
     PruneSettings,
     Setting,
@@ -34,6 +35,9 @@ from optimizers.settings import (
 # "convert": a conversion applied on top of float weights, redone on load (INT8's modules);
 # "runtime": how the float model runs, not in its weights (AMP's autocast).
 EXPORT_KINDS = ("weights", "convert", "runtime")
+# The model families a technique applies to: image classifiers (the engine's sweeps) and causal
+# language models (benchmarks.run.lm_runner), each through its own apply.
+FAMILIES = ("image", "lm")
 
 
 @dataclass(frozen=True)
@@ -111,8 +115,17 @@ class Technique:
     # (settings, device_type) -> "fp16" or None.
     train_dtype: Callable[[object, str], str | None] = _none
     cost_fields: tuple[str, ...] = ()         # the settings that most change its cost
+    families: tuple[str, ...] = ("image",)    # which of FAMILIES it applies to
+    # For a language model: (model, settings, calibration ids) -> (model, config), a copy.
+    lm_apply: str | Callable | None = None
 
     def __post_init__(self):
+        if not self.families or set(self.families) - set(FAMILIES):
+            raise ValueError(f"technique {self.name}: families must be among "
+                             f"{', '.join(FAMILIES)}; got {self.families!r}")
+        if ("lm" in self.families) != (self.lm_apply is not None):
+            raise ValueError(f"technique {self.name}: a language-model technique needs its "
+                             f"lm_apply, and only it has one")
         if self.export not in EXPORT_KINDS:
             raise ValueError(f"technique {self.name}: export must be one of "
                              f"{', '.join(EXPORT_KINDS)}; got {self.export!r}")
@@ -125,6 +138,26 @@ class Technique:
 
     def apply_fn(self) -> Callable:
         return _resolve(self.apply)
+
+    def lm_apply_fn(self) -> Callable:
+        return _resolve(self.lm_apply)
+
+    def check_family(self, settings, family: str) -> None:
+        """Refuse, in one line, settings a model of ``family`` cannot take: the technique
+        itself, or a choice that is the other family's (``int8`` weight-only on an image
+        model, ``static`` on a language model)."""
+        what = "a language model" if family == "lm" else "an image model"
+        if family not in self.families:
+            takes = ", ".join(t.name for t in techniques(family))
+            raise ValueError(f"{self.name} does not apply to {what}; it takes {takes}")
+        for name, meta, _ in self.fields():
+            value = getattr(settings, name)
+            if meta.choices is None or value is None:
+                continue
+            allowed = meta.family_choices(family)
+            if value not in allowed:
+                raise ValueError(f"{self.flag(name)} {value} is not for {what}; it takes "
+                                 f"{', '.join(map(str, allowed))}")
 
     def fields(self) -> list[tuple[str, Setting, object]]:
         return setting_fields(self.settings)
@@ -182,9 +215,10 @@ def unregister(name: str) -> None:
     _TECHNIQUES.pop(name, None)
 
 
-def techniques() -> list[Technique]:
-    """Every technique, in chain order."""
-    return sorted(_TECHNIQUES.values(), key=lambda t: (t.order, t.name))
+def techniques(family: str | None = None) -> list[Technique]:
+    """Every technique, in chain order; with ``family``, those that apply to it."""
+    return sorted((t for t in _TECHNIQUES.values() if family is None or family in t.families),
+                  key=lambda t: (t.order, t.name))
 
 
 def names() -> tuple[str, ...]:
@@ -229,9 +263,9 @@ def check_order(steps: list[str] | tuple[str, ...]) -> None:
 
 
 # -- the built-in techniques -----------------------------------------------------------------
-# Order: prune -> distill -> int8 -> amp. Pruning removes weights; distillation then recovers
-# the pruned model from its unpruned teacher; INT8 quantizes the recovered weights; AMP last
-# only sets the autocast dtype at run time.
+# Order: prune -> distill -> int8 -> int4 -> amp. Pruning removes weights; distillation then
+# recovers the pruned model from its unpruned teacher; INT8 (or a language model's INT4)
+# quantizes the recovered weights; AMP last only sets the autocast dtype at run time.
 
 def _student(config: dict) -> str | None:
     # After pruning, distillation recovers the pruned model itself (the teacher's tree).
@@ -268,7 +302,8 @@ register(Technique(
     "prune", PruneSettings, 10, "optimizers.pruning:apply",
     "pruning: l1 (per layer), global (across layers), channel (structured)",
     switch="ratio", label_fields=("method", "ratio"),
-    trains=lambda s: s.finetune_epochs > 0, cost_fields=("method",)))
+    trains=lambda s: s.finetune_epochs > 0, cost_fields=("method",),
+    families=("image", "lm"), lm_apply="optimizers.lm:prune"))
 register(Technique(
     "distill", DistillSettings, 20, "optimizers.distillation:apply",
     "knowledge distillation of a smaller student (after pruning: recovers the pruned model)",
@@ -287,7 +322,13 @@ register(Technique(
                           "PyTorch's quantized CPU kernels (weights packed for the x86 "
                           "engine), which torch.onnx does not translate"},
     export_notes={"pt2": "quantize/dequantize ops: import torch.ao.quantization.fx._decomposed "
-                         "before torch.export.load (benchmarks.export.load.load_program does)"}))
+                         "before torch.export.load (benchmarks.export.load.load_program does)"},
+    families=("image", "lm"), lm_apply="optimizers.lm:int8"))
+register(Technique(
+    "int4", Int4Settings, 35, "optimizers.lm:not_for_images",
+    "INT4 weight-only quantization of a language model's linear layers (torchao, in groups)",
+    switch="group_size", label_fields=("group_size",), trains=lambda s: False,
+    export="runtime", families=("lm",), lm_apply="optimizers.lm:int4"))
 register(Technique(
     "amp", AmpSettings, 40, "optimizers.amp:apply",
     "automatic mixed precision at inference (torch.amp autocast)", switch="dtype",
@@ -295,4 +336,5 @@ register(Technique(
     export="runtime",
     # A chain that ends in fp16 AMP on CUDA fine-tunes under autocast with a GradScaler.
     train_dtype=lambda s, device_type: "fp16" if device_type == "cuda"
-    and s.resolved("cuda") == "fp16" else None))
+    and s.resolved("cuda") == "fp16" else None,
+    families=("image", "lm"), lm_apply="optimizers.lm:amp"))

@@ -21,10 +21,19 @@ import math
 from dataclasses import MISSING, dataclass, field, fields
 
 PRUNE_METHODS = ("l1", "global", "channel")
+# A language model's linear layers: by |weight| across the layer, or by Wanda's |weight| x
+# the norm of its input feature over calibration text, compared within each output row;
+# "-2:4" keeps 2 of every 4 consecutive weights of a row (half, whatever the ratio).
+LM_PRUNE_METHODS = ("magnitude", "wanda", "magnitude-2:4", "wanda-2:4")
 PRUNE_RATIO_RANGE = (0.0, 0.95)
 TEMPERATURE_RANGE = (0.0, 100.0)  # open at 0: T divides the logits
 AMP_DTYPES = ("fp16", "bf16")
 INT8_MODES = ("dynamic", "static", "qat")
+# A language model's linear layers (torchao): weights only, or weights and each token's
+# activations (W8A8, the activations quantized on the fly).
+LM_INT8_MODES = ("weight-only", "dynamic")
+# INT4 weights in groups along the input dimension (torchao's CPU kernel takes these).
+INT4_GROUP_SIZES = (32, 64, 128, 256)
 EPOCHS_RANGE = (0, 1000)
 
 
@@ -66,6 +75,9 @@ class Setting:
     low_open: bool = False
     integer: bool = False
     choices: tuple | None = None
+    # What a language model takes instead of ``choices`` (None: the same choices); the
+    # settings accept either, and the run refuses the other family's (optimizers.registry).
+    lm_choices: tuple | None = None
     text: bool = False           # a free name (a model name), checked where it is resolved
     nullable: bool = False       # None is accepted: it means what ``none_means`` says
     none_means: str | None = None
@@ -116,6 +128,16 @@ class Setting:
         return "int" if self.integer else "float"
 
     @property
+    def all_choices(self) -> tuple:
+        """Every value of a choice, an image model's then a language model's."""
+        return tuple(dict.fromkeys((*(self.choices or ()), *(self.lm_choices or ()))))
+
+    def family_choices(self, family: str) -> tuple:
+        """The values a model of ``family`` ("image" or "lm") takes."""
+        return self.lm_choices if family == "lm" and self.lm_choices is not None \
+            else self.choices
+
+    @property
     def several(self) -> bool:
         """Whether the value is a tuple (``many`` or ``length``)."""
         return self.many or self.length is not None
@@ -141,7 +163,12 @@ class Setting:
             if not isinstance(value, bool):
                 raise ValueError(f"{owner}.{name} must be true or false, got {value!r}")
         elif self.choices is not None:
-            check_choice(owner, name, value, self.choices)
+            if value not in self.all_choices:  # both families' values, each named as such
+                lm = f" (a language model: {', '.join(map(str, self.lm_choices))})" \
+                    if self.lm_choices is not None else ""
+                raise ValueError(f"{owner}.{name} must be one of "
+                                 f"{', '.join(map(str, self.choices))}{lm}; got {value!r}")
+            check_choice(owner, name, value, self.all_choices)
         elif self.text:
             if not isinstance(value, str) or not value.strip() or "\x00" in value:
                 raise ValueError(f"{owner}.{name} must be a non-empty name, got {value!r}")
@@ -155,6 +182,8 @@ class Setting:
             text = "on or off"
         elif self.choices is not None:
             text = "|".join(map(str, self.choices))
+            if self.lm_choices is not None:
+                text += "; a language model: " + "|".join(map(str, self.lm_choices))
         elif self.text:
             text = self.metavar or "a name"
         else:
@@ -201,7 +230,8 @@ class PruneSettings:
         step=0.05, search=(0.1, 0.9), sweep_range=(0.3, 0.9))
     method: str = setting(
         "l1", "l1: per layer (the article's); global: ranked across layers; channel: "
-        "structured, the layers shrink (Torch-Pruning)", choices=PRUNE_METHODS, sweep=True)
+        "structured, the layers shrink (Torch-Pruning)", choices=PRUNE_METHODS, sweep=True,
+        lm_choices=LM_PRUNE_METHODS)
     # A short fine-tune recovers most of the accuracy pruning costs; its budget is recorded.
     finetune_epochs: int = setting(
         2, "epochs of fine-tuning after pruning (0: none)", low=EPOCHS_RANGE[0],
@@ -217,6 +247,9 @@ class PruneSettings:
     def __post_init__(self):
         check_settings(self, "prune")
         _check_schedule(self, "prune", "method")
+        if self.method.endswith("-2:4") and self.ratio != 0.5:
+            raise ValueError(f"prune.method {self.method} removes 2 of every 4 weights: its "
+                             f"ratio is 0.5; got {self.ratio:g}")
 
 
 @dataclass(frozen=True)
@@ -259,7 +292,8 @@ class AmpSettings:
 class Int8Settings:
     mode: str = setting(
         "static", "dynamic: weights only; static: calibrated activations too; qat: "
-        "quantization-aware fine-tuning", choices=INT8_MODES, sweep=True, flag="--int8")
+        "quantization-aware fine-tuning", choices=INT8_MODES, sweep=True, flag="--int8",
+        lm_choices=LM_INT8_MODES)
     calibration_batches: int = setting(
         8, "batches of the training split that calibrate static INT8", low=1, high=10_000,
         integer=True, sweep=True, flag="--calibration-batches", label="cal{}", step=1,
@@ -277,6 +311,22 @@ class Int8Settings:
     def __post_init__(self):
         check_settings(self, "int8")
         _check_schedule(self, "int8", "mode")
+
+
+@dataclass(frozen=True)
+class Int4Settings:
+    """INT4 weight-only quantization of a language model's linear layers (torchao)."""
+    group_size: int = setting(
+        128, "weights per group sharing one scale and zero point along the input dimension; "
+        "smaller groups: finer scales, more of them to store", low=INT4_GROUP_SIZES[0],
+        high=INT4_GROUP_SIZES[-1], integer=True, sweep=True, flag="--int4", label="g{}",
+        step=32)
+
+    def __post_init__(self):
+        check_settings(self, "int4")
+        if self.group_size not in INT4_GROUP_SIZES:
+            raise ValueError(f"int4.group_size must be one of "
+                             f"{', '.join(map(str, INT4_GROUP_SIZES))}; got {self.group_size}")
 
 
 def _check_schedule(settings, owner: str, field_name: str) -> None:

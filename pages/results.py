@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import history_view, links, results_view, sensitivity_view, shell, state, widgets
+from dashboard import (history_view, links, lm_view, results_view, sensitivity_view, shell,
+                       state, widgets)
 from dashboard.markup import md, shown_error
 
 shell.standalone()
@@ -52,6 +53,9 @@ if shared:
 if run.get("kind") == "sensitivity":  # a map opened by its link: the map alone
     st.caption(f"Link to this map, read-only: `{state.run_link(run_id)}`")
     sensitivity_view.draw(run, key=f"results-{run_id}")
+    st.stop()
+if run.get("kind") == "lm":  # a language model's run: its cells in LM terms
+    lm_view.draw(run, key=f"results-{run_id}")
     st.stop()
 link = st.empty()  # filled once the view has said which tab and variant are shown
 if run.get("status") == "running":  # polled while it goes: no reload needed

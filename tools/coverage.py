@@ -65,7 +65,7 @@ def _cells() -> dict[str, tuple[str, str | None, object]]:
     of another setting alone (``channel``, from --prune-method channel)."""
     from optimizers import registry
     cells = {}
-    for t in registry.techniques():
+    for t in registry.techniques("image"):
         field = next((f for f in t.label_fields if t.field(f).choices), None)
         if field is None:
             cells[t.name] = (t.name, None, None)

@@ -15,12 +15,14 @@ def _techniques() -> dict:
     for t in registry.techniques():
         techniques[t.name] = {
             "description": t.description, "order": t.order, "switch": t.switch_flag,
+            "families": list(t.families),
             "control": None if t.control is None else {
                 "name": t.control.name, "uses": list(t.control.uses),
                 "description": t.control.description},
             "settings": {f: {"flag": t.flag(f), "help": m.help, "accepted": m.accepted(),
                              "default": d, "sweep": m.sweep,
                              **({"choices": list(m.choices)} if m.choices else {}),
+                             **({"lm_choices": list(m.lm_choices)} if m.lm_choices else {}),
                              **({"low": m.low, "high": m.high} if m.kind in ("int", "float")
                                 else {})}
                          for f, m, d in t.fields() if not m.hidden}}
@@ -36,8 +38,9 @@ def _precisions() -> dict:
 
 def list_info() -> dict:
     """Models, data sets and techniques with every setting's metadata (``list --json``)."""
-    from benchmarks.spec.datasets import dataset_entries
+    from benchmarks.spec.datasets import TEXT_ENTRY, dataset_entries
     from benchmarks.zoo.catalogue import SOURCES, names
+    from benchmarks.zoo.lm import lm_entry, lm_names
     from benchmarks.zoo.models import list_models, model_entry
     from optimizers import registry
     return {
@@ -46,6 +49,12 @@ def list_info() -> dict:
         "catalogues": {source: names(source) for source in SOURCES},
         "datasets": [entry.menu for entry in dataset_entries()],
         "dataset_entries": {entry.menu: entry.to_dict() for entry in dataset_entries()},
+        "language_models": {**{n: lm_entry(n).description for n in lm_names()},
+                            "hf:DIR": "a causal LM save_pretrained wrote to a local folder "
+                                      "(safetensors weights, a fast tokenizer)"},
+        "text_datasets": {"text": "Python's own help topics (pydoc_data), embedded",
+                          f"{TEXT_ENTRY.name}:{TEXT_ENTRY.argument}":
+                              "your text: a .txt file or a folder of them"},
         "techniques": _techniques(),
         "order": list(registry.names()),
         "job_kinds": {k.name: k.description for k in job_kinds()},
@@ -73,9 +82,14 @@ def cmd_list(args) -> int:
         print(f"  {source + ':NAME':<26} {len(listed)} models of {source}'s registry, e.g. "
               f"{', '.join(listed[:3])} (list --json names them all)")
     print("  FILE.py:FACTORY            your own: FACTORY(num_classes, in_channels) -> nn.Module")
+    print("language models (on a text data set):")
+    for name, description in info["language_models"].items():
+        print(f"  {name:<26} {description}")
     print("datasets:")
     for name, d in info["dataset_entries"].items():
         print(f"  {name:<26} {d['description']}")
+    for name, description in info["text_datasets"].items():
+        print(f"  {name:<26} {description} (a language model's)")
     print(f"techniques (combined in the order {' -> '.join(info['order'])}):")
     for name, t in info["techniques"].items():
         print(f"  {name:<8} {t['switch']:<10} {t['description']}")

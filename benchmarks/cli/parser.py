@@ -79,9 +79,9 @@ def axis_parser(flag: str, meta):
     def one(text: str):
         text = text.strip()
         if meta.kind == "choice":
-            if text not in meta.choices:
+            if text not in meta.all_choices:
                 raise argparse.ArgumentTypeError(
-                    f"invalid choice: {text!r} (choose from {', '.join(meta.choices)})")
+                    f"invalid choice: {text!r} (choose from {', '.join(meta.all_choices)})")
             return text
         if meta.kind == "text":
             if not text:
@@ -123,7 +123,7 @@ def expand_range(flag: str, text: str, integer: bool = False) -> tuple:
 def metavar(meta) -> str:
     if meta.metavar:
         return meta.metavar
-    one = ("|".join(map(str, meta.choices)) if meta.kind == "choice"
+    one = ("|".join(map(str, meta.all_choices)) if meta.kind == "choice"
            else "NAME" if meta.kind == "text" else "N" if meta.integer else "X")
     if meta.many:
         return f"{one}[,...]"
@@ -229,7 +229,7 @@ def _add_run(run) -> None:
                           "torchvision weights name (DEFAULT, IMAGENET1K_V1, ...) or "
                           "'pretrained' for timm; inputs then follow the weights' own "
                           "resize, crop and normalisation")
-    _add_data(run, list_datasets())
+    _add_data(run, list_datasets() + ["text", "text:PATH (a language model's)"])
     _add_technique_flags(run)
     _add_budgets(run)
     from benchmarks.spec.runtimes import DeploymentConfig
@@ -237,6 +237,11 @@ def _add_run(run) -> None:
         "deployment", "measurement axes, nothing is retrained: every variant is timed under "
                       "each runtime, at each batch size, on each thread count (one row each)"),
         DeploymentConfig)
+    from benchmarks.spec.lm import LMOptions
+    config_flags(run.add_argument_group(
+        "language models", "with --model tiny-lm, smollm2-135m or hf:DIR and --dataset text "
+                           "or text:PATH: how the text is cut and the generation timed"),
+        LMOptions)
     run.add_argument("--schedule", metavar="FILE",
                      help="add a variant applying this schedule (from `sensitivity "
                           "--max-drop`): per-group ratios for pruning, float groups kept for "

@@ -81,9 +81,12 @@ def cmd_run(args) -> int:
         from benchmarks.executors.ray_executor import address_or_default, require_ray
         require_ray()
         address_or_default(args.ray_address)
+    from benchmarks.cli.lm_run import cmd_run_lm, wants_lm
     from benchmarks.spec import runtimes
     from benchmarks.zoo.models import preflight
     spec = spec_from_args(args)
+    if wants_lm(spec):
+        return cmd_run_lm(args, spec, technique_choices(args)[0])
     preflight(spec.model, spec.weights, spec.download)  # before torch loads: refused at once
     runtimes.check_available(spec.runtimes)
     if spec.isa:

@@ -64,7 +64,11 @@ def quiet_library_noise() -> None:
     warnings.filterwarnings("ignore", category=UserWarning, message=r".*TypedStorage.*")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning,
+                            message=r".*_stable_hash_for_caching.*")  # torchao's INT4 compiled
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    # torchao registers its enums with torch.compile the deprecated way, on import.
+    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
 
 
 def resolve_device(requested: str) -> torch.device:

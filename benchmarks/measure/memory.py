@@ -80,12 +80,35 @@ class LiveTensorBytes(TorchDispatchMode):
 
 
 def state_bytes(model: nn.Module) -> int:
-    """Bytes of the weights and buffers the model holds in memory."""
-    total = 0
-    for value in state_tensors(model.state_dict()):
-        total += value.untyped_storage().nbytes() if value.is_quantized else \
-            value.numel() * value.element_size()
-    return total
+    """Bytes of the weights and buffers the model holds in memory, as stored: a quantized
+    tensor's packed storage, a tensor subclass's inner tensors (torchao's INT8 and INT4
+    weights: their integer data, scales and zero points, not the float size they present),
+    and a tensor two names share (a language model's tied embedding and head) once."""
+    seen: set = set()
+    return sum(tensor_bytes(value, seen) for value in state_tensors(model.state_dict()))
+
+
+def tensor_bytes(value: torch.Tensor, seen: set | None = None) -> int:
+    """A tensor's stored bytes (see ``state_bytes``); ``seen`` skips a storage counted
+    already."""
+    seen = set() if seen is None else seen
+    flatten = getattr(value, "__tensor_flatten__", None)
+    if flatten is not None:  # a wrapper subclass: what it holds, recursively
+        names, _ = flatten()
+        return sum(tensor_bytes(inner, seen) for inner in
+                   (getattr(value, name, None) for name in names)
+                   if isinstance(inner, torch.Tensor))
+    if value.is_quantized:
+        size = value.untyped_storage().nbytes()
+    else:
+        size = value.numel() * value.element_size()
+    key = (value.untyped_storage().data_ptr(), value.storage_offset(), value.numel(),
+           value.dtype) if value.device.type != "meta" else None
+    if key is not None and key[0]:
+        if key in seen:
+            return 0
+        seen.add(key)
+    return size
 
 
 class CudaAllocator:

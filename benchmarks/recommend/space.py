@@ -245,13 +245,15 @@ def search_space(choices: dict, enabled, runtimes=("eager",)) -> SearchSpace:
     if len(set(runtimes)) != len(runtimes):
         raise ValueError(f"--runtime lists a runtime twice: {', '.join(runtimes)}")
     choices_enabled = set(enabled)
-    enabled = choices_enabled or set(registry.names())
+    # An image model's techniques (recommend does not take a language model yet).
+    image = [t.name for t in registry.techniques("image")]
+    enabled = choices_enabled or set(image)
     for (name, _), value in choices.items():
         if name not in enabled:
             technique = registry.get(name)
             raise ValueError(f"{technique.flag(_)} narrows {name}, which is off here; add "
                              f"{technique.switch_flag}")
-    techniques = tuple(t.name for t in registry.techniques() if t.name in enabled)
+    techniques = tuple(name for name in image if name in enabled)
     knobs, fixed = [], {}
     for name in techniques:
         technique = registry.get(name)

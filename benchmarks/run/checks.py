@@ -33,22 +33,25 @@ NEAR_CHANCE_POINTS = 5.0
 BETTER_NORMALIZE_POINTS = 10.0
 
 
-def preflight(spec: SweepSpec) -> None:
+def preflight(spec: SweepSpec, family: str = "image") -> None:
     """Each technique's own refusals (``Technique.preflight``: distillation's student must
-    exist), once per distinct settings, before anything runs."""
+    exist) and those of its model's ``family`` (INT4 is a language model's), once per distinct
+    settings, before anything runs."""
     seen = set()
     for v in spec.variants:
         chain = tuple(name for name, _ in v.settings)
         for name, settings in v.settings:
             if (name, settings, chain) not in seen:
                 seen.add((name, settings, chain))
-                technique_preflight(spec, name, settings, chain)
+                technique_preflight(spec, name, settings, chain, family)
 
 
-def technique_preflight(spec: SweepSpec, name: str, settings, chain: tuple = ()) -> None:
+def technique_preflight(spec: SweepSpec, name: str, settings, chain: tuple = (),
+                        family: str = "image") -> None:
     """One technique's refusal of these settings, in this chain, on this sweep's model
     (ValueError)."""
     technique = registry.get(name)
+    technique.check_family(settings, family)
     if technique.preflight is not None:
         technique.preflight(settings, Preflight(model=spec.model, epochs=spec.epochs,
                                                 check_model=check_model,

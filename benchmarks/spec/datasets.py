@@ -87,8 +87,26 @@ def dataset_entry(name: str) -> DatasetEntry:
     return split_name(name)[0]
 
 
+# A language model's text (benchmarks.zoo.text): ``text``, the embedded default, or
+# ``text:PATH``. Not in the registry above, whose entries are image data sets (the menus, the
+# image loaders): a spec may hold its name, and the language-model run reads it.
+TEXT_PREFIX = "text"
+TEXT_ENTRY = DatasetEntry(
+    TEXT_PREFIX, "text for a language model: Python's own help topics (embedded), or "
+    "text:PATH, a .txt file or a folder of them", "benchmarks.zoo.text:load_text", "",
+    channels=None, argument="PATH", embedded=True)
+
+
+def is_text_dataset(name) -> bool:
+    return isinstance(name, str) and (name == TEXT_PREFIX or name.startswith(TEXT_PREFIX + ":"))
+
+
 def check_dataset(name, input_shape=None) -> DatasetEntry:
     """A data set name a spec may hold, and the input shape it needs if it needs one."""
+    if is_text_dataset(name):
+        if name != TEXT_PREFIX and not name.partition(":")[2].strip():
+            raise ValueError("text:PATH needs its PATH: a .txt file or a folder of them")
+        return TEXT_ENTRY
     entry = dataset_entry(name)
     if entry.needs_shape and input_shape is None:
         raise ValueError(f"{entry.name} needs --input-shape C,H,W (for example "

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from benchmarks.spec.datasets import TEXT_PREFIX, is_text_dataset
+
 if TYPE_CHECKING:
     import torch
 
-TEXT_PREFIX = "text"
 EMBEDDED_FILE = "pydoc_data/topics.py"
 DEFAULT_WINDOW = 256
 TEXT_SPLIT_SEED = 0            # calibration vs evaluation is fixed, whatever the run's seed
@@ -72,10 +73,6 @@ class WindowSpec:
     @property
     def step(self) -> int:
         return self.length if self.stride is None else self.stride
-
-
-def is_text_dataset(name) -> bool:
-    return isinstance(name, str) and (name == TEXT_PREFIX or name.startswith(TEXT_PREFIX + ":"))
 
 
 def embedded_text() -> TextSource:

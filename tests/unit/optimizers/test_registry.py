@@ -68,7 +68,7 @@ def test_a_registered_technique_reaches_the_cli_parser_and_list(toy, capsys):
     run_help = parser._subparsers._group_actions[0].choices["run"].format_help()
     assert "--toy" in run_help and "factor the logits are multiplied by" in run_help
     info = list_info()
-    assert info["order"] == ["prune", "distill", "toy", "int8", "amp"]
+    assert info["order"] == ["prune", "distill", "toy", "int8", "int4", "amp"]
     assert info["techniques"]["toy"]["settings"]["scale"]["sweep"] is True
     assert main(["list"]) == 0
     assert "--toy-bias" in capsys.readouterr().out
@@ -298,14 +298,16 @@ def test_a_registered_precision_reaches_the_roofline_the_census_and_export(toy_d
 
 # -- every registered technique, held to the same promises -----------------------------------
 
+IMAGE_TECHNIQUES = [t.name for t in registry.techniques("image")]
 TINY = dict(epochs=1, min_time_s=0.05, min_runs=4, warmup=1, finetune_epochs=1,
             calibration_batches=2, qat_epochs=1, distill_epochs=1)
 
 
 def _one_of_each() -> dict:
-    """Toggles switching every registered technique on at its defaults."""
+    """Toggles switching every registered image technique on at its defaults (a language
+    model's are tests/unit/run/test_lm_runner.py's)."""
     toggles = {}
-    for t in registry.techniques():
+    for t in registry.techniques("image"):
         if t.switch is None:
             toggles[t.name] = True
         else:
@@ -338,7 +340,7 @@ def _variant_of(spec, name: str):
     return next(v for v in spec.variants if v.techniques == (name,))
 
 
-@pytest.mark.parametrize("name", registry.names())
+@pytest.mark.parametrize("name", IMAGE_TECHNIQUES)
 def test_every_technique_leaves_its_input_untouched(name, digits_split, trained_cnn):
     from optim_support import assert_untouched, make_context, snapshot
     from optimizers.chain import apply_chain
@@ -353,7 +355,7 @@ def test_every_technique_leaves_its_input_untouched(name, digits_split, trained_
     assert_untouched(trained_cnn, snap)
 
 
-@pytest.mark.parametrize("name", registry.names())
+@pytest.mark.parametrize("name", IMAGE_TECHNIQUES)
 def test_every_technique_round_trips_through_json(name):
     from benchmarks.spec.variant import VariantSpec
     technique = registry.get(name)
@@ -363,7 +365,7 @@ def test_every_technique_round_trips_through_json(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", registry.names())
+@pytest.mark.parametrize("name", IMAGE_TECHNIQUES)
 def test_every_technique_is_placed_on_the_roofline_at_its_declared_precision(
         name, every_technique):
     from benchmarks.report.document import RunReport
@@ -378,7 +380,7 @@ def test_every_technique_is_placed_on_the_roofline_at_its_declared_precision(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", registry.names())
+@pytest.mark.parametrize("name", IMAGE_TECHNIQUES)
 def test_every_technique_exports_or_says_why_in_one_line(name, every_technique):
     from benchmarks.export.variant import export_variant
     store, cache, run_id, spec, folder = every_technique

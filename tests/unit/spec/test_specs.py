@@ -30,7 +30,8 @@ def test_bad_settings_name_the_field(make, field):
 
 
 def test_messages_list_accepted_values():
-    with pytest.raises(ValueError, match="l1, global, channel; got 'random'"):
+    with pytest.raises(ValueError, match=r"l1, global, channel \(a language model: magnitude, "
+                                         r"wanda, magnitude-2:4, wanda-2:4\); got 'random'"):
         PruneSettings(method="random")
 
 

@@ -1,0 +1,176 @@
+"""A language model's run as a reader sees it: its answer (the fastest variant whose quality
+change is within noise) and its table, from the stored variant records
+(``benchmarks.run.lm_runner.LMVariant.to_dict``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+NO_FASTER = ("no quantized or pruned cell decodes faster than the baseline in the same mode "
+             "on this CPU")
+
+
+@dataclass(frozen=True)
+class LMAnswer:
+    """The fastest cell, among variants whose NLL change's interval holds zero (within noise:
+    not shown equal; `recommend` certifies a margin), by decode speed-up over the baseline in
+    the same mode, counted faster only where the speed-up's interval lies above 1."""
+    variant: str | None
+    mode: str | None
+    decode_speedup: float | None
+    speedup_interval: list | None
+    delta_nll: float | None
+    delta_nll_interval: list | None
+    line: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _cells(variants: list[dict]):
+    for v in variants:
+        for cell in v.get("cells") or ():
+            if cell.get("ok"):
+                yield v, cell
+
+
+def lm_answer(variants: list[dict]) -> LMAnswer:
+    baseline = variants[0]["name"] if variants else None
+    within = [(v, c) for v, c in _cells(variants)
+              if v["name"] != baseline and v.get("quality")
+              and v["quality"].get("nll_within_noise") and c.get("decode_speedup")]
+    faster = [(v, c) for v, c in within
+              if (c["decode_speedup"].get("ci") or [0])[0] > 1]
+    if not faster:
+        kernels = sorted({_kernel(v) for v, _ in _cells(variants)
+                          if v["name"] != baseline and _kernel(v)})
+        why = f" (kernels that ran: {', '.join(kernels)})" if kernels else ""
+        reason = (f"{NO_FASTER}{why}" if within or not any(v["name"] != baseline and v["ok"]
+                                                          for v in variants)
+                  else "no variant's NLL change is within noise of zero")
+        if within and not faster:
+            reason = (f"of the variants whose quality change is within noise, none decodes "
+                      f"faster than the baseline beyond its interval: {NO_FASTER}{why}")
+        return LMAnswer(None, None, None, None, None, None, f"No faster variant: {reason}.")
+    v, c = max(faster, key=lambda vc: vc[1]["decode_speedup"]["ratio"])
+    q, s = v["quality"], c["decode_speedup"]
+    line = (f"{v['name']} ({c['mode']}): decodes {s['ratio']:.2f}x the baseline's speed "
+            f"[{s['ci'][0]:.2f}, {s['ci'][1]:.2f}], NLL change {q['delta_nll']:+.4f} per token "
+            f"[{q['delta_nll_interval'][0]:+.4f}, {q['delta_nll_interval'][1]:+.4f}] "
+            f"(within noise: its interval holds 0)")
+    return LMAnswer(v["name"], c["mode"], s["ratio"], s["ci"], q["delta_nll"],
+                    q["delta_nll_interval"], line)
+
+
+def _kernel(variant: dict) -> str | None:
+    for technique in ("int4", "int8"):
+        kernel = (variant.get("config") or {}).get(technique, {}).get("weights")
+        if kernel:
+            return f"{technique} {kernel}"
+    return None
+
+
+HEADER = ("variant", "mode", "ppl", "dNLL/token [95%]", "agree", "KL mean", "prefill ms",
+          "decode ms/tok", "tok/s", "decode x [95%]", "peak MB", "weights MB")
+
+
+def lm_table(variants: list[dict]) -> str:
+    """One row per cell (variant x mode); a failed variant or cell with its cause."""
+    rows = [HEADER]
+    for v in variants:
+        if not v["ok"]:
+            rows.append((v["name"], "-", f"failed: {v['error']}") + ("",) * (len(HEADER) - 3))
+            continue
+        q, size = v.get("quality") or {}, v.get("size") or {}
+        quality = (_num(q.get("variant", {}).get("perplexity"), ".2f"),
+                   _interval(q.get("delta_nll"), q.get("delta_nll_interval"), "+.4f"),
+                   _num(q.get("agreement"), ".1%"), _num(q.get("kl_mean"), ".4f"))
+        weights = _num((size.get("weights_bytes") or 0) / 1e6, ".2f")
+        for c in v.get("cells") or [{"mode": "-", "ok": False, "error": "not timed"}]:
+            if not c.get("ok"):
+                rows.append((v["name"], c["mode"], *quality, f"failed: {c['error']}",
+                             "", "", "", "", weights))
+                continue
+            s = c.get("decode_speedup") or {}
+            rows.append((v["name"], c["mode"], *quality, _num(c.get("prefill_ms"), ".1f"),
+                         _num(c.get("decode_ms_per_token"), ".2f"),
+                         _num(c.get("tokens_per_s"), ".1f"),
+                         _interval(s.get("ratio"), s.get("ci"), ".2f"),
+                         _num((c.get("peak_bytes") or 0) / 1e6, ".1f"), weights))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(HEADER))]
+    return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(r, widths)).rstrip()
+                     for r in rows)
+
+
+def _num(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _interval(value, ci, spec: str) -> str:
+    if value is None:
+        return "-"
+    if not ci:
+        return format(value, spec)
+    return f"{value:{spec}} [{ci[0]:{spec}}, {ci[1]:{spec}}]"
+
+
+def lm_rows(variants: list[dict]) -> list[dict]:
+    """One row per cell (variant x mode) for a page's table; a failed variant or cell keeps
+    its row, with its cause."""
+    rows = []
+    for v in variants:
+        q, size = v.get("quality") or {}, v.get("size") or {}
+        base = {"Variant": v["name"], "Perplexity": (q.get("variant") or {}).get("perplexity"),
+                "dNLL/token": q.get("delta_nll"),
+                "dNLL 95% low": (q.get("delta_nll_interval") or [None, None])[0],
+                "dNLL 95% high": (q.get("delta_nll_interval") or [None, None])[1],
+                "Within noise": q.get("nll_within_noise"), "Agreement": q.get("agreement"),
+                "KL mean": q.get("kl_mean"),
+                "Weights MB": (size.get("weights_bytes") or 0) / 1e6 or None}
+        cells = v.get("cells") or []
+        if not v.get("ok") or not cells:
+            rows.append({**base, "Mode": None, "Error": v.get("error") or "not timed"})
+            continue
+        for c in cells:
+            s = c.get("decode_speedup") or {}
+            ci = s.get("ci") or [None, None]
+            rows.append({**base, "Mode": c["mode"], "Prefill ms": c.get("prefill_ms"),
+                         "Decode ms/token": c.get("decode_ms_per_token"),
+                         "Tokens/s": c.get("tokens_per_s"), "Decode speed-up": s.get("ratio"),
+                         "Speed-up 95% low": ci[0], "Speed-up 95% high": ci[1],
+                         "Peak MB": (c.get("peak_bytes") or 0) / 1e6 or None,
+                         "Error": None if c.get("ok") else c.get("error")})
+    return rows
+
+
+def lm_tradeoff_figure(variants: list[dict]):
+    """Each timed cell: its decode speed-up over the baseline in the same mode against its
+    variant's NLL change per token, both with their 95% intervals; the baseline's lines
+    (speed-up 1, change 0) dashed."""
+    import plotly.graph_objects as go
+    fig = go.Figure()
+    rows = [r for r in lm_rows(variants) if r.get("Decode speed-up") is not None
+            and r.get("dNLL/token") is not None]
+    for mode in sorted({r["Mode"] for r in rows}):
+        mine = [r for r in rows if r["Mode"] == mode]
+        fig.add_trace(go.Scatter(
+            x=[r["Decode speed-up"] for r in mine], y=[r["dNLL/token"] for r in mine],
+            mode="markers+text", text=[r["Variant"] for r in mine], textposition="top center",
+            name=mode,
+            error_x=dict(type="data", symmetric=False,
+                         array=[_up(r["Speed-up 95% high"], r["Decode speed-up"]) for r in mine],
+                         arrayminus=[_up(r["Decode speed-up"], r["Speed-up 95% low"])
+                                     for r in mine]),
+            error_y=dict(type="data", symmetric=False,
+                         array=[_up(r["dNLL 95% high"], r["dNLL/token"]) for r in mine],
+                         arrayminus=[_up(r["dNLL/token"], r["dNLL 95% low"]) for r in mine])))
+    fig.add_hline(y=0, line_dash="dash", line_color="grey")
+    fig.add_vline(x=1, line_dash="dash", line_color="grey")
+    fig.update_layout(xaxis_title="decode speed-up over the baseline in the same mode (x)",
+                      yaxis_title="NLL change per token (nats; lower is better)",
+                      legend_title="mode", margin=dict(t=30))
+    return fig
+
+
+def _up(high, value) -> float:
+    return 0.0 if high is None or value is None else max(0.0, high - value)
