@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from benchmarks.report.lm import lm_answer, lm_rows, lm_tradeoff_figure
+from benchmarks.report.lm import lm_answer, lm_notes, lm_rows, lm_tradeoff_figure
 from dashboard import state
 from dashboard.markup import md, shown_error
 
@@ -67,4 +67,6 @@ def draw(run: dict, key: str) -> None:
                           help=f"95% interval [{d_low:+.4f}, {d_high:+.4f}] over windows")
     st.dataframe(lm_rows(variants), column_config=COLUMNS, hide_index=True,
                  key=f"{key}-lm-table")
+    for note in lm_notes(variants):
+        st.caption(md(note))
     st.plotly_chart(lm_tradeoff_figure(variants), key=f"{key}-lm-chart")

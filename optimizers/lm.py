@@ -81,10 +81,13 @@ def int4(model: nn.Module, settings: Int4Settings, calibration: torch.Tensor):
         model, PrototypeInt4WeightOnlyConfig(group_size=settings.group_size,
                                              set_inductor_config=False),
         f"INT4 in groups of {settings.group_size}", calibration)
+    widths = sorted({m.in_features for m in decoder_linears(model).values()
+                     if m.in_features % settings.group_size})
     total = len(decoder_linears(model))
     return out, {"int4": {"group_size": settings.group_size, "layers": layers,
                           "float_layers": total - layers, "weights": kernel,
-                          "path": "torchao"}}
+                          "path": "torchao",
+                          **({"float_widths": widths} if widths else {})}}
 
 
 class Autocast(nn.Module):

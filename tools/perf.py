@@ -33,7 +33,7 @@ from tools.perf_sensitivity import render_lines, schedule, sensitivity  # noqa: 
 DEFAULT_OUTPUT = ROOT / "docs" / "generated" / "PERFORMANCE.md"
 SECTIONS = ("fidelity", "peaks", "bench", "tradeoff", "resnet", "runtimes", "catalogue",
             "distributed", "cluster", "server", "dashboard", "recommend", "sensitivity",
-            "schedule")
+            "schedule", "lm")
 # What each section measures (its heading in docs/generated/PERFORMANCE.md).
 TITLES = {"fidelity": "Latency fidelity and repeatability",
           "peaks": "The roofline's measured peaks",
@@ -47,6 +47,7 @@ TITLES = {"fidelity": "Latency fidelity and repeatability",
           "server": "The team server: admission, supervision",
           "dashboard": "The dashboard in a real browser",
           "recommend": "recommend: a certified answer (digits, and a generated image folder)",
+          "lm": "A language model: SmolLM2-135M, quantized and pruned, eager and compiled",
           **SENSITIVITY_TITLES}
 TRADEOFF_SWEEP = ["--prune", "0.1:0.9:5", "--prune-method", "l1,channel", "--distill",
                   "--temperature", "1,2,4,8"]
@@ -599,6 +600,13 @@ def dashboard() -> dict:
 def recommend() -> dict:
     from tools.perf_recommend import measure_recommend
     return measure_recommend()
+
+
+# -- a language model ------------------------------------------------------------------------
+
+def lm() -> dict:
+    from tools.perf_lm import measure_lm
+    return measure_lm()
 
 
 def machine_lines(machine: dict) -> list[str]:

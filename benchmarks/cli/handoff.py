@@ -23,7 +23,18 @@ def cmd_report(args) -> int:
     from benchmarks.store.database import ResultsStore
     check_writable(args.html, "--html")
     store = ResultsStore(args.store)
-    report = RunReport.from_stored(_stored_run(store, args.run_id))
+    run = _stored_run(store, args.run_id)
+    if run.get("kind") == "lm":  # a language model's cells, in its own terms
+        from benchmarks.report.lm import render_lm_html
+        if args.compare is not None:
+            raise ValueError("--compare sets two sweeps side by side; a language model's run "
+                             "is reported alone")
+        html = render_lm_html(run)
+        write_output(args.html, html)
+        print(f"report of run {args.run_id} written to {args.html} "
+              f"({len(html.encode()) / 2**20:.2f} MB)", file=sys.stderr)
+        return EXIT_OK
+    report = RunReport.from_stored(run)
     compare = None if args.compare is None else RunReport.from_stored(
         _stored_run(store, args.compare, "--compare"))
     html = render(report, compare)

@@ -75,8 +75,17 @@ HEADER = ("variant", "mode", "ppl", "dNLL/token [95%]", "agree", "KL mean", "pre
 
 
 def lm_table(variants: list[dict]) -> str:
-    """One row per cell (variant x mode); a failed variant or cell with its cause."""
-    rows = [HEADER]
+    """One row per cell (variant x mode), a failed variant or cell with its cause; then the
+    notes."""
+    rows = [HEADER, *lm_cells(variants)]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(HEADER))]
+    return "\n".join(["  ".join(str(cell).ljust(w) for cell, w in zip(r, widths)).rstrip()
+                      for r in rows] + [f"note: {n}" for n in lm_notes(variants)])
+
+
+def lm_cells(variants: list[dict]) -> list[tuple]:
+    """The table's rows as formatted cells, HEADER's columns."""
+    rows = []
     for v in variants:
         if not v["ok"]:
             rows.append((v["name"], "-", f"failed: {v['error']}") + ("",) * (len(HEADER) - 3))
@@ -97,9 +106,23 @@ def lm_table(variants: list[dict]) -> str:
                          _num(c.get("tokens_per_s"), ".1f"),
                          _interval(s.get("ratio"), s.get("ci"), ".2f"),
                          _num((c.get("peak_bytes") or 0) / 1e6, ".1f"), weights))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(HEADER))]
-    return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(r, widths)).rstrip()
-                     for r in rows)
+    return rows
+
+
+def lm_notes(variants: list[dict]) -> list[str]:
+    """What a variant's name does not say: the layers a quantization left float."""
+    notes = []
+    for v in variants:
+        for technique in ("int4", "int8"):
+            config = (v.get("config") or {}).get(technique) or {}
+            if config.get("float_layers"):
+                total = config["layers"] + config["float_layers"]
+                why = (f": their input width ({', '.join(map(str, config['float_widths']))}) "
+                       f"is not a multiple of the group size {config['group_size']}"
+                       if config.get("float_widths") else "")
+                notes.append(f"{v['name']}: {config['float_layers']} of {total} linear layers "
+                             f"stay float{why}")
+    return notes
 
 
 def _num(value, spec: str) -> str:
@@ -174,3 +197,45 @@ def lm_tradeoff_figure(variants: list[dict]):
 
 def _up(high, value) -> float:
     return 0.0 if high is None or value is None else max(0.0, high - value)
+
+
+def render_lm_html(run: dict) -> str:
+    """A language model's stored run as one self-contained HTML file (plotly embedded, nothing
+    loaded over the network): the answer, every cell with its intervals, the notes, the
+    speed/quality chart, the text's record and the environment."""
+    import json
+    from importlib import resources
+
+    import jinja2
+    import plotly.offline
+
+    from benchmarks.report.figures import PLOTLY_CONFIG
+    from benchmarks.report.html import _environment_rows, _figure_json, _script_json
+    variants = run.get("variants") or []
+    figure, template = _figure_json(lm_tradeoff_figure(variants))
+    heads, rows = HEADER, lm_cells(variants)
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    page = env.from_string(resources.files("benchmarks.report").joinpath(
+        "templates/lm_report.html").read_text(encoding="utf-8"))
+    text = (run.get("environment") or {}).get("text") or {}
+    options = (run.get("spec") or {}).get("lm") or {}
+    measurement = (f"{text.get('windows', '?')} windows of {text.get('window', '?')} tokens "
+                   f"({text.get('search_windows', 0) + text.get('certify_windows', 0)} scored, "
+                   f"{text.get('calibration_windows', '?')} for calibration); intervals: a "
+                   f"percentile bootstrap over windows, 95%. Generation: "
+                   f"{options.get('prompt_tokens', '?')} prompt tokens, "
+                   f"{options.get('new_tokens', '?')} new, greedy, batch 1; speed-ups against "
+                   f"the baseline in the same mode, an interval over interleaved rounds.")
+    return page.render(
+        run={**run, "environment": run.get("environment") or {}},
+        title=f"{run.get('model')} on {run.get('dataset')}", answer=lm_answer(variants),
+        heads=heads, rows=rows, notes=lm_notes(variants), measurement=measurement,
+        figure=_script_json(figure), template_json=_script_json(template),
+        config_json=_script_json({**PLOTLY_CONFIG, "responsive": True}),
+        plotly_js=plotly.offline.get_plotlyjs(),
+        environment=_environment_rows({k: v for k, v in (run.get("environment") or {}).items()
+                                       if k != "model"} | {"model": json.dumps(
+                                           (run.get("environment") or {}).get("model"),
+                                           default=str)}))
+

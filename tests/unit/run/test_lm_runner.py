@@ -236,3 +236,32 @@ def test_the_registry_says_which_family_each_technique_takes():
     with pytest.raises(ValueError, match="needs its lm_apply"):
         registry.Technique("toy-lm", Int4Settings, 99, "optimizers.lm:not_for_images", "toy",
                            families=("lm",))
+
+
+def test_layers_int4_leaves_float_are_counted_and_said():
+    lm = build_lm("tiny-lm")  # its layers are 64 and 128 wide: groups of 128 fit only some
+    out, config = int4(lm.model, Int4Settings(128), torch.randint(0, 256, (2, 16)))
+    int4_config = config["int4"]
+    assert int4_config["float_widths"] == [64]
+    assert int4_config["layers"] == 2 and int4_config["float_layers"] == 12  # the down projs
+    from benchmarks.report.lm import lm_notes
+    (note,) = lm_notes([{"name": "int4-g128", "config": config}])
+    assert note == ("int4-g128: 12 of 14 linear layers stay float: their input width (64) is "
+                    "not a multiple of the group size 128")
+
+
+def test_the_html_report_of_a_language_model_run(grid, tmp_path):
+    document, store, _ = grid
+    html = tmp_path / "lm.html"
+    done = run_cli("report", document["run_id"], "--store", str(store), "--html", str(html))
+    assert done.returncode == 0, done.stderr[-1500:]
+    text = html.read_text()
+    assert document["answer"]["line"].split(":")[0] in text
+    cells = text.split('id="cells"')[1].split("</table>")[0]
+    assert cells.count("<tr") == 1 + 6  # the header, a row per cell
+    assert document["environment"]["text"]["provenance"]["sha256"] in text  # the text read
+    assert 'data-chart="lm-tradeoff"' in text
+    assert "<script src=" not in text and "<link " not in text  # draws offline
+    compare = run_cli("report", document["run_id"], "--compare", document["run_id"], "--store",
+                      str(store), "--html", str(tmp_path / "x.html"))
+    assert compare.returncode == 2 and "reported alone" in compare.stderr
