@@ -31,6 +31,13 @@ def hub_models(source: str) -> dict[str, dict]:
             for name, entry in sorted(catalogue()[source].items())}
 
 
+@st.cache_data(show_spinner=False)
+def language_models() -> dict[str, str]:
+    """The registered causal language models: name -> description (torch-free)."""
+    from benchmarks.zoo.lm import lm_entry, lm_names
+    return {name: lm_entry(name).description for name in lm_names()}
+
+
 def hub_sources() -> tuple[str, ...]:
     from benchmarks.zoo.catalogue import SOURCES
     return SOURCES

@@ -20,6 +20,9 @@ from dashboard.markup import md
 from optimizers.settings import EPOCHS_RANGE, setting, setting_fields
 
 ZOO, FILE = "Model zoo", "Model file (server folder)"
+LM = "Language model (text)"
+DEFAULT_LM = "tiny-lm"
+TEXT = "text"                          # the embedded text (Python's help topics)
 SCRATCH = "none: train from scratch"
 SCRATCH_URL = "none"                  # how the URL says SCRATCH
 DEFAULT_MODEL = "seed_cnn"
@@ -57,15 +60,17 @@ TITLES = {"device": "Device", "epochs": "Training epochs", "batch_size": "Batch 
           "seeds": "Repeats (seeds)", "combine": "Combine (chain every enabled technique)"}
 BUDGET = {name: (meta, default) for name, meta, default in setting_fields(Budget)}
 URL_NAMES = ("model", "weights", "checkpoint", "normalize", "dataset", "folder", "shape",
-             "labels", *BUDGET)
+             "labels", "modes", *BUDGET)
 
 
 def url_names() -> list[str]:
     """Every parameter an Experiment link may carry: the model and data, the budget, the
     techniques and where it will run (runtimes, batch sizes, threads)."""
+    from benchmarks.spec.lm import LMOptions
     from benchmarks.spec.runtimes import DeploymentConfig
     return [*URL_NAMES, *technique_form.url_names(),
-            *settings_form.config_url_names(DeploymentConfig)]
+            *settings_form.config_url_names(DeploymentConfig),
+            *settings_form.config_url_names(LMOptions)]
 
 
 def budget(name: str, url) -> object:
@@ -85,6 +90,7 @@ class ModelChoice:
     upload: object = None
     use_checkpoint: bool = False
     normalize: str | None = None
+    language: bool = False        # a causal language model: it runs on text
 
 
 @dataclass
@@ -94,6 +100,7 @@ class DataChoice:
     shape_text: str = ""
     labels: str | None = None
     folder: bool = field(default=False)
+    lm_options: dict | None = None  # a language model's text: LMOptions' fields
 
 
 # -- the model ---------------------------------------------------------------------------------
@@ -107,10 +114,13 @@ def _source_of(text: str) -> str:
         return prefix
     if text in catalog.models():
         return ZOO
+    if text in catalog.language_models():
+        return LM
     if name and prefix in catalog.model_files(state.models_dir()) and FACTORY.fullmatch(name):
         return FILE
-    raise ValueError(f"{text!r} is not a zoo model, torchvision:NAME, timm:NAME or "
-                     f"FILE.py:FACTORY of the server's models folder")
+    raise ValueError(f"{text!r} is not a zoo model, torchvision:NAME, timm:NAME, a language "
+                     f"model ({', '.join(catalog.language_models())}) or FILE.py:FACTORY of "
+                     f"the server's models folder")
 
 
 def _part(text: str, source: str, which: int) -> str:
@@ -124,11 +134,12 @@ def model_picker(url) -> ModelChoice:
     """The model's source, the model, and for torchvision/timm the weights."""
     models, sources = catalog.models(), catalog.hub_sources()
     names = list(models)
-    menu = [ZOO, *sources, FILE]
+    menu = [ZOO, *sources, LM, FILE]
     source = st.selectbox("Model from", menu, key="exp_source",
                           index=menu.index(url.initial("model", "exp_source", _source_of, ZOO)),
                           help="The zoo's small models, any classification model of "
-                               "torchvision's or timm's registry, or a model file")
+                               "torchvision's or timm's registry, a causal language model "
+                               "(run on text), or a model file")
     out = ModelChoice()
     if source == ZOO:
         first = url.initial("model", "exp_model", lambda t: _zoo(t, names), DEFAULT_MODEL)
@@ -137,10 +148,23 @@ def model_picker(url) -> ModelChoice:
                                  format_func=lambda n: f"{n} — {models[n]['description']}")
     elif source in sources:
         _hub_model(source, url, out)
+    elif source == LM:
+        _language_model(url, out)
     else:
         _file_model(url, out)
     url.keep("model", out.url or out.model, DEFAULT_MODEL)
     return out
+
+
+def _language_model(url, out: ModelChoice) -> None:
+    listed = catalog.language_models()
+    names = list(listed)
+    first = url.initial("model", "exp_lm_model", lambda t: names[names.index(t)]
+                        if _source_of(t) == LM else DEFAULT_LM, DEFAULT_LM)
+    out.model = st.selectbox("Language model", names, key="exp_lm_model",
+                             index=names.index(first if first in names else names[0]),
+                             format_func=lambda n: f"{n} — {listed[n]}")
+    out.language = True
 
 
 def _zoo(text: str, names: list[str]) -> str:
@@ -206,6 +230,8 @@ def checkpoint_and_normalisation(url, out: ModelChoice, choices: dict) -> None:
     """"Start from my checkpoint" (behind a toggle: the uploader's browser code is the
     heaviest of the page, and most first runs train their own baseline) and the input
     normalisation, whose default follows from both."""
+    if out.language:  # a language model is measured as loaded: no checkpoint, no pixels
+        return
     out.use_checkpoint = st.toggle(
         "Start from my checkpoint", key="exp_use_checkpoint",
         value=url.initial("checkpoint", "exp_use_checkpoint", links.parse_bool, False))
@@ -278,6 +304,33 @@ def _shape(text: str) -> str:
     return text
 
 
+def text_picker(url) -> "DataChoice":
+    """A language model's text: the embedded default (a file of one's own is `run --dataset
+    text:PATH` on the command line), and how it is cut and the generation timed."""
+    from benchmarks.spec.lm import LMOptions
+    st.selectbox("Text", [TEXT], key="exp_text",
+                 format_func=lambda _: "text: Python's own help topics (embedded, about "
+                                       "465,000 characters of English technical prose)")
+    url.keep("dataset", TEXT, "digits")
+    with st.expander("Windows and the timed generation"):
+        options = settings_form.config_form(LMOptions, "exp_lm_opt", url=url)
+    return DataChoice(label=TEXT, dataset=TEXT, lm_options=options)
+
+
+def lm_modes(url) -> tuple[str, ...]:
+    """The runtime modes every language-model variant is timed in."""
+    from benchmarks.spec.lm import LM_RUNTIMES
+    first = url.initial("modes", "exp_lm_modes", lambda t: [
+        links.parse_choice(m, list(LM_RUNTIMES), "a runtime mode") for m in t.split(",")],
+        ["eager"])
+    modes = st.multiselect("Runtime modes", list(LM_RUNTIMES), default=first,
+                           key="exp_lm_modes",
+                           help="eager PyTorch, and torch.compile (Inductor: its first round "
+                                "compiles, which takes a while)")
+    url.keep("modes", ",".join(modes) or None, "eager")
+    return tuple(modes)
+
+
 def data_picker(url) -> DataChoice:
     """The data set and what it needs (an image folder's directory, an input shape)."""
     menus = catalog.datasets()
@@ -341,6 +394,28 @@ class Experiment:
     enabled: set
     choices: dict                # {(technique, field): value or values}
     deployment: dict = field(default_factory=dict)  # DeploymentConfig's fields by name
+    modes: tuple = ("eager",)    # a language model's runtime modes
+
+    @property
+    def kind(self) -> str:
+        """The job kind the form submits: a language model's run, or a sweep."""
+        return "lm" if self.model.language else "sweep"
+
+    def lm_request(self):
+        """A language model's job (``LMRequest``): its variants from the language-model
+        techniques' controls, one technique each (a variant takes one of int8 and int4)."""
+        from benchmarks.spec.lm import LMOptions, LMRequest
+        from benchmarks.spec.sweep import SweepSpec
+        from optimizers import registry
+        if not self.modes:
+            raise ValueError("choose at least one runtime mode (eager, compile)")
+        spec = SweepSpec.from_choices(self.choices, self.enabled, combine=False,
+                                      model=self.model.model, dataset=TEXT, device="cpu",
+                                      runtimes=self.modes)
+        for variant in spec.variants:
+            for name, settings in variant.settings:
+                registry.get(name).check_family(settings, "lm")
+        return LMRequest(spec, LMOptions(**(self.data.lm_options or {})))
 
     def fields(self, checkpoint: str | None = None) -> dict:
         if self.model.model is None:
@@ -374,11 +449,26 @@ class Experiment:
                                       **self.fields(checkpoint))
 
     def plan(self):
-        """(spec, None), or (None, the reason it is refused) before any checkpoint."""
+        """(spec, None), or (None, the reason it is refused) before any checkpoint; for a
+        language model, (its LMRequest, None)."""
         from benchmarks.zoo.models import preflight
         try:
+            if self.model.language:
+                return self.lm_request(), None
             spec = self.spec()
             preflight(spec.model, spec.weights)  # an unknown name, weights not in the caches
             return spec, None
         except ValueError as exc:
             return None, str(exc)
+
+
+def describe_lm(request) -> str:
+    """What a language model's run will do, in one line, before the click."""
+    spec, options = request.sweep, request.options
+    variants, modes = len(spec.variants), len(spec.runtimes)
+    return (f"{variants} variant{'s' if variants != 1 else ''} x {modes} mode"
+            f"{'s' if modes != 1 else ''} = {variants * modes} cells of {spec.model} on the "
+            f"embedded text: {options.max_windows or 'all'} windows of {options.window} "
+            f"tokens, each variant scored paired with the baseline, then every cell timed "
+            f"together ({spec.timing_rounds} rounds of {options.new_tokens} new tokens)"
+            + (" (compiling takes a while)" if "compile" in spec.runtimes else ""))

@@ -260,6 +260,8 @@ def track_job(job_id: str):
 
 def job_label(job) -> str:
     p = job.payload or {}
+    if job.kind == "lm" and isinstance(p.get("sweep"), dict):  # its sweep says the model
+        p = p["sweep"]
     what = f"{p.get('model', '?')} on {p.get('dataset', '?')}"
     if job.kind == "distributed":
         what += f", {'/'.join(map(str, p.get('workers') or []))} workers"

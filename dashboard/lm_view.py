@@ -51,6 +51,13 @@ def draw(run: dict, key: str) -> None:
     if not variants:
         st.info("This language model's run has no stored variant yet.")
         return
+    if run.get("status") == "running":  # the answer waits for every cell's timing
+        planned = len((run.get("spec") or {}).get("variants") or []) or "?"
+        st.info(f"Measuring: {len(variants)} of {planned} variants built and scored; every "
+                f"cell is timed together once all are, and the answer comes then.")
+        st.dataframe(lm_rows(variants), column_config=COLUMNS, hide_index=True,
+                     key=f"{key}-lm-table")
+        return
     answer = lm_answer(variants)
     text = run.get("environment", {}).get("text", {})
     st.markdown(f"**The answer** (a language model, {md(run.get('model', ''))} on "

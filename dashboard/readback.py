@@ -41,6 +41,12 @@ def settings_line(kind: str, payload: dict) -> str:
     p = payload or {}
     if kind == "export":
         return f"Exports variant {p.get('variant')} of run {p.get('run_id')}"
+    if kind == "lm" and isinstance(p.get("sweep"), dict):
+        sweep, options = p["sweep"], p.get("lm") or {}
+        names = [v.get("name") for v in sweep.get("variants") or []]
+        return (f"Runs: {sweep.get('model', '?')} on {sweep.get('dataset', '?')} · modes "
+                f"{_value(sweep.get('runtimes'))} · windows {_value(options.get('max_windows'))}"
+                f" of {_value(options.get('window'))} tokens · variants: {', '.join(names)}")
     head = f"{p.get('model', '?')} on {p.get('dataset', '?')}"
     if kind == "distributed":
         parts = [head, f"device {p.get('device')}", f"workers {_value(p.get('workers'))}",

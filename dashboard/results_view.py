@@ -131,6 +131,10 @@ def run_report(run: dict, key: str, *, url=None, export: bool = False,
     """The answer, the tabs, the downloads and the selected variant of one run. The charts
     are ``charts.run_figures``: the same list the HTML report holds."""
     from benchmarks.report.document import RunReport
+    if run.get("kind") == "lm":  # a language model's cells, in its terms
+        from dashboard import lm_view
+        lm_view.draw(run, key)
+        return
     own = state.owns(run)  # its owner sees errors and settings whole; others, no server path
     if not own:  # the page, its figures and its downloads alike
         run = without_paths(run)

@@ -12,6 +12,8 @@ In the URL (``links``): ``prune=off``, ``prune.sweep=on``, ``prune.ratio=0.1:0.9
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from dashboard.settings_form import several, single
@@ -20,23 +22,40 @@ from optimizers import registry
 
 def url_names() -> list[str]:
     """The URL's name of every technique control (``links``), from the registry: the switch
-    ``prune``, the sweep mode ``prune.sweep`` and a setting ``prune.ratio``."""
+    ``prune``, the sweep mode ``prune.sweep`` and a setting ``prune.ratio``; an image model's
+    and a language model's (one page draws one family's)."""
     names = []
-    for technique in registry.techniques("image"):
-        names.append(technique.name)
-        if _sweepable(technique):
-            names.append(f"{technique.name}.sweep")
-        names += [f"{technique.name}.{field}" for field, _, _ in _shown_fields(technique)]
-    return names
+    for family in registry.FAMILIES:
+        for technique in registry.techniques(family):
+            names.append(technique.name)
+            if _sweepable(technique, family):
+                names.append(f"{technique.name}.sweep")
+            names += [f"{technique.name}.{field}"
+                      for field, _, _ in _shown_fields(technique, family)]
+    return list(dict.fromkeys(names))
 
 
-def _shown_fields(technique: registry.Technique) -> list:
-    """The fields a page draws: not those for the CLI or its operator (a schedule's JSON)."""
-    return [(f, m, d) for f, m, d in technique.fields() if m.form and not m.hidden]
+def _shown_fields(technique: registry.Technique, family: str = "image") -> list:
+    """The fields a page draws: not those for the CLI or its operator (a schedule's JSON).
+    For a language model, its own choices (``lm_choices``) and none of the budgets (a
+    language model is not trained: no fine-tuning, no calibration batches)."""
+    shown = []
+    for f, m, d in technique.fields():
+        if not m.form or m.hidden:
+            continue
+        if family == "lm":
+            if m.advanced:
+                continue
+            if m.lm_choices is not None:
+                m = replace(m, choices=m.lm_choices, lm_choices=None)
+                d = d if d in m.choices else m.choices[0]
+        shown.append((f, m, d))
+    return shown
 
 
-def _sweepable(technique: registry.Technique) -> bool:
-    return any(meta.sweep and not meta.advanced for _, meta, _ in _shown_fields(technique))
+def _sweepable(technique: registry.Technique, family: str = "image") -> bool:
+    return any(meta.sweep and not meta.advanced
+               for _, meta, _ in _shown_fields(technique, family))
 
 
 def _switch(name: str, title: str, default: bool, key: str, url, **kw) -> bool:
@@ -51,17 +70,21 @@ def _switch(name: str, title: str, default: bool, key: str, url, **kw) -> bool:
 
 
 def technique_controls(technique: registry.Technique, models: list[str], *,
-                       default_on: bool = True, url=None) -> tuple[bool, dict]:
+                       default_on: bool = True, url=None, family: str = "image"
+                       ) -> tuple[bool, dict]:
     """(on, {(technique, field): value or tuple of values}) for one technique. ``url``: the
-    page's ``links.UrlForm``, which every control reads its first value from and writes to."""
+    page's ``links.UrlForm``, which every control reads its first value from and writes to.
+    ``family``: a language model's controls have keys of their own (``exp_lm_...``), so
+    switching the model's family never hands a widget a value it does not offer."""
     name = technique.name
-    on = _switch(name, technique.description[:1].upper() + technique.description[1:],
-                 default_on, f"exp_{name}", url)
+    prefix = "exp_lm" if family == "lm" else "exp"
+    text = (technique.lm_description if family == "lm" else None) or technique.description
+    on = _switch(name, text[:1].upper() + text[1:], default_on, f"{prefix}_{name}", url)
     if not on:
         return False, {}
-    fields = _shown_fields(technique)
-    sweep = _sweepable(technique) and _switch(
-        f"{name}.sweep", f"Sweep {name} settings", False, f"exp_{name}_sweep", url,
+    fields = _shown_fields(technique, family)
+    sweep = _sweepable(technique, family) and _switch(
+        f"{name}.sweep", f"Sweep {name} settings", False, f"{prefix}_{name}_sweep", url,
         checkbox=True, help="Each swept setting takes several values: one variant per point "
                             "(cross product within the technique).")
     choices = {}
@@ -71,22 +94,24 @@ def technique_controls(technique: registry.Technique, models: list[str], *,
     for column, (field, meta, default) in zip(columns, primary):
         with column:
             make = several if sweep and meta.sweep else single
-            choices[(name, field)] = make(field, meta, default, f"exp_{name}_{field}", models,
-                                          url=url, name=f"{name}.{field}")
+            choices[(name, field)] = make(field, meta, default, f"{prefix}_{name}_{field}",
+                                          models, url=url, name=f"{name}.{field}")
     if advanced:
         # Budgets and such: one value each; a sweep of them is for the CLI.
         with st.expander(f"More {name} settings"):
             for field, meta, default in advanced:
-                choices[(name, field)] = single(field, meta, default, f"exp_{name}_{field}",
+                choices[(name, field)] = single(field, meta, default, f"{prefix}_{name}_{field}",
                                                 models, url=url, name=f"{name}.{field}")
     return True, choices
 
 
-def all_controls(models: list[str], url=None) -> tuple[set[str], dict]:
-    """Every registered technique's controls: (enabled, choices)."""
+def all_controls(models: list[str], url=None, family: str = "image"
+                 ) -> tuple[set[str], dict]:
+    """Every registered technique's controls for a model of ``family``: (enabled,
+    choices)."""
     enabled, choices = set(), {}
-    for technique in registry.techniques("image"):
-        on, picked = technique_controls(technique, models, url=url)
+    for technique in registry.techniques(family):
+        on, picked = technique_controls(technique, models, url=url, family=family)
         if on:
             enabled.add(technique.name)
             choices.update(picked)

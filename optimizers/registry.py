@@ -118,6 +118,7 @@ class Technique:
     families: tuple[str, ...] = ("image",)    # which of FAMILIES it applies to
     # For a language model: (model, settings, calibration ids) -> (model, config), a copy.
     lm_apply: str | Callable | None = None
+    lm_description: str | None = None         # what it does to a language model
 
     def __post_init__(self):
         if not self.families or set(self.families) - set(FAMILIES):
@@ -303,7 +304,9 @@ register(Technique(
     "pruning: l1 (per layer), global (across layers), channel (structured)",
     switch="ratio", label_fields=("method", "ratio"),
     trains=lambda s: s.finetune_epochs > 0, cost_fields=("method",),
-    families=("image", "lm"), lm_apply="optimizers.lm:prune"))
+    families=("image", "lm"), lm_apply="optimizers.lm:prune",
+    lm_description="pruning of the decoder's linear layers: magnitude, or Wanda (|weight| x "
+                   "its input's norm over calibration text); unstructured or 2:4"))
 register(Technique(
     "distill", DistillSettings, 20, "optimizers.distillation:apply",
     "knowledge distillation of a smaller student (after pruning: recovers the pruned model)",
@@ -323,7 +326,9 @@ register(Technique(
                           "engine), which torch.onnx does not translate"},
     export_notes={"pt2": "quantize/dequantize ops: import torch.ao.quantization.fx._decomposed "
                          "before torch.export.load (benchmarks.export.load.load_program does)"},
-    families=("image", "lm"), lm_apply="optimizers.lm:int8"))
+    families=("image", "lm"), lm_apply="optimizers.lm:int8",
+    lm_description="INT8 of the decoder's linear layers (torchao): weights only, or W8A8 "
+                   "with each token's activations quantized on the fly"))
 register(Technique(
     "int4", Int4Settings, 35, "optimizers.lm:not_for_images",
     "INT4 weight-only quantization of a language model's linear layers (torchao, in groups)",
@@ -337,4 +342,5 @@ register(Technique(
     # A chain that ends in fp16 AMP on CUDA fine-tunes under autocast with a GradScaler.
     train_dtype=lambda s, device_type: "fp16" if device_type == "cuda"
     and s.resolved("cuda") == "fp16" else None,
-    families=("image", "lm"), lm_apply="optimizers.lm:amp"))
+    families=("image", "lm"), lm_apply="optimizers.lm:amp",
+    lm_description="bf16 autocast on the CPU, the logits handed back in fp32"))

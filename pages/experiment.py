@@ -47,40 +47,51 @@ left, right = st.columns([1, 1], gap="large")
 with left:
     st.subheader("Model and data")
     picked_model = experiment_form.model_picker(url)
+    language = picked_model.language  # a causal LM: text, its own techniques, the CPU
     experiment_form.checkpoint_and_normalisation(url, picked_model, choices)
-    data = experiment_form.data_picker(url)
-    device = experiment_form.budget("device", url)
-    st.caption("This machine's worker: " + (md(", ".join(machine_devices)) if card else
-                                            "starting…"))
-    c1, c2, c3 = st.columns(3)
-    with c1:
-        epochs = experiment_form.budget("epochs", url)
-    with c2:
-        batch_size = experiment_form.budget("batch_size", url)
-    with c3:
-        seeds = experiment_form.budget("seeds", url)
-    # Deployment axes, from DeploymentConfig's setting metadata (runtimes, batch sizes,
-    # threads): measured, never retrained.
-    with st.expander("Where it will run: runtimes, batch sizes, threads"):
-        from benchmarks.spec.runtimes import DeploymentConfig
-        deployment_values = settings_form.config_form(DeploymentConfig, "exp_deploy", url=url)
+    modes, deployment_values = ("eager",), {}
+    if language:
+        data = experiment_form.text_picker(url)
+        modes = experiment_form.lm_modes(url)
+        device, epochs, batch_size, seeds = "cpu", 0, 1, 1
+        st.caption("A language model is measured as loaded, on the CPU: nothing is trained.")
+    else:
+        data = experiment_form.data_picker(url)
+        device = experiment_form.budget("device", url)
+        st.caption("This machine's worker: " + (md(", ".join(machine_devices)) if card else
+                                                "starting…"))
+        c1, c2, c3 = st.columns(3)
+        with c1:
+            epochs = experiment_form.budget("epochs", url)
+        with c2:
+            batch_size = experiment_form.budget("batch_size", url)
+        with c3:
+            seeds = experiment_form.budget("seeds", url)
+        # Deployment axes, from DeploymentConfig's setting metadata (runtimes, batch sizes,
+        # threads): measured, never retrained.
+        with st.expander("Where it will run: runtimes, batch sizes, threads"):
+            from benchmarks.spec.runtimes import DeploymentConfig
+            deployment_values = settings_form.config_form(DeploymentConfig, "exp_deploy",
+                                                          url=url)
 
 with right:
     st.subheader("Techniques")
-    enabled, technique_choices = technique_form.all_controls(catalog.student_choices(), url)
+    enabled, technique_choices = technique_form.all_controls(
+        catalog.student_choices(), url, family="lm" if language else "image")
     for picked in technique_form.model_fields(enabled, technique_choices):
         note = catalog.student_note(picked_model.model, picked)
         if note:
             st.warning(md(note))
-    combine = experiment_form.budget("combine", url)
+    # A language model's variants take one technique each (int8 and int4 do not chain).
+    combine = False if language else experiment_form.budget("combine", url)
 url.finish()
 
 experiment = experiment_form.Experiment(
     picked_model, data, dict(device=device, epochs=epochs, batch_size=batch_size, seeds=seeds,
                              combine=combine), enabled, technique_choices,
-    deployment_values)
+    deployment_values, modes=modes)
 planned, problem = experiment.plan()
-job_id = state.current_job_id(state.JOB_ID, "sweep")
+job_id = state.current_job_id(state.JOB_ID, experiment.kind)
 
 
 def submit() -> None:
@@ -88,13 +99,13 @@ def submit() -> None:
     try:
         checkpoint = state.save_upload(upload, experiment_form.UPLOAD_TYPES) \
             if upload is not None else None
-        spec = experiment.spec(checkpoint)
+        spec = experiment.lm_request() if language else experiment.spec(checkpoint)
     except ValueError as exc:
         st.error(md(exc))
         return
     try:  # the checkpoint moves into the job's own folder: it lives as long as the job
         st.session_state[state.JOB_ID] = state.submit(
-            "sweep", spec.to_dict(), device,
+            experiment.kind, spec.to_dict(), device,
             attachments={"checkpoint": checkpoint} if checkpoint else None)
     except ValueError as exc:
         st.error(md(exc))
@@ -121,10 +132,12 @@ with top:
         clicked = st.button("Run benchmark", type="primary", key="exp_run", width="stretch")
     if clicked:
         submit()
-        job_id = state.current_job_id(state.JOB_ID, "sweep")
+        job_id = state.current_job_id(state.JOB_ID, experiment.kind)
     with plan:
         if problem:
             st.error(md(problem))
+        elif language:
+            st.caption(f"**{md(experiment_form.describe_lm(planned))}**")
         else:
             st.caption(f"**{md(estimates.describe_estimate(planned))}**")
             if not _running_this(job_id):
@@ -141,4 +154,8 @@ if job is not None and job.run_id:
 
 
 st.divider()
-recommend_panel.draw(experiment.fields, technique_choices, enabled, device)
+if language:
+    st.caption("Recommend (the fastest variant certified within a margin) takes image models; "
+               "a language model's run answers with the fastest cell within noise.")
+else:
+    recommend_panel.draw(experiment.fields, technique_choices, enabled, device)

@@ -138,30 +138,33 @@ def _interval(value, ci, spec: str) -> str:
 
 
 def lm_rows(variants: list[dict]) -> list[dict]:
-    """One row per cell (variant x mode) for a page's table; a failed variant or cell keeps
-    its row, with its cause."""
+    """One row per cell (variant x mode) for a page's table, its columns in reading order:
+    which cell, its variant's quality, its speed, its memory and size; a failed variant or
+    cell keeps its row, with its cause."""
     rows = []
     for v in variants:
         q, size = v.get("quality") or {}, v.get("size") or {}
-        base = {"Variant": v["name"], "Perplexity": (q.get("variant") or {}).get("perplexity"),
-                "dNLL/token": q.get("delta_nll"),
-                "dNLL 95% low": (q.get("delta_nll_interval") or [None, None])[0],
-                "dNLL 95% high": (q.get("delta_nll_interval") or [None, None])[1],
-                "Within noise": q.get("nll_within_noise"), "Agreement": q.get("agreement"),
-                "KL mean": q.get("kl_mean"),
-                "Weights MB": (size.get("weights_bytes") or 0) / 1e6 or None}
+        interval = q.get("delta_nll_interval") or [None, None]
+        quality = {"Perplexity": (q.get("variant") or {}).get("perplexity"),
+                   "dNLL/token": q.get("delta_nll"), "dNLL 95% low": interval[0],
+                   "dNLL 95% high": interval[1], "Within noise": q.get("nll_within_noise"),
+                   "Agreement": q.get("agreement"), "KL mean": q.get("kl_mean")}
+        weights = (size.get("weights_bytes") or 0) / 1e6 or None
         cells = v.get("cells") or []
         if not v.get("ok") or not cells:
-            rows.append({**base, "Mode": None, "Error": v.get("error") or "not timed"})
+            rows.append({"Variant": v["name"], "Mode": None, **quality, "Weights MB": weights,
+                         "Error": v.get("error") or "not timed"})
             continue
         for c in cells:
             s = c.get("decode_speedup") or {}
             ci = s.get("ci") or [None, None]
-            rows.append({**base, "Mode": c["mode"], "Prefill ms": c.get("prefill_ms"),
+            rows.append({"Variant": v["name"], "Mode": c["mode"], **quality,
+                         "Decode speed-up": s.get("ratio"), "Speed-up 95% low": ci[0],
+                         "Speed-up 95% high": ci[1],
                          "Decode ms/token": c.get("decode_ms_per_token"),
-                         "Tokens/s": c.get("tokens_per_s"), "Decode speed-up": s.get("ratio"),
-                         "Speed-up 95% low": ci[0], "Speed-up 95% high": ci[1],
+                         "Tokens/s": c.get("tokens_per_s"), "Prefill ms": c.get("prefill_ms"),
                          "Peak MB": (c.get("peak_bytes") or 0) / 1e6 or None,
+                         "Weights MB": weights,
                          "Error": None if c.get("ok") else c.get("error")})
     return rows
 

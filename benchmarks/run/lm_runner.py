@@ -32,15 +32,13 @@ from benchmarks.measure.lm_speed import fixed_prompt, measure_lm_speeds
 from benchmarks.measure.memory import state_bytes
 from benchmarks.report.stats import bootstrap_ratio
 from benchmarks.run.checks import preflight
-from benchmarks.spec.lm import LMOptions
+from benchmarks.spec.cancel import StopCheck, check_stop
+from benchmarks.spec.lm import LM_RUNTIMES, LMOptions
 from benchmarks.spec.sweep import SweepSpec
 from benchmarks.zoo.lm import build_lm, is_language_model, lm_entry
 from benchmarks.zoo.text import WindowSpec, is_text_dataset, load_text_windows
 from optimizers import registry
 
-# The runtime modes a language model's cell runs in (``--runtime``): eager PyTorch, or the
-# same module under torch.compile (Inductor), whose warm-up round compiles it.
-LM_RUNTIMES = ("eager", "compile")
 ProgressFn = Callable[[str], None]
 
 
@@ -159,14 +157,17 @@ class LMSweep:
         variant.size = _size(variant.model)
 
     def run(self, on_progress: ProgressFn | None = None,
-            on_record: Callable[[int, LMVariant], object] | None = None) -> list[LMVariant]:
+            on_record: Callable[[int, LMVariant], object] | None = None,
+            should_stop: StopCheck | None = None) -> list[LMVariant]:
         """Build and score every variant, then time them all together; ``on_record`` gets
         each variant's record as it is scored, and again once timed (a store keeps what a
-        stopped run measured)."""
+        stopped run measured); ``should_stop`` is asked between variants and before the
+        timing (``Cancelled``)."""
         say = on_progress or (lambda _line: None)
         record = on_record or (lambda _position, _variant: None)
         variants = []
         for position, v in enumerate(self.spec.variants):
+            check_stop(should_stop)
             say(f"building {v.name}")
             variant = self.build(v)
             if variant.ok:
@@ -174,6 +175,7 @@ class LMSweep:
                 self.score(variant)
             variants.append(variant)
             record(position, variant)
+        check_stop(should_stop)
         say(f"timing {sum(v.ok for v in variants) * len(self.spec.runtimes)} cells together, "
             f"{self.spec.timing_rounds} rounds")
         self.time(variants)

@@ -9,6 +9,10 @@ from dataclasses import asdict, dataclass
 
 from optimizers.settings import check_settings, setting
 
+# The runtime modes a language model's cell runs in (``--runtime``): eager PyTorch, or the
+# same module under torch.compile (Inductor), whose warm-up round compiles it.
+LM_RUNTIMES = ("eager", "compile")
+
 
 @dataclass(frozen=True)
 class LMOptions:
@@ -41,3 +45,24 @@ class LMOptions:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class LMRequest:
+    """A language model's run as a job's payload: its sweep (model, text, variants, runtime
+    modes) and its options."""
+    sweep: object       # SweepSpec
+    options: LMOptions
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "LMRequest":
+        from benchmarks.spec.sweep import SweepSpec
+        if not isinstance(data, dict) or not isinstance(data.get("sweep"), dict):
+            raise ValueError("a language model's job needs its sweep")
+        options = data.get("lm") or {}
+        if not isinstance(options, dict):
+            raise ValueError("a language model's job: lm must be its options")
+        return cls(SweepSpec.from_dict(data["sweep"]), LMOptions(**options))
+
+    def to_dict(self) -> dict:
+        return {"sweep": self.sweep.to_dict(), "lm": self.options.to_dict()}

@@ -73,6 +73,14 @@ def _distributed(steps: int) -> dict:
             "steps": steps, "batch_size": 16, "device": "cpu", "seed": 0, "amp": False}
 
 
+def _lm(max_windows: int, ratios: tuple) -> dict:
+    from benchmarks.spec.lm import LMOptions, LMRequest
+    spec = SweepSpec.from_choices({("prune", "ratio"): ratios, ("prune", "method"): ("wanda",)},
+                                  {"prune"}, model="tiny-lm", dataset="text", timing_rounds=2)
+    return LMRequest(spec, LMOptions(window=64, max_windows=max_windows, prompt_tokens=16,
+                                     new_tokens=2)).to_dict()
+
+
 @dataclass(frozen=True)
 class Case:
     tiny: Callable[[str], dict]   # run id of the module's stored sweep -> a payload done in s
@@ -104,6 +112,10 @@ CASES: dict[str, Case] = {
         tiny=lambda run: _sensitivity([0.5]),
         long=lambda run: _sensitivity([round(0.05 * i, 2) for i in range(1, 20)]),
         ready=lambda job: (job.progress or {}).get("phase") == "screening"),
+    "lm": Case(  # a language model's run: tiny-lm on a few windows, then on thousands
+        tiny=lambda run: _lm(8, (0.5,)),
+        long=lambda run: _lm(6000, tuple(i / 20 for i in range(2, 19))),
+        ready=lambda job: bool(job.run_id)),
     "echo": Case(  # the toy kind (tests/toy_kind.py), when a module names it
         tiny=lambda run: {"message": "hello"},
         long=lambda run: {"message": "a while", "seconds": 600},

@@ -35,7 +35,7 @@ from typing import Callable
 
 EXTRA_KINDS_ENV = "COMPRESSION_BENCH_KIND_MODULES"
 # The product's own kinds, one module each (``benchmarks.service.kinds.NAME``).
-BUILTIN = ("sweep", "distributed", "export", "recommend", "sensitivity")
+BUILTIN = ("sweep", "distributed", "export", "recommend", "sensitivity", "lm")
 
 
 @dataclass(frozen=True)
