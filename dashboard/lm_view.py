@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from benchmarks.report.lm import lm_answer, lm_notes, lm_rows, lm_tradeoff_figure
+from benchmarks.report.lm import (lm_answer, lm_curve_figure, lm_curves, lm_notes, lm_rows,
+                                  lm_tradeoff_figure)
 from dashboard import state
 from dashboard.markup import md, shown_error
 
@@ -77,3 +78,6 @@ def draw(run: dict, key: str) -> None:
     for note in lm_notes(variants):
         st.caption(md(note))
     st.plotly_chart(lm_tradeoff_figure(variants), key=f"{key}-lm-chart")
+    for axis, points in lm_curves(variants).items():  # a swept setting: its curve
+        st.markdown(f"**{md(axis)}**: the NLL change and the decode speed-up along it")
+        st.plotly_chart(lm_curve_figure(axis, points), key=f"{key}-lm-curve-{axis}")

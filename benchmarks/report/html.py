@@ -129,10 +129,26 @@ def _recommendation(report: RunReport) -> dict | None:
                                for r in candidate_rows(block)]}}
 
 
+def report_template(name: str):
+    """One of the package's report templates (they share ``head.html``: the style and the
+    embedded plotly), escaping every value it is given."""
+    import jinja2
+
+    class PackageTemplates(jinja2.BaseLoader):
+        """The templates read as package data (a wheel's files, not a path on disk)."""
+        def get_source(self, environment, template):
+            text = resources.files(__package__).joinpath("templates", template).read_text(
+                encoding="utf-8")
+            return text, None, lambda: True
+    env = jinja2.Environment(loader=PackageTemplates(), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True)
+    return env.get_template(name)
+
+
 def render(report: RunReport, compare: RunReport | None = None) -> str:
     """The run's report as one HTML document (str). ``compare``: a second sweep whose shared
     variants are set side by side with the paired test, as the History page does."""
-    import jinja2
     import plotly.offline
 
     from benchmarks.report.figures import PLOTLY_CONFIG, run_figures
@@ -155,10 +171,7 @@ def render(report: RunReport, compare: RunReport | None = None) -> str:
         data, template = _figure_json(fig)
         figures.append({"id": f"chart-{len(figures)}", "name": name,
                         "json": _script_json(data)})
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)
-    page = env.from_string(resources.files(__package__).joinpath(
-        "templates/report.html").read_text(encoding="utf-8"))
+    page = report_template("report.html")
     return page.render(
         report=report, title=f"{report.model} on {report.dataset}",
         plotly_js=plotly.offline.get_plotlyjs(), template_json=_script_json(template),

@@ -207,20 +207,23 @@ def render_lm_html(run: dict) -> str:
     loaded over the network): the answer, every cell with its intervals, the notes, the
     speed/quality chart, the text's record and the environment."""
     import json
-    from importlib import resources
 
-    import jinja2
     import plotly.offline
 
     from benchmarks.report.figures import PLOTLY_CONFIG
-    from benchmarks.report.html import _environment_rows, _figure_json, _script_json
+    from benchmarks.report.html import (_environment_rows, _figure_json, _script_json,
+                                        report_template)
     variants = run.get("variants") or []
-    figure, template = _figure_json(lm_tradeoff_figure(variants))
+    figures, template = [], {}
+    named = [("lm-tradeoff", None, lm_tradeoff_figure(variants))] + [
+        (f"lm-curve-{axis}", axis, lm_curve_figure(axis, points))
+        for axis, points in lm_curves(variants).items()]
+    for name, title, fig in named:
+        data, template = _figure_json(fig)
+        figures.append({"id": f"chart-{len(figures)}", "name": name, "title": title,
+                        "json": _script_json(data)})
     heads, rows = HEADER, lm_cells(variants)
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)
-    page = env.from_string(resources.files("benchmarks.report").joinpath(
-        "templates/lm_report.html").read_text(encoding="utf-8"))
+    page = report_template("lm_report.html")
     text = (run.get("environment") or {}).get("text") or {}
     options = (run.get("spec") or {}).get("lm") or {}
     measurement = (f"{text.get('windows', '?')} windows of {text.get('window', '?')} tokens "
@@ -234,7 +237,7 @@ def render_lm_html(run: dict) -> str:
         run={**run, "environment": run.get("environment") or {}},
         title=f"{run.get('model')} on {run.get('dataset')}", answer=lm_answer(variants),
         heads=heads, rows=rows, notes=lm_notes(variants), measurement=measurement,
-        figure=_script_json(figure), template_json=_script_json(template),
+        figures=figures, template_json=_script_json(template),
         config_json=_script_json({**PLOTLY_CONFIG, "responsive": True}),
         plotly_js=plotly.offline.get_plotlyjs(),
         environment=_environment_rows({k: v for k, v in (run.get("environment") or {}).items()
@@ -242,3 +245,54 @@ def render_lm_html(run: dict) -> str:
                                            (run.get("environment") or {}).get("model"),
                                            default=str)}))
 
+
+
+def lm_curves(variants: list[dict]) -> dict[str, list[dict]]:
+    """{swept setting: its points in order}, for each setting a sweep gave two or more values
+    (``prune.ratio``, ``int4.group_size``): each point the variant's NLL change and, per mode,
+    its decode speed-up, both with their intervals."""
+    points: dict[str, list[dict]] = {}
+    for v in variants:
+        q = v.get("quality") or {}
+        if not v.get("ok") or not q:
+            continue
+        for axis, value in (v.get("axes") or {}).items():
+            points.setdefault(axis, []).append({
+                "value": value, "variant": v["name"], "delta_nll": q.get("delta_nll"),
+                "delta_nll_interval": q.get("delta_nll_interval"),
+                "speedups": {c["mode"]: c.get("decode_speedup") for c in v.get("cells") or []
+                             if c.get("ok") and c.get("decode_speedup")}})
+    return {axis: sorted(p, key=lambda point: point["value"]) for axis, p in points.items()
+            if len({point["value"] for point in p}) > 1}
+
+
+def lm_curve_figure(axis: str, points: list[dict]):
+    """One swept setting's curve: the NLL change per token (left axis) and each mode's decode
+    speed-up (right axis) against the setting's value, with their 95% intervals."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    xs = [p["value"] for p in points]
+    lows = [(p["delta_nll_interval"] or [None, None])[0] for p in points]
+    highs = [(p["delta_nll_interval"] or [None, None])[1] for p in points]
+    nll = [p["delta_nll"] for p in points]
+    fig.add_trace(go.Scatter(
+        x=xs, y=nll, mode="lines+markers", name="NLL change per token",
+        error_y=dict(type="data", symmetric=False, array=[_up(h, y) for h, y in zip(highs, nll)],
+                     arrayminus=[_up(y, lo) for y, lo in zip(nll, lows)])), secondary_y=False)
+    for mode in sorted({m for p in points for m in p["speedups"]}):
+        mine = [(p["value"], p["speedups"][mode]) for p in points if mode in p["speedups"]]
+        ys = [s["ratio"] for _, s in mine]
+        cis = [s.get("ci") or [r, r] for (_, s), r in zip(mine, ys)]
+        fig.add_trace(go.Scatter(
+            x=[x for x, _ in mine], y=ys, mode="lines+markers", line_dash="dot",
+            name=f"decode speed-up ({mode})",
+            error_y=dict(type="data", symmetric=False,
+                         array=[_up(ci[1], y) for ci, y in zip(cis, ys)],
+                         arrayminus=[_up(y, ci[0]) for ci, y in zip(cis, ys)])),
+            secondary_y=True)
+    fig.update_xaxes(title_text=axis)
+    fig.update_yaxes(title_text="NLL change per token (nats)", secondary_y=False)
+    fig.update_yaxes(title_text="decode speed-up (x)", secondary_y=True)
+    fig.update_layout(margin=dict(t=30), legend=dict(orientation="h", y=-0.25))
+    return fig

@@ -49,6 +49,7 @@ class LMVariant:
     name: str
     techniques: tuple[str, ...]
     settings: dict
+    axes: dict = field(default_factory=dict)   # where it sits on each swept setting
     config: dict = field(default_factory=dict)
     ok: bool = True
     error: str | None = None
@@ -65,7 +66,8 @@ class LMVariant:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": "lm", "techniques": list(self.techniques),
-                "settings": self.settings, "config": self.config, "ok": self.ok,
+                "settings": self.settings, "axes": self.axes, "config": self.config,
+                "ok": self.ok,
                 "error": self.error, "build_s": self.build_s, "quality": self.quality,
                 "outcomes": self.outcomes, "size": self.size, "cells": self.cells}
 
@@ -131,7 +133,8 @@ class LMSweep:
         """One variant built from a copy of the baseline, technique by technique in chain
         order; its failure recorded, not raised."""
         variant = LMVariant(spec_variant.name, spec_variant.techniques,
-                            {name: _plain(settings) for name, settings in spec_variant.settings})
+                            {name: _plain(settings) for name, settings in spec_variant.settings},
+                            dict(spec_variant.axes))
         start = time.perf_counter()
         model = self.lm.model
         try:

@@ -265,3 +265,23 @@ def test_the_html_report_of_a_language_model_run(grid, tmp_path):
     compare = run_cli("report", document["run_id"], "--compare", document["run_id"], "--store",
                       str(store), "--html", str(tmp_path / "x.html"))
     assert compare.returncode == 2 and "reported alone" in compare.stderr
+
+
+def test_a_swept_setting_draws_its_curve(tmp_path):
+    out, store = tmp_path / "out.json", tmp_path / "r.db"
+    done = run_cli("run", "--model", "tiny-lm", "--dataset", "text", "--prune", "0.2,0.4,0.6",
+                   "--prune-method", "magnitude", "--json", str(out), "--store", str(store),
+                   *SMALL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    document = json.loads(out.read_text())
+    from benchmarks.report.lm import lm_curve_figure, lm_curves
+    (axis, points), = lm_curves(document["variants"]).items()
+    assert axis == "prune.ratio" and [p["value"] for p in points] == [0.2, 0.4, 0.6]
+    # More pruned, further from the baseline: the curve says what the sweep found.
+    assert points[0]["delta_nll"] != points[2]["delta_nll"]
+    figure = lm_curve_figure(axis, points)
+    assert [t.name for t in figure.data] == ["NLL change per token", "decode speed-up (eager)"]
+    html = tmp_path / "r.html"
+    assert run_cli("report", document["run_id"], "--store", str(store), "--html",
+                   str(html)).returncode == 0
+    assert 'data-chart="lm-curve-prune.ratio"' in html.read_text()
