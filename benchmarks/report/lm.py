@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-NO_FASTER = ("no quantized or pruned cell decodes faster than the baseline in the same mode "
-             "on this CPU")
-
 
 @dataclass(frozen=True)
 class LMAnswer:
@@ -45,12 +42,15 @@ def lm_answer(variants: list[dict]) -> LMAnswer:
         kernels = sorted({_kernel(v) for v, _ in _cells(variants)
                           if v["name"] != baseline and _kernel(v)})
         why = f" (kernels that ran: {', '.join(kernels)})" if kernels else ""
-        reason = (f"{NO_FASTER}{why}" if within or not any(v["name"] != baseline and v["ok"]
-                                                          for v in variants)
-                  else "no variant's NLL change is within noise of zero")
-        if within and not faster:
-            reason = (f"of the variants whose quality change is within noise, none decodes "
-                      f"faster than the baseline beyond its interval: {NO_FASTER}{why}")
+        others = [v for v in variants if v["name"] != baseline and v.get("ok")]
+        if not others:
+            reason = "no variant besides the baseline was built"
+        elif not within:
+            reason = "no variant's NLL change is within noise of zero"
+        else:
+            reason = (f"of the {len(within)} cell(s) whose variant's NLL change is within "
+                      f"noise, none decodes faster than the baseline in its mode beyond the "
+                      f"speed-up's interval on this CPU{why}")
         return LMAnswer(None, None, None, None, None, None, f"No faster variant: {reason}.")
     v, c = max(faster, key=lambda vc: vc[1]["decode_speedup"]["ratio"])
     q, s = v["quality"], c["decode_speedup"]

@@ -122,6 +122,10 @@ def test_the_answer_names_a_variant_only_when_it_is_faster_beyond_its_interval(g
     cell["decode_speedup"]["ci"] = [0.98, 2.1]
     refused = lm_answer(variants)
     assert refused.variant is None and "Int8Tensor" in refused.line
+    for v in variants[1:]:
+        v["quality"]["nll_within_noise"] = False
+    assert "no variant's NLL change is within noise of zero" in lm_answer(variants).line
+    assert "no variant besides the baseline" in lm_answer(variants[:1]).line
 
 
 @pytest.mark.slow  # torch.compile of two variants: about a minute
