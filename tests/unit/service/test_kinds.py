@@ -30,7 +30,7 @@ def test_a_name_is_taken_once_and_an_unknown_one_is_named_with_the_registered_on
     with pytest.raises(kinds.UnknownKind) as unknown:
         kinds.get("lm-finetune")
     line = str(unknown.value)
-    assert "\n" not in line and "'lm-finetune'" in line and "export, recommend" in line
+    assert "\n" not in line and "'lm-finetune'" in line and "export, lm, recommend" in line
 
 
 def test_a_kinds_module_that_cannot_be_imported_is_said_in_one_line(monkeypatch):
