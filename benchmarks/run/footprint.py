@@ -152,7 +152,9 @@ def sweep_footprint(spec, size: DataSize, build) -> Footprint:
     batch = spec.batch_size
     timed = max((batch, *spec.eval_batch_sizes))  # the largest batch any row is timed at
     accuracy = min(ACCURACY_BATCH, size.samples)
-    activations = max(2 * train * batch,                    # a training step, with gradients
+    # A training batch holds at most the whole data set (ten images train ten at a time).
+    step = min(batch, size.samples)
+    activations = max(2 * train * step,                     # a training step, with gradients
                       infer * max(timed, accuracy))         # measuring, or scoring accuracy
     copies = 0
     if spec.checkpoint:
