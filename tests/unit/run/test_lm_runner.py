@@ -289,3 +289,13 @@ def test_a_swept_setting_draws_its_curve(tmp_path):
     assert run_cli("report", document["run_id"], "--store", str(store), "--html",
                    str(html)).returncode == 0
     assert 'data-chart="lm-curve-prune.ratio"' in html.read_text()
+
+
+def test_the_baseline_paired_with_itself_is_what_a_second_pass_would_give():
+    from benchmarks.measure.lm_quality import evaluate, evaluate_pair
+    from benchmarks.run.lm_runner import _itself
+    lm = build_lm("tiny-lm")
+    ids = torch.randint(0, 256, (4, 32))
+    scored = torch.ones(4, 31, dtype=torch.bool)
+    assert _itself(evaluate(lm.model, ids, scored)).summary() == \
+        evaluate_pair(lm.model, lm.model, ids, scored).summary()
