@@ -2,7 +2,8 @@
 --model tiny-lm|smollm2-135m|hf:DIR --dataset text`): the answer in LM terms first (the
 fastest cell whose NLL change is within noise, its speed-up and change with intervals), then
 every cell's perplexity change, agreement, KL, prefill and decode time, tokens per second,
-memory and stored size side by side, and the speed/quality chart. The figures are
+memory and stored size side by side, and the speed/quality chart; a `recommend` run's
+certificate before them. The figures are
 ``benchmarks.report.lm``'s, from the stored records; the page never imports torch."""
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def draw(run: dict, key: str) -> None:
         st.dataframe(lm_rows(variants), column_config=COLUMNS, hide_index=True,
                      key=f"{key}-lm-table")
         return
+    if run.get("recommendation"):  # `recommend` on it: the certificate answers first
+        certificate(run["recommendation"], key)
     answer = lm_answer(variants)
     text = run.get("environment", {}).get("text", {})
     st.markdown(f"**The answer** (a language model, {md(run.get('model', ''))} on "
@@ -81,3 +84,16 @@ def draw(run: dict, key: str) -> None:
     for axis, points in lm_curves(variants).items():  # a swept setting: its curve
         st.markdown(f"**{md(axis)}**: the NLL change and the decode speed-up along it")
         st.plotly_chart(lm_curve_figure(axis, points), key=f"{key}-lm-curve-{axis}")
+
+
+def certificate(block: dict, key: str) -> None:
+    """A language model's recommendation: the certified cell (or why none), the lines that
+    say on what and how, the candidates in their order, the grid's cells as a chart."""
+    from benchmarks.report.certified import candidate_rows, trials_figure
+    from benchmarks.report.lm import lm_recommend_lines
+    head, *lines = lm_recommend_lines(block)
+    (st.success if block["certificate"].get("winner") else st.warning)(md(head))
+    for line in lines:
+        st.caption(md(line))
+    st.dataframe(candidate_rows(block), hide_index=True, key=f"{key}-lm-certificate")
+    st.plotly_chart(trials_figure(block), key=f"{key}-lm-trials")

@@ -236,6 +236,22 @@ def choose(page, label: str, option: str) -> None:
     wait_until(picked, 60, f"{option} chosen in {label}", every=0.2)
 
 
+def open_tab(page, name: str, shown, timeout: float = 60) -> None:
+    """Open the tab ``name`` until ``shown`` (a locator of what it draws) is visible: clicked
+    again, as a person would, where the click landed while a redraw replaced the tabs (a job
+    ending reruns the page; a run's tabs grow as its variants land)."""
+    tab = page.get_by_role("tab", name=name, exact=True)
+
+    def opened() -> bool:
+        try:
+            if tab.count() and tab.get_attribute("aria-selected") != "true":
+                tab.click(timeout=scaled_ms(5_000))
+            return shown.count() > 0 and shown.first.is_visible()
+        except Exception:  # playwright's TimeoutError: the tab was redrawn away mid-click
+            return False
+    wait_until(opened, timeout, f"the {name} tab open", every=1.0)
+
+
 def torchvision_weights_file(torch_home: Path, name: str, weights: str = "DEFAULT",
                              favour: int | None = None):
     """Fabricated weights of torchvision's ``name`` (seeded random, 1000 classes) saved where

@@ -309,8 +309,14 @@ def _add_recommend(rec) -> None:
                      help="a zoo name (see `list`), torchvision:NAME, timm:NAME or "
                           "FILE.py:FACTORY")
     rec.add_argument("--weights", metavar="NAME", help="as for run")
-    _add_data(rec, list_datasets())
+    _add_data(rec, list_datasets() + ["text", "text:PATH (a language model's)"])
     _add_technique_flags(rec)
+    from benchmarks.spec.lm import LMOptions
+    config_flags(rec.add_argument_group(
+        "language models", "with --model tiny-lm, smollm2-135m or hf:DIR and --dataset text "
+                           "or text:PATH: the grid the technique flags name (each language-"
+                           "model technique's without one) is measured whole and certified on "
+                           "next-token accuracy, windows as the paired unit"), LMOptions)
     _add_baseline_budget(rec, "seconds of latency samples per variant and wave")
     rec.add_argument("--fp32", default="ieee", choices=FP32_MODES)
     rec.add_argument("--timing-rounds", type=positive_int("--timing-rounds"), default=10,

@@ -73,6 +73,10 @@ def cmd_recommend(args) -> int:
     own = sys.argv[1:2] == ["recommend"]
     started = time.monotonic() - (process_age_s() if own else 0.0)
     request = request_from_args(args)           # the margin, confidence, budget...
+    from benchmarks.cli.lm_run import wants_lm
+    if wants_lm(sweep_from_args(args)):          # a language model: its grid, certified
+        from benchmarks.cli.lm_recommend import cmd_recommend_lm
+        return cmd_recommend_lm(args, request)
     space = search_space(*technique_choices(args), runtimes=args.runtime)  # no knob: refused
     from benchmarks.spec.runtimes import check_available
     check_available(space.runtimes)             # a runtime not installed here

@@ -8,7 +8,9 @@ checkpoint, precision), the device, threads and the search's timing budget. Its 
 per-example bits and its ratio against the baseline of its own wave are then what it was
 measured to be, so the same command searches the same way (a seeded sampler fed the same
 values proposes the same trials) and ends with the same candidates in the same order. The
-final timing of those candidates is always new.
+final timing of those candidates is new, except in a replay (the same command whose search the
+wall-time budget ended): that run's final timing is its answer's too, so the warm rerun says
+what the cold run said rather than what the timing noise of a second pass picks.
 """
 
 from __future__ import annotations
@@ -41,6 +43,32 @@ class Hit:
     run_id: str
 
 
+@dataclass
+class ReplayedTiming:
+    """The final timing of the run a replay repeats: its baseline and the candidates timed
+    with it (as that run stored them), and the run's id."""
+    base: VariantResult
+    results: dict[str, VariantResult]
+    candidates: frozenset[str]    # every candidate that run certified
+    run_id: str
+
+    @classmethod
+    def of(cls, run: dict, rec: dict) -> "ReplayedTiming | None":
+        if not rec.get("final_timing"):
+            return None
+        variants = run.get("variants") or []
+        stored = {v["name"]: v for v in variants}
+        base = variants[0] if variants else None  # position 0: the baseline, timed with them
+        # A candidate still named in the references was not timed again (its timing failed).
+        candidates = [t["name"] for t in (rec.get("certificate") or {}).get("candidates") or []]
+        timed = [name for name in candidates if name not in (rec.get("references") or {})]
+        if base is None or any(name not in stored for name in timed):
+            return None
+        return cls(VariantResult.from_dict(base),
+                   {name: VariantResult.from_dict(stored[name]) for name in timed},
+                   frozenset(candidates), run["run_id"])
+
+
 class Memo:
     def __init__(self, store=None, key: str | None = None, model: str | None = None,
                  dataset: str | None = None, request: dict | None = None):
@@ -58,6 +86,7 @@ class Memo:
         # ended before): a replay certifies as it did, or a warm rerun's new final timing
         # answers differently from the cold run's search-round speeds.
         self.replay_final = True
+        self.replay_timing: ReplayedTiming | None = None  # that search's final timing
         if store is None or key is None:
             return
         asked = _canonical(request) if request is not None else None
@@ -70,6 +99,7 @@ class Memo:
             # Rungs are changes on that request's search split, against its margin: only the
             # same request's pruned trials are replayed.
             same = asked is not None and _canonical(rec.get("request")) == asked
+            run = store.run(summary["run_id"])
             if self.replay is None and same and "budget" in str(search.get("ended") or ""):
                 measured = sum(1 for t in search.get("trials") or []
                                if t.get("error") != STOPPED_BEFORE)
@@ -78,7 +108,7 @@ class Memo:
                 if measured:
                     self.replay = measured
                     self.replay_final = bool(rec.get("final_timing"))
-            run = store.run(summary["run_id"])
+                    self.replay_timing = ReplayedTiming.of(run, rec)
             stored = {v["name"]: v for v in run.get("variants") or []}
             waves = (rec.get("search") or {}).get("waves") or []
             for record in (rec.get("search") or {}).get("trials") or []:

@@ -157,6 +157,7 @@ class Recommender:
         self.positions: dict[str, int] = {}
         self.recorder = None
         self.setup_s: float | None = None  # the command's time until the baseline was measured
+        self.timing_from: str | None = None  # the run whose final timing a replay reused
 
     def attach(self, store) -> None:
         """The results store the run goes to (and earlier trials come from): given once the
@@ -264,6 +265,8 @@ class Recommender:
                  "variant": t.variant, "runtime": t.runtime} for t in front]
 
     def _certify(self, log: SearchLog) -> tuple[Certificate, dict, bool]:
+        """(the certificate, the wave baselines of candidates not timed again, whether they
+        were); ``self.timing_from`` names the run whose final timing a replay reused."""
         chosen = self._candidates(log)
         sequence = order_candidates(chosen)       # fixed before any certify bit is read
         results = {c["name"]: log.results[c["name"]] for c in chosen}
@@ -277,7 +280,20 @@ class Recommender:
         # The budget does not cut the final timing (the search left it its time; three
         # search rounds cannot give the interval its 95%): Cancel and Ctrl-C do.
         stop = self.stop.unless_budget()
-        if chosen and not stop() and not replayed_without:
+        replayed = self.memo.replay_timing
+        if chosen and replayed is not None and \
+                {c["name"] for c in chosen} == replayed.candidates:
+            # The same command's search replayed: so is its final timing. Timed again, two
+            # candidates within noise of each other would be named by this pass's noise.
+            base, final = replayed.base, True
+            self.timing_from = replayed.run_id
+            self.recorder.add(base, 0)
+            for c in chosen:
+                if c["name"] in replayed.results:
+                    results[c["name"]] = replayed.results[c["name"]]
+                    references.pop(c["name"], None)
+                    self.recorder.add(results[c["name"]], self.positions[c["name"]])
+        elif chosen and not stop() and not replayed_without:
             variants = [VariantSpec.from_dict(c["variant"]) for c in chosen]
             rounds = max(FINAL_ROUNDS_MIN, self.spec.timing_rounds)
             new_base, timed, cut = self.waves.measure(
@@ -304,6 +320,7 @@ class Recommender:
             "space": self.space.to_dict(), "split": self.split.to_dict(),
             "context": self.context, "search": log.to_dict(),
             "certificate": cert.to_dict(), "references": references, "final_timing": final,
+            "timing_from": self.timing_from,
             "stopped": self.stop.describe(), "seconds": round(self.stop.elapsed_s, 3),
             "setup_s": None if self.setup_s is None else round(self.setup_s, 3),
             "budget_s": self.request.budget_s,

@@ -59,7 +59,9 @@ def command(spec: SweepSpec, variant: VariantSpec, runtime: str = "eager") -> st
 def recipe(spec: SweepSpec, variant: VariantSpec, runtime: str = "eager") -> dict:
     """{"variant", "runtime", "spec" (the baseline and the winner, under its runtime, as a
     sweep job takes it), "command"}."""
-    own = dataclasses.replace(spec, variants=(BASELINE, variant),
+    # The baseline itself can win (under a faster runtime): its sweep is the baseline alone.
+    variants = (BASELINE,) if variant.name == BASELINE.name else (BASELINE, variant)
+    own = dataclasses.replace(spec, variants=variants,
                               runtimes=tuple(dict.fromkeys(("eager", runtime))))
     return {"variant": variant.to_dict(), "runtime": runtime, "spec": own.to_dict(),
             "command": command(spec, variant, runtime)}

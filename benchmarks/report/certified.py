@@ -98,7 +98,9 @@ def summary_lines(block: dict, environment: dict | None = None) -> list[str]:
              + (f", the sequence stopped at #{cert['stopped_at'] + 1}"
                 if cert.get("stopped_at") is not None else ", none failed")
              + ("" if block.get("final_timing") else
-                "; speed from the search's rounds (no final timing)")]
+                "; speed from the search's rounds (no final timing)")
+             + (f"; speed from run {block['timing_from']}'s final timing (this command's, "
+                f"replayed with its search)" if block.get("timing_from") else "")]
     runtimes = (block.get("space") or {}).get("runtimes") or ["eager"]
     if len(runtimes) > 1:
         won = (block.get("recipe") or {}).get("runtime")

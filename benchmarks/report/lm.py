@@ -233,8 +233,15 @@ def render_lm_html(run: dict) -> str:
                    f"{options.get('prompt_tokens', '?')} prompt tokens, "
                    f"{options.get('new_tokens', '?')} new, greedy, batch 1; speed-ups against "
                    f"the baseline in the same mode, an interval over interleaved rounds.")
+    certificate = None
+    if run.get("recommendation"):  # `recommend` on it: the certificate, as the CLI says it
+        from benchmarks.report.certified import CANDIDATE_COLUMNS, candidate_rows
+        block = run["recommendation"]
+        certificate = {"winner": block["certificate"].get("winner"),
+                       "lines": lm_recommend_lines(block), "heads": CANDIDATE_COLUMNS,
+                       "rows": candidate_rows(block)}
     return page.render(
-        run={**run, "environment": run.get("environment") or {}},
+        run={**run, "environment": run.get("environment") or {}}, certificate=certificate,
         title=f"{run.get('model')} on {run.get('dataset')}", answer=lm_answer(variants),
         heads=heads, rows=rows, notes=lm_notes(variants), measurement=measurement,
         figures=figures, template_json=_script_json(template),
@@ -296,3 +303,35 @@ def lm_curve_figure(axis: str, points: list[dict]):
     fig.update_yaxes(title_text="decode speed-up (x)", secondary_y=True)
     fig.update_layout(margin=dict(t=30), legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def lm_recommend_lines(block: dict) -> list[str]:
+    """A language model's recommendation in a few lines (``certified.summary_lines`` in
+    windows and cells): the answer, the margin and test, the split, the grid, why nothing
+    faster was certified, the recipe."""
+    from benchmarks.report.certified import faster_outside, headline, not_certified
+    cert, split = block["certificate"], block["split"]
+    trials = block["search"].get("trials") or []
+    done = sum(1 for t in trials if t.get("state") == "complete")
+    failed = [t for t in trials if t.get("state") == "failed"]
+    lines = [headline(block),
+             f"margin {cert['margin_pts']:g} points of next-token accuracy ({cert['margin']}), "
+             f"confidence {cert['confidence']:.0%} (alpha {1 - cert['confidence']:.2g}, one "
+             f"error rate for the whole sequence), objective {cert['objective']}; speed-ups "
+             f"against {block.get('reference')}",
+             f"split seed {split['seed']}: {split['search_size']} search / "
+             f"{split['certify_size']} certify of {split['test_examples']} evaluation windows",
+             f"grid: {done} cells measured ({', '.join(block['space']['runtimes'])})"
+             + (f", {len(failed)} variant(s) failed: " + "; ".join(
+                 f"{t['name']}: {t.get('error')}" for t in failed) if failed else ""),
+             f"{len(cert.get('candidates') or [])} candidate(s) tested slowest first"
+             + (f", the sequence stopped at #{cert['stopped_at'] + 1}"
+                if cert.get("stopped_at") is not None else ", none failed"),
+             f"test: {cert['test']}"]
+    beyond = faster_outside(block)
+    if beyond:
+        lines.append(beyond.replace("search split", "search windows"))
+    lines += [line.replace("certify split", "certify windows") for line in not_certified(block)]
+    if block.get("recipe"):
+        lines.append(f"recipe: {block['recipe']['command']}")
+    return lines

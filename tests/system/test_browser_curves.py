@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, scaled_ms, wait_until
+from helpers import ROOT, open_tab, scaled_ms, wait_until
 from tools.browser import CHROMIUM, CHROMIUM_ARGS, running_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -151,16 +151,9 @@ def test_sweeping_the_prune_ratio_from_the_page_draws_its_curve(tmp_path):
             expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
                 timeout=scaled_ms(420_000))
             curve = page.locator(".js-plotly-plot", has_text="Trade-off against prune.ratio")
-            tab = page.get_by_role("tab", name="Curves")
-
-            def curves_open():
-                # A click that lands while the run's last redraw replaces the tabs (the run's
-                # tabs grow as its variants land) is asked again, as a person would.
-                if tab.count() and tab.get_attribute("aria-selected") != "true":
-                    tab.click()
-                # Drawn once: a copy left from the run's progress view goes as it settles.
-                return curve.count() == 1
-            wait_until(curves_open, 60, "the Curves tab open with its one curve", every=1.0)
+            open_tab(page, "Curves", curve)
+            # Drawn once: a copy left from the run's progress view goes as it settles.
+            wait_until(lambda: curve.count() == 1, 60, "the Curves tab with its one curve")
             expect(curve).to_be_visible(timeout=scaled_ms(60_000))
             # Issue 32.10: the ratio a numeric axis (never lines between categories), the
             # default range where trade-offs happen (0.3 to 0.9, not from a no-op 0).

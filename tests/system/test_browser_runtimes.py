@@ -5,7 +5,7 @@ the page draws the variant x runtime grid; the stored run holds the cells."""
 from __future__ import annotations
 
 import pytest
-from helpers import chromium, scaled_ms
+from helpers import chromium, open_tab, scaled_ms
 
 from tools.browser import running_server
 
@@ -58,11 +58,9 @@ def test_runtimes_swept_from_the_page_draw_the_grid(tmp_path):
         expect(page.get_by_text("Complete.", exact=True)).to_be_visible(
             timeout=scaled_ms(SWEEP_TIMEOUT_MS))
         # The run's Runtimes tab (only the open tab is drawn).
-        runtimes_tab = page.get_by_role("tab", name="Runtimes")
-        expect(runtimes_tab).to_be_visible(timeout=scaled_ms(60_000))
-        runtimes_tab.click()
-        expect(page.get_by_role("heading", name="Where it will run")).to_be_visible(
+        expect(page.get_by_role("tab", name="Runtimes")).to_be_visible(
             timeout=scaled_ms(60_000))
+        open_tab(page, "Runtimes", page.get_by_role("heading", name="Where it will run"))
         # A grid per batch size: batch 8's among them.
         expect(page.locator(".js-plotly-plot", has_text="batch 8").first).to_be_visible(
             timeout=scaled_ms(30_000))

@@ -54,6 +54,31 @@ def test_the_results_page_answers_a_language_model_run_in_its_terms(lm_run):
     assert len(at.get("plotly_chart")) == 1
 
 
+def test_a_language_model_recommendation_answers_with_its_certificate(tmp_path, monkeypatch):
+    store = tmp_path / "results.db"
+    done = run_cli("recommend", "--model", "tiny-lm", "--dataset", "text", "--int8",
+                   "weight-only", "--objective", "size", "--within", "5pt", "--max-windows",
+                   "16", "--window", "64", "--prompt-tokens", "16", "--new-tokens", "4",
+                   "--timing-rounds", "3", "--quiet", "--store", str(store))
+    assert done.returncode == 0, done.stderr[-2000:]
+    from benchmarks.store.database import ResultsStore
+    (run,) = ResultsStore(store).runs(kind="lm")
+    monkeypatch.setenv("COMPRESSION_BENCH_STORE", str(store))
+    at = AppTest.from_file(APP, default_timeout=scaled(60))
+    at.query_params["run"] = run["run_id"]
+    at.switch_page("pages/results.py").run()
+    assert not at.exception and not at.error, [e.value for e in at.exception]
+    shown = at.success[0].value.replace("\u200b", "")  # md() keeps "@" from linking
+    assert shown.startswith("certified: int8-weight-only@eager is within 5 points of the "
+                            "baseline's next-token accuracy"), shown
+    assert any("certify of" in c.value and "evaluation windows" in c.value
+               for c in at.caption)
+    table = at.dataframe[0].value
+    assert list(table["candidate"]) == ["int8-weight-only@eager"]
+    assert list(table["test"]) == ["paired t over windows"]
+    assert len(at.get("plotly_chart")) == 2  # the grid's cells, then the cells' trade-off
+
+
 def test_history_lists_the_language_model_run(lm_run):
     at = AppTest.from_file(APP, default_timeout=scaled(60))
     at.switch_page("pages/history.py").run()
