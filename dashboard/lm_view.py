@@ -97,3 +97,40 @@ def certificate(block: dict, key: str) -> None:
         st.caption(md(line))
     st.dataframe(candidate_rows(block), hide_index=True, key=f"{key}-lm-certificate")
     st.plotly_chart(trials_figure(block), key=f"{key}-lm-trials")
+
+
+MAP_COLUMNS = {
+    "dNLL/token": st.column_config.NumberColumn(
+        format="%+.4f", help="the model with only this group changed, minus the baseline: "
+                             "mean NLL per token on the same screening windows (nats)"),
+    "95% low": st.column_config.NumberColumn(format="%+.4f"),
+    "95% high": st.column_config.NumberColumn(
+        format="%+.4f", help="a percentile bootstrap over windows, 95%"),
+    "Within noise": st.column_config.CheckboxColumn(
+        help="the interval holds 0: not shown different (which is not shown harmless)"),
+    "Accuracy change (pts)": st.column_config.NumberColumn(format="%+.2f"),
+    "Agreement": st.column_config.NumberColumn(format="percent"),
+    "KL mean": st.column_config.NumberColumn(format="%.4f"),
+}
+
+
+def draw_map(run: dict, key: str) -> None:
+    """A language model's sensitivity map (``sensitivity --model ... --dataset text``): each
+    group changed alone, most sensitive first, with its interval and the chart of them."""
+    from benchmarks.report.lm import lm_map_figure, lm_map_rows
+    summary = (run.get("environment") or {}).get("sensitivity") or {}
+    config = (run.get("spec") or {}).get("sensitivity") or {}
+    rows = run.get("variants") or []
+    st.subheader("Sensitivity: which layers tolerate it")
+    st.caption(md(f"{config.get('technique')} on {run.get('model')}, by "
+                  f"{config.get('by')}: each group changed alone, the rest as loaded; "
+                  f"{summary.get('windows', '?')} screening windows, "
+                  f"{summary.get('tokens', '?')} tokens; most sensitive first"))
+    if run.get("error"):
+        st.warning(f"Map {md(run['status'])}: {shown_error(run['error'], state.owns(run))}")
+    if not rows:
+        st.info("No cell of this map has been measured yet.")
+        return
+    st.dataframe(lm_map_rows(rows), column_config=MAP_COLUMNS, hide_index=True,
+                 key=f"{key}-lm-map")
+    st.plotly_chart(lm_map_figure(rows), key=f"{key}-lm-map-chart")

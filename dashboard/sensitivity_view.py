@@ -20,7 +20,7 @@ import json
 import streamlit as st
 
 from benchmarks.report import sensitivity as figures
-from benchmarks.sensitivity.config import SensitivityConfig
+from benchmarks.sensitivity.config import IMAGE_TECHNIQUES, SensitivityConfig
 from dashboard import charts, jobs_view, results_view, settings_form, state
 from dashboard.markup import md, no_paths
 
@@ -32,7 +32,11 @@ MAPS_LISTED = 20
 def draw(run: dict, key: str) -> None:
     """The view of ``run`` (a stored run as the store returns it)."""
     if run.get("kind") == "sensitivity":
-        draw_map(run, key)
+        if (run.get("spec") or {}).get("family") == "lm":  # a language model's layers
+            from dashboard import lm_view
+            lm_view.draw_map(run, key)
+        else:
+            draw_map(run, key)
         return
     if run.get("kind", "sweep") != "sweep":
         return
@@ -79,7 +83,8 @@ def _map_form(run: dict, key: str, expanded: bool) -> None:
     with st.expander("Draw a sensitivity map of this baseline", expanded=expanded):
         with st.form(f"{key}-sens-form"):
             values = settings_form.config_form(SensitivityConfig, f"{key}-sens", options={
-                "max_drop": ["0.5pt", "1pt", "2pt", "5pt"]})
+                "max_drop": ["0.5pt", "1pt", "2pt", "5pt"],
+                "technique": list(IMAGE_TECHNIQUES)})  # a language model's map is the CLI's
             submitted = st.form_submit_button("Draw sensitivity map")
         if submitted:
             _submit_map(run, values)

@@ -117,7 +117,9 @@ def _single(name, help_, meta, default, first, key, options):
         return _values(st.text_input(f"{name}{empty}", shown, key=key, help=help_,
                                      placeholder=meta.metavar), meta.integer)
     if meta.kind in ("choice", "text"):
-        listed = list(meta.choices) if meta.kind == "choice" else list(options)
+        # A choice's menu may be narrowed by the page (``options``: the image model's map
+        # techniques of a setting that holds both families').
+        listed = list(options) if options else list(meta.choices or ())
         choices = ([AUTO] if meta.nullable else []) + listed
         if default is not None and default not in choices:
             choices.insert(0, default)
@@ -200,7 +202,8 @@ def config_url_names(config_type) -> list[str]:
 def config_form(config_type, prefix: str, options: dict | None = None, url=None) -> dict:
     """A widget per field of a ``setting(...)``-declared config that a page may set (not
     ``form=False``, not ``hidden``), in rows of COLUMNS; ``advanced`` ones under "More
-    settings". ``options``: a text field's menu (``{"model": [...]}``). Widget keys:
+    settings". ``options``: a text field's menu (``{"model": [...]}``), or a choice's narrowed.
+    Widget keys:
     ``{prefix}_{field}`` (``_multi`` for several values). ``url``: a ``links.UrlForm`` the
     widgets read their first values from and write to (``config_url_names``). Returns
     {field: value}."""

@@ -1,8 +1,9 @@
 """A causal language model's compression techniques: the registry's ``lm_apply`` of pruning,
 INT8, INT4 and AMP (``optimizers.registry``).
 
-Each is ``(model, settings, calibration) -> (model, config)``: it returns a changed copy and
-never mutates the model it is given; ``calibration`` is a (windows, tokens) tensor of token
+Each is ``(model, settings, calibration, only=None) -> (model, config)``: it returns a changed
+copy and never mutates the model it is given (``only``: the names of the layers it changes, a
+sensitivity map's group; all of them by default); ``calibration`` is a (windows, tokens) tensor of token
 ids the technique may read (Wanda's activation norms), never the windows a variant is scored
 on. The techniques touch the decoder's linear layers (attention and MLP projections): the
 token embedding and the head tied to it stay as they are, as llm-compressor and torchao's
@@ -29,10 +30,12 @@ HEAD_NAMES = ("lm_head",)
 CALIBRATION_BATCH = 8
 
 
-def decoder_linears(model: nn.Module) -> dict[str, nn.Linear]:
-    """{name: layer} of the linear layers a technique changes: all but the output head."""
+def decoder_linears(model: nn.Module, only=None) -> dict[str, nn.Linear]:
+    """{name: layer} of the linear layers a technique changes: all but the output head;
+    with ``only`` (a set of names), those of them (a sensitivity map's group)."""
     return {name: m for name, m in model.named_modules()
-            if isinstance(m, nn.Linear) and name.rpartition(".")[2] not in HEAD_NAMES}
+            if isinstance(m, nn.Linear) and name.rpartition(".")[2] not in HEAD_NAMES
+            and (only is None or name in only)}
 
 
 def _smoke(model: nn.Module, calibration: torch.Tensor, what: str) -> None:
@@ -46,11 +49,11 @@ def _smoke(model: nn.Module, calibration: torch.Tensor, what: str) -> None:
         raise RuntimeError(f"{what} does not run on this build: {first[:200]}") from None
 
 
-def _quantized(model: nn.Module, config, what: str, calibration: torch.Tensor
+def _quantized(model: nn.Module, config, what: str, calibration: torch.Tensor, only=None
                ) -> tuple[nn.Module, int, str]:
     from torchao.quantization import quantize_
     out = copy.deepcopy(model)
-    names = set(decoder_linears(out))
+    names = set(decoder_linears(out, only))
     quantize_(out, config, filter_fn=lambda module, fqn: fqn in names)
     kinds = {type(m.weight).__name__ for n, m in decoder_linears(out).items()}
     done = sum(1 for m in decoder_linears(out).values()
@@ -61,17 +64,18 @@ def _quantized(model: nn.Module, config, what: str, calibration: torch.Tensor
     return out, done, ", ".join(sorted(kinds - {"Parameter", "Tensor"}))
 
 
-def int8(model: nn.Module, settings: Int8Settings, calibration: torch.Tensor):
+def int8(model: nn.Module, settings: Int8Settings, calibration: torch.Tensor, only=None):
     from torchao.quantization import (Int8DynamicActivationInt8WeightConfig,
                                       Int8WeightOnlyConfig)
     config = Int8WeightOnlyConfig() if settings.mode == "weight-only" else \
         Int8DynamicActivationInt8WeightConfig()
-    out, layers, kernel = _quantized(model, config, f"INT8 {settings.mode}", calibration)
+    out, layers, kernel = _quantized(model, config, f"INT8 {settings.mode}", calibration,
+                                     only)
     return out, {"int8": {"mode": settings.mode, "layers": layers, "weights": kernel,
                           "path": "torchao"}}
 
 
-def int4(model: nn.Module, settings: Int4Settings, calibration: torch.Tensor):
+def int4(model: nn.Module, settings: Int4Settings, calibration: torch.Tensor, only=None):
     from torchao.prototype.quantization.int4.inference_workflow import (
         PrototypeInt4WeightOnlyConfig)
     if any(type(m.weight) is not nn.Parameter for m in decoder_linears(model).values()):
@@ -80,10 +84,10 @@ def int4(model: nn.Module, settings: Int4Settings, calibration: torch.Tensor):
     out, layers, kernel = _quantized(
         model, PrototypeInt4WeightOnlyConfig(group_size=settings.group_size,
                                              set_inductor_config=False),
-        f"INT4 in groups of {settings.group_size}", calibration)
-    widths = sorted({m.in_features for m in decoder_linears(model).values()
+        f"INT4 in groups of {settings.group_size}", calibration, only)
+    widths = sorted({m.in_features for m in decoder_linears(model, only).values()
                      if m.in_features % settings.group_size})
-    total = len(decoder_linears(model))
+    total = len(decoder_linears(model, only))
     return out, {"int4": {"group_size": settings.group_size, "layers": layers,
                           "float_layers": total - layers, "weights": kernel,
                           "path": "torchao",
@@ -164,13 +168,13 @@ def prune_mask(score: torch.Tensor, method: str, ratio: float) -> torch.Tensor:
     return mask
 
 
-def prune(model: nn.Module, settings: PruneSettings, calibration: torch.Tensor):
+def prune(model: nn.Module, settings: PruneSettings, calibration: torch.Tensor, only=None):
     from torch.nn.utils import prune as torch_prune
     out = copy.deepcopy(model)
     wanda = settings.method.startswith("wanda")
     norms = input_norms(out, calibration) if wanda else {}
     kept = total = 0
-    for name, layer in decoder_linears(out).items():
+    for name, layer in decoder_linears(out, only).items():
         weight = layer.weight.detach()
         score = weight.abs() * norms[name][None, :] if wanda else weight.abs()
         mask = prune_mask(score, settings.method, settings.ratio)
@@ -179,7 +183,8 @@ def prune(model: nn.Module, settings: PruneSettings, calibration: torch.Tensor):
         kept += int(mask.sum())
         total += mask.numel()
     config = {"method": settings.method, "ratio": settings.ratio,
-              "sparsity": round(1 - kept / total, 6), "layers": len(decoder_linears(out)),
+              "sparsity": round(1 - kept / total, 6),
+              "layers": len(decoder_linears(out, only)),
               "finetune_epochs": 0}
     if wanda:
         config["calibration_tokens"] = int(calibration.numel())

@@ -482,8 +482,13 @@ def _add_sensitivity(cmd) -> None:
     cmd.add_argument("--from-run", metavar="RUN_ID",
                      help="map a stored sweep's baseline (its model, data and budgets; its "
                           "weights from the cache) instead of the flags'")
-    _add_data(cmd, list_datasets())
+    _add_data(cmd, list_datasets() + ["text", "text:PATH (a language model's)"])
     config_flags(cmd, SensitivityConfig)
+    from benchmarks.spec.lm import LMOptions
+    config_flags(cmd.add_argument_group(
+        "language models", "with --model tiny-lm, smollm2-135m or hf:DIR and --dataset text "
+                           "or text:PATH: the text's windows (the generation's flags are "
+                           "unused: a map scores, it does not time)"), LMOptions)
     cmd.add_argument("--out", metavar="FILE", help="where --max-drop's schedule goes "
                                                    "(default schedule.json)")
     _add_baseline_budget(cmd, "seconds of the baseline's latency samples")

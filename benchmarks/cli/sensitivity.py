@@ -38,6 +38,10 @@ def cmd_sensitivity(args) -> int:
     from benchmarks.sensitivity.config import SensitivityConfig
     config = config_from_args(SensitivityConfig, args)
     spec = baseline_spec(args)
+    from benchmarks.cli.lm_run import wants_lm
+    if wants_lm(spec):  # a language model: its layers or projection kinds
+        return cmd_sensitivity_lm(args, config, spec)
+    config.check_family("image")
     from benchmarks.zoo.models import preflight
     preflight(spec.model, spec.weights, spec.download)
     check_writable(args.json_file, "--json")
@@ -89,6 +93,46 @@ def cmd_sensitivity(args) -> int:
               file=sys.stderr)
     failed = [r for r in result.rows if r.get("error")]
     return EXIT_VARIANT_FAILED if failed else EXIT_OK
+
+
+def cmd_sensitivity_lm(args, config, spec) -> int:
+    """A language model's map (``benchmarks.sensitivity.lm_map``): stored as a run of kind
+    ``sensitivity`` whose spec says ``family: lm``, its rows on stdout and in --json."""
+    from benchmarks.run.lm_runner import LMSweep, check_lm_spec
+    from benchmarks.spec.lm import LMOptions
+    config.check_family("lm")
+    for flag, given in (("--weights", args.weights), ("--checkpoint", args.checkpoint),
+                        ("--out", args.out)):
+        if given:
+            raise ValueError(f"a language model's map takes no {flag}")
+    # A map scores and never times a generation: its prompt only has to fit the window.
+    args.prompt_tokens = min(args.prompt_tokens, args.window)
+    options = config_from_args(LMOptions, args)
+    check_lm_spec(spec)
+    check_writable(args.json_file, "--json")
+    sweep = LMSweep(spec, options)  # the model and text: refused in one line
+
+    from benchmarks.sensitivity.lm_map import build_lm_map
+    say = (lambda _line: None) if args.quiet else \
+        (lambda line: print(f"[lm map] {line}", file=sys.stderr, flush=True))
+    if args.no_store:
+        result = build_lm_map(sweep, config, on_progress=say)
+    else:
+        from benchmarks.store.database import ResultsStore
+        store = ResultsStore(args.store)
+        stored = {"sweep": spec.to_dict(), "sensitivity": config.to_dict(),
+                  "lm": options.to_dict(), "family": "lm", "source_run": None}
+        with store.record(model=spec.model, dataset=spec.dataset, device="cpu", spec=stored,
+                          environment=sweep.environment, kind="sensitivity") as recorder:
+            result = build_lm_map(sweep, config, on_progress=say,
+                                  on_row=lambda index, row: recorder.add(row, index))
+            recorder.set_environment({**sweep.environment, "sensitivity": result.summary()})
+        print(f"map {recorder.run_id} stored in {store.path}", file=sys.stderr)
+    print(result.table())
+    if args.json_file:
+        Path(args.json_file).write_text(json.dumps(result.document(sweep.environment),
+                                                   indent=2, default=str))
+    return EXIT_VARIANT_FAILED if any(r.get("error") for r in result.rows) else EXIT_OK
 
 
 def saving_line(schedule: dict) -> str:

@@ -335,3 +335,43 @@ def lm_recommend_lines(block: dict) -> list[str]:
     if block.get("recipe"):
         lines.append(f"recipe: {block['recipe']['command']}")
     return lines
+
+
+def lm_map_rows(rows: list[dict]) -> list[dict]:
+    """A language model's map as a table: most sensitive first (as stored rows may come in
+    measuring order), failed cells last with their one line."""
+    ordered = sorted(rows, key=lambda r: (r.get("error") is not None,
+                                          -(r.get("delta_nll") or 0.0)))
+    out = []
+    for r in ordered:
+        lo, hi = r.get("delta_nll_interval") or (None, None)
+        out.append({"Group": r["group"], "Layers": r.get("layers"),
+                    "Level": r.get("level"), "dNLL/token": r.get("delta_nll"),
+                    "95% low": lo, "95% high": hi, "Within noise": r.get("within_noise"),
+                    "Accuracy change (pts)": r.get("delta_accuracy_pts"),
+                    "Agreement": r.get("agreement"), "KL mean": r.get("kl_mean"),
+                    "Error": r.get("error") or ""})
+    return out
+
+
+def lm_map_figure(rows: list[dict]):
+    """Each group's NLL change with its interval, most sensitive at the top; within noise
+    in grey."""
+    import plotly.graph_objects as go
+
+    from benchmarks.report.style import BASELINE_COLOR, CHART_HEIGHT, FAILED_COLOR
+    done = [r for r in lm_map_rows(rows) if not r["Error"]][::-1]
+    labels = [r["Group"] + ("" if r["Level"] is None else f" @ {r['Level']:g}") for r in done]
+    fig = go.Figure(go.Bar(
+        x=[r["dNLL/token"] for r in done], y=labels, orientation="h",
+        marker_color=[BASELINE_COLOR if r["Within noise"] else FAILED_COLOR for r in done],
+        error_x=dict(type="data", symmetric=False,
+                     array=[r["95% high"] - r["dNLL/token"] for r in done],
+                     arrayminus=[r["dNLL/token"] - r["95% low"] for r in done]),
+        hovertext=[f"within noise: {r['Within noise']}" for r in done]))
+    fig.add_vline(x=0.0, line_dash="dot", line_color=BASELINE_COLOR)
+    fig.update_layout(title="NLL change per token, each group changed alone (95% interval)",
+                      height=max(CHART_HEIGHT, 28 * len(done) + 120),
+                      margin=dict(l=10, r=10, t=40, b=10))
+    fig.update_xaxes(title="change in mean NLL per token (nats; above 0: worse)")
+    return fig

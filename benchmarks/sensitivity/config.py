@@ -13,7 +13,11 @@ from dataclasses import dataclass, fields
 from optimizers.schedules import SCHEDULE_TECHNIQUES
 from optimizers.settings import check_settings, setting, setting_fields
 
-TECHNIQUES = tuple(SCHEDULE_TECHNIQUES)  # prune.channel, prune.l1, int8.static, int8.dynamic
+IMAGE_TECHNIQUES = tuple(SCHEDULE_TECHNIQUES)  # prune.channel, prune.l1, int8.static/dynamic
+# A language model's map (``lm_map``): a group of its decoder's linear layers changed alone.
+LM_TECHNIQUES = ("int4", "int8.weight-only", "int8.dynamic", "prune.magnitude", "prune.wanda")
+TECHNIQUES = tuple(dict.fromkeys(IMAGE_TECHNIQUES + LM_TECHNIQUES))
+LM_GROUPINGS = ("layer", "projection")
 OBJECTIVES = ("p50", "p90", "mean")      # which latency figure a schedule saves
 SOLVERS = ("lagrangian", "greedy")
 DEFAULT_LEVELS = (0.25, 0.5, 0.75)
@@ -41,8 +45,15 @@ class SensitivityConfig:
         "prune.channel", "what a group is and what a level does to it: prune.channel (a "
         "Torch-Pruning dependency group loses that fraction of its channels), prune.l1 (a "
         "layer's weight that fraction of its weights), int8.static / int8.dynamic (a fused "
-        "op or layer quantized, the rest kept float)", choices=TECHNIQUES,
-        flag="--technique")
+        "op or layer quantized, the rest kept float); a language model's: int4, "
+        "int8.weight-only, int8.dynamic, prune.magnitude, prune.wanda (its --by group "
+        "changed alone)", choices=TECHNIQUES, flag="--technique")
+    by: str = setting("layer", "a language model's group: a decoder layer, or a projection "
+                      "kind across layers (q_proj, ..., down_proj)", choices=LM_GROUPINGS,
+                      flag="--by", form=False)
+    group_size: int = setting(128, "int4's group size (a language model's map): 32, 64, 128 "
+                              "or 256", low=32, high=256, integer=True, flag="--group-size",
+                              form=False)
     levels: tuple[float, ...] = setting(
         DEFAULT_LEVELS, "the fractions each group is pruned at, one cell each (INT8: a group "
         "is quantized or not, one cell)", low=0.0, high=1.0, low_open=True, many=True,
@@ -91,8 +102,23 @@ class SensitivityConfig:
                 raise ValueError(f"sensitivity.levels must each be in (0, 1) (the fraction "
                                  f"removed); got {', '.join(map(str, outside))}")
         check_settings(self, "sensitivity")
+        from optimizers.settings import INT4_GROUP_SIZES
+        if self.group_size not in INT4_GROUP_SIZES:
+            raise ValueError(f"sensitivity.group_size must be one of "
+                             f"{', '.join(map(str, INT4_GROUP_SIZES))}; got {self.group_size}")
         if self.max_drop is not None:
             parse_drop(self.max_drop)
+
+    def check_family(self, family: str) -> None:
+        """A technique of the model's family (``image`` or ``lm``), or one line naming the
+        family's techniques."""
+        own = LM_TECHNIQUES if family == "lm" else IMAGE_TECHNIQUES
+        if self.technique not in own:
+            what = "a language model" if family == "lm" else "an image model"
+            raise ValueError(f"sensitivity.technique {self.technique} does not map {what}; it "
+                             f"takes {', '.join(own)}")
+        if family == "lm" and self.max_drop is not None:
+            raise ValueError("a language model's map writes no schedule yet: drop --max-drop")
 
     @property
     def max_drop_pts(self) -> float | None:
