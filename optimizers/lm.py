@@ -3,9 +3,9 @@ INT8, INT4 and AMP (``optimizers.registry``).
 
 Each is ``(model, settings, calibration, only=None) -> (model, config)``: it returns a changed
 copy and never mutates the model it is given (``only``: the names of the layers it changes, a
-sensitivity map's group; all of them by default); ``calibration`` is a (windows, tokens) tensor of token
-ids the technique may read (Wanda's activation norms), never the windows a variant is scored
-on. The techniques touch the decoder's linear layers (attention and MLP projections): the
+sensitivity map's group; all of them by default); ``calibration`` is a (windows, tokens)
+tensor of token ids the technique may read (Wanda's activation norms), never the windows a
+variant is scored on. The techniques touch the decoder's linear layers (attention and MLP projections): the
 token embedding and the head tied to it stay as they are, as llm-compressor and torchao's
 recipes leave them by default, so a quantized variant keeps one shared embedding.
 
