@@ -180,12 +180,7 @@ def _choose(cert: Certificate, results: dict[str, VariantResult]) -> None:
                        "faster than the baseline: nothing to certify")
         return
     if not good:
-        first = cert.candidates[0]
-        cert.reason = (f"none certified: the first candidate in the sequence, {first.name}, "
-                       f"failed" + (f" (its lower limit {first.lower_pts:+.2f} points is not "
-                                    f"above -{cert.margin_pts:g})"
-                                    if first.lower_pts is not None else "")
-                       + "; the sequence stops at the first failure")
+        cert.reason = none_certified(cert)
         return
 
     def faster(t: Tested) -> bool:
@@ -205,6 +200,15 @@ def _choose(cert: Certificate, results: dict[str, VariantResult]) -> None:
                    + (f", {best.test} test, p={best.p_value:.3g}" if best.test else "")
                    + f") and {claim} {word} in {cert.objective}"
                    + ("" if faster(best) else f", not {word} beyond its noise"))
+
+
+def none_certified(cert: Certificate) -> str:
+    """Why nothing was certified: the sequence's first candidate failed (the order fixed)."""
+    first = cert.candidates[0]
+    return (f"none certified: the first candidate in the sequence, {first.name}, failed"
+            + (f" (its lower limit {first.lower_pts:+.2f} points is not above "
+               f"-{cert.margin_pts:g})" if first.lower_pts is not None else "")
+            + "; the sequence stops at the first failure")
 
 
 def interval_coverage(rounds: int, confidence: float) -> float:

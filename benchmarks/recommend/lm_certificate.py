@@ -33,7 +33,13 @@ from __future__ import annotations
 
 import math
 
-from benchmarks.recommend.certificate import Certificate, Tested, interval_coverage
+from benchmarks.recommend.certificate import (
+    Certificate,
+    Tested,
+    interval_coverage,
+    interval_label,
+    none_certified,
+)
 from benchmarks.recommend.split import Split
 from benchmarks.report import stats
 
@@ -198,12 +204,7 @@ def _choose(cert: Certificate) -> None:
                        + ": nothing to certify")
         return
     if not good:
-        first = cert.candidates[0]
-        cert.reason = (f"none certified: the first candidate in the sequence, {first.name}, "
-                       f"failed" + (f" (its lower limit {first.lower_pts:+.2f} points is not "
-                                    f"above -{cert.margin_pts:g})"
-                                    if first.lower_pts is not None else "")
-                       + "; the sequence stops at the first failure")
+        cert.reason = none_certified(cert)
         return
 
     def better(t: Tested) -> bool:
@@ -213,7 +214,6 @@ def _choose(cert: Certificate) -> None:
     cert.speedup = {"ratio": best.ratio, "ci": best.ratio_ci, "faster": better(best),
                     "timed": best.timed, "rounds": best.ratio_rounds,
                     "coverage": best.ratio_coverage}
-    from benchmarks.recommend.certificate import interval_label
     claim = f"{best.ratio:.2f}x" + (
         f" [{best.ratio_ci[0]:.2f}, {best.ratio_ci[1]:.2f}] "
         f"({interval_label(best.ratio_rounds, best.ratio_coverage)})" if best.ratio_ci else "")
@@ -223,13 +223,6 @@ def _choose(cert: Certificate) -> None:
                    f"p={best.p_value:.3g}) and {claim} better in "
                    f"{OBJECTIVE_WORDS[cert.objective]}"
                    + ("" if better(best) else ", not better beyond its noise"))
-
-
-def order_cells(candidates: list[dict]) -> list[Tested]:
-    """The sequence: candidates ({"name", "ratio", "change_pts"}) by their search-phase ratio,
-    slowest first, ties by name (``certificate.order_candidates``)."""
-    from benchmarks.recommend.certificate import order_candidates
-    return order_candidates(candidates)
 
 
 def recompute(document: dict) -> Certificate:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 
+from benchmarks.recommend.certificate import order_candidates
 from benchmarks.recommend.lm_certificate import (
     COUNTED,
     accuracy_on,
@@ -33,7 +34,6 @@ from benchmarks.recommend.lm_certificate import (
     certify_lm,
     change_pts,
     check_objective,
-    order_cells,
 )
 from benchmarks.recommend.recipe import recipe
 from benchmarks.recommend.split import make_split
@@ -125,7 +125,7 @@ class LMRecommender:
         chosen = feasible[:request.max_candidates]
         for t in trials:
             t["front"] = t in chosen
-        sequence = order_cells([{"name": t["name"], "ratio": t["ratio"],
+        sequence = order_candidates([{"name": t["name"], "ratio": t["ratio"],
                                  "change_pts": t["search_change_pts"]} for t in chosen])
         cert = certify_lm(sequence, records, split, margin_pts=margin_pts,
                           margin=request.within, confidence=request.confidence,
