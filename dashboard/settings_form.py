@@ -117,9 +117,10 @@ def _single(name, help_, meta, default, first, key, options):
         return _values(st.text_input(f"{name}{empty}", shown, key=key, help=help_,
                                      placeholder=meta.metavar), meta.integer)
     if meta.kind in ("choice", "text"):
-        # A choice's menu may be narrowed by the page (``options``: the image model's map
-        # techniques of a setting that holds both families').
-        listed = list(options) if options else list(meta.choices or ())
+        # A choice's menu may be narrowed by the page (``options`` among its choices: the
+        # image model's map techniques of a setting that holds both families').
+        listed = list(options) if meta.kind == "text" else \
+            [o for o in options if o in meta.choices] or list(meta.choices)
         choices = ([AUTO] if meta.nullable else []) + listed
         if default is not None and default not in choices:
             choices.insert(0, default)

@@ -115,10 +115,14 @@ class LMRecommender:
                            "search_change_pts": round(change, 6),
                            "search_accuracy": accuracy_on(record["outcomes"]["variant"],
                                                           split.search)})
-        for record in records:  # a variant that failed to build or score, in one line
+        for record in records:  # a variant or a cell that failed, in one line each
             if not record.get("ok"):
                 trials.append({"name": record["name"], "state": "failed",
                                "error": record.get("error")})
+                continue
+            trials += [{"name": f"{record['name']}@{cell['mode']}", "state": "failed",
+                        "error": cell.get("error")}
+                       for cell in record.get("cells") or [] if not cell.get("ok")]
         feasible = [t for t in trials if t["state"] == "complete" and t["ratio"] is not None
                     and t["ratio"] > 1 and t["search_change_pts"] >= -margin_pts]
         feasible.sort(key=lambda t: (-t["ratio"], t["name"]))  # the fastest first

@@ -42,6 +42,9 @@ def test_the_page_queues_a_map_owned_and_capped_like_any_job(sweep_store, monkey
         at.run()
         assert not at.exception
         key = f"results-{run_id}-sens"
+        # An image model's map: the language models' techniques are not on its menu.
+        assert at.selectbox(key=f"{key}_technique").options == [
+            "prune.channel", "prune.l1", "int8.static", "int8.dynamic"]
         # Inside the form: the value is taken when the form is submitted.
         at.multiselect(key=f"{key}_levels_multi").set_value([0.5])
         at.button[[b.label for b in at.button].index("Draw sensitivity map")].click().run()
