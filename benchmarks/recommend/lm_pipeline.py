@@ -69,6 +69,10 @@ class LMRecommender:
         self.sweep = LMSweep(spec, options)  # the model and text: refused in one line
         n = len(self.sweep.windows.evaluation())
         self.split = make_split(n, request.split_seed, request.certify_fraction)
+        if len(self.split.certify) < 2 or len(self.split.search) < 1:
+            raise ValueError(f"{n} evaluation windows leave {len(self.split.certify)} to "
+                             f"certify: a paired test over windows needs two or more (raise "
+                             f"--max-windows, or --certify-fraction)")
         self.reference = f"{spec.variants[0].name}@{REFERENCE_MODE}"
         self.started = time.perf_counter()
 

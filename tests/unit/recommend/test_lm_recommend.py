@@ -144,6 +144,7 @@ def test_the_certificate_recomputes_from_the_stored_per_window_outcomes(certifie
     (["--objective", "p99"], "takes --objective p50|throughput|size|memory"),
     (["--executor", "ray"], "takes no --executor ray"),
     (["--int4", "48"], "int4.group_size must be one of 32, 64, 128, 256"),
+    (["--max-windows", "4", "--certify-fraction", "0.1"], "needs two or more"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, says):
     from benchmarks.cli.main import main
