@@ -257,7 +257,7 @@ class Cells:
             scored[key.runtime], logits, batch = self._score(b, ready, graph, eager_logits)
             if graph and float_prefix(variant) is not None:
                 self._against_fp32(b, variant, scored[key.runtime], logits, batch,
-                                   eager_logits)
+                                   eager_logits, ready, key.runtime)
             r.phase_s["accuracy"] = time.perf_counter() - t0
         figures = scored[key.runtime]
         for name in ("accuracy", "correct_bits", "n_test"):
@@ -336,16 +336,18 @@ class Cells:
         return ctx.calibration(settings.calibration_batches)
 
     def _against_fp32(self, b: Built, variant: VariantSpec, figures: dict, logits,
-                      batch: int, eager_logits: dict) -> None:
+                      batch: int, eager_logits: dict, ready=None, runtime: str = "") -> None:
         """For a quantized variant a graph runtime deployed: whether its outputs or eager's
         are the closer to the float model both quantized (``parity.closer_to_fp32``), in
-        its parity figures; said in a note where the cell is "off"."""
+        its parity figures; said in a note where the cell is "off", with the layer where
+        the runtime's graph parts ways with the float model (``divergence``)."""
         from benchmarks.runtimes.parity import closer_to_fp32
         if "float" not in eager_logits:
             model = self._float_model(b, variant)
             eager_logits["float"] = _logits(model, self.sweep.data, batch, torch.device("cpu"))[0]
         versus = closer_to_fp32(eager_logits["float"], eager_logits[batch][0], logits)
         figures["parity"]["vs_fp32"] = versus
+        where = self._parts_ways(b, variant, figures, ready, runtime, batch)
         if figures["parity"].get("badge") == "off":
             side = {"runtime": "the runtime's quantization is the closer to fp32 (eager is the "
                                "wrong reference here)",
@@ -356,7 +358,24 @@ class Cells:
             figures["parity"]["note_fp32"] = (
                 f"off against eager; top-1 agreement with the float model: runtime "
                 f"{versus['runtime_agree']:.1%}, eager {versus['eager_agree']:.1%} "
-                f"(McNemar p={versus['p_value']:.2g}): {side}")
+                f"(McNemar p={versus['p_value']:.2g}): {side}; {where}")
+
+    def _parts_ways(self, b: Built, variant: VariantSpec, figures: dict, ready, runtime: str,
+                    batch: int) -> str:
+        """Where the runtime's graph parts ways with the float model, on the first test batch
+        (``divergence``: ONNX Runtime's graph exposes its layers' values, OpenVINO's compiled
+        model does not), kept in the parity figures; the sentence an "off" cell carries."""
+        from benchmarks.runtimes.divergence import parts_ways, parts_ways_line
+        artefacts = [p for p in getattr(ready, "artefacts", []) if p.suffix == ".onnx"]
+        if runtime != "ort" or not artefacts:
+            return f"{runtime} does not expose its layers' values: no layer named"
+        x, _ = next(iter(self.sweep.data.batches("test", batch)))
+        try:
+            found = parts_ways(artefacts[0], self._float_model(b, variant), x)
+        except Exception as exc:  # a diagnosis that fails leaves the cell as measured
+            return f"where it parts ways could not be read ({described(exc)})"
+        figures["parity"]["parts_ways"] = found
+        return parts_ways_line(found)
 
     def _score(self, b: Built, ready, graph: bool, eager_logits: dict) -> tuple[dict, object, int]:
         """(accuracy and parity against eager, the runtime's logits, the batch size they were

@@ -130,6 +130,11 @@ def test_the_runtime_entry_and_ratios_against_the_baseline_at_the_same_batch(swe
     assert versus["n"] == by["int8-static@ort"].n_test
     assert 0.9 <= versus["runtime_agree"] <= 1 and 0.9 <= versus["eager_agree"] <= 1
     assert versus["closer"] in ("runtime", "eager", "neither, within noise")
+    # Where ORT's graph parts from the float model, layer by layer (said in an "off" note):
+    # its first quantized layer is within rounding of the float model's activations.
+    found = cell["parity"]["parts_ways"]
+    assert found["layers"] and found["layers"][0]["error_steps"] < 1
+    assert found["first"] is None or found["first"]["error_steps"] > 1
     assert "vs_fp32" not in by["baseline@ort"].runtime["parity"]  # nothing quantized it
     assert by["baseline"].runtime["name"] == "eager"
 
