@@ -156,9 +156,10 @@ if job is not None and job.run_id:
 st.divider()
 if language:
     st.caption("A language model's run answers with the fastest cell within noise. To certify "
-               "one within a margin of next-token accuracy, on windows the search never read: "
-               f"`compression-bench recommend --model {picked_model.model or 'tiny-lm'} "
-               f"--dataset text --within 1pt --runtime eager,compile` (its run opens on "
-               f"Results).")
+               "one within a margin of next-token accuracy, on windows the search never read "
+               "(its run opens on Results):")
+    # A code block, not Markdown: the model may be a folder the link named.
+    st.code(f"compression-bench recommend --model {picked_model.model or 'tiny-lm'} "
+            f"--dataset text --within 1pt --runtime eager,compile", language="bash")
 else:
     recommend_panel.draw(experiment.fields, technique_choices, enabled, device)

@@ -114,7 +114,7 @@ def test_the_experiment_page_runs_a_language_model(tmp_path, monkeypatch):
         assert plan.startswith("**3 variants x 1 mode = 3 cells")
         # Certifying is the CLI's for a language model: the page gives its command.
         assert any("compression-bench recommend --model tiny-lm --dataset text" in c.value
-                   for c in at.caption)
+                   for c in at.code)
         at.button(key="exp_run").click().run()
         assert not at.error, [e.value for e in at.error]
         queue = JobQueue(store)
