@@ -106,6 +106,18 @@ def root_server():
             assert done.returncode == 0, done.stderr
 
 
+def _why(job, store: Path, base: Path) -> str:
+    """What a failed job left to read: each failed variant's error (the job says only
+    which failed), the worker's log and the server's."""
+    from benchmarks.store.database import ResultsStore
+    run = ResultsStore(store).run(job.run_id) if job.run_id else None
+    errors = [f"{v.get('name')}: {v.get('error')}" for v in (run or {}).get("variants") or []
+              if v.get("error")]
+    logs = [p.read_text(errors="replace")[-3000:] for p in
+            (store.with_name(f"{store.name}.worker-cpu.log"), base / "server.log") if p.exists()]
+    return "\n".join([f"job: {job.error}", *errors, *logs])
+
+
 def test_a_root_servers_worker_runs_as_another_user_and_cannot_open_the_secret(root_server,
                                                                             monkeypatch):
     store, base = root_server
@@ -115,8 +127,7 @@ def test_a_root_servers_worker_runs_as_another_user_and_cannot_open_the_secret(r
                                             **FAST).to_dict(), session="a")
     # The server's supervisor starts the worker: nobody here calls ensure_worker.
     done = finished_job(queue, plain, 240)
-    log = (base / "server.log").read_text(errors="replace")
-    assert done.status == "complete", (done.error, log[-2000:])
+    assert done.status == "complete", _why(done, store, base)
     card = wait_until(lambda: queue.worker_card("cpu"), 60, "the worker's card")
     assert card["user"] == USER and card["uid"] == pwd.getpwnam(USER).pw_uid != 0
     status = Path(f"/proc/{card['worker_pid']}/status").read_text()
