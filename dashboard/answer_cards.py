@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from benchmarks.recommend.certificate import Certificate
 from benchmarks.report import runtimes
 from dashboard import links, tables
 from dashboard.markup import md
@@ -35,25 +36,24 @@ CARDS_CSS = (
     "</style>")
 
 
-def certificate_of(run: dict) -> dict | None:
+def certificate_of(run: dict) -> Certificate | None:
     """The run's certificate, where a ``recommend`` run stored one (its recommendation
     block: the held-out split's test of every candidate, and the winner)."""
     cert = (run.get("recommendation") or {}).get("certificate")
-    return cert if isinstance(cert, dict) and cert else None
+    return Certificate.from_dict(cert) if isinstance(cert, dict) and cert else None
 
 
-def certified_figures(cert: dict) -> tuple:
+def certified_figures(cert: Certificate) -> tuple:
     """(speed-up text, its interval, accuracy change text, its interval) of the winner as
     the certificate measured them: on the certify split, timed again beside the baseline."""
-    winner = next((t for t in cert.get("candidates") or [] if t.get("name") ==
-                   cert.get("winner")), None)
-    speed = cert.get("speedup") or {}
+    winner = next((t for t in cert.candidates if t.name == cert.winner), None)
+    speed = cert.speedup or {}
     speed_text = _ratio_text(speed.get("ratio"), speed.get("ci"), speed.get("coverage"),
                              speed.get("rounds"))
-    if winner is None or winner.get("theta_pts") is None:
+    if winner is None or winner.theta_pts is None:
         return (*speed_text, DASH, None)
-    interval = winner.get("interval_pts")
-    return (*speed_text, f"{winner['theta_pts']:+.2f} pts",
+    interval = winner.interval_pts
+    return (*speed_text, f"{winner.theta_pts:+.2f} pts",
             f"95% CI {interval[0]:+.2f} to {interval[1]:+.2f}" if interval else None)
 
 
@@ -117,10 +117,10 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
         margin = margin_control(key, url)
     answer = answer_of(report, margin)
     cert = certificate_of(run)
-    name = cert.get("winner") if cert else answer.variant
+    name = cert.winner if cert else answer.variant
     kind = "certified" if cert else "exploratory"
     if cert:  # the margin the certificate tested, not the knob's
-        margin = float(cert.get("margin_pts") or margin)
+        margin = float(cert.margin_pts or margin)
     with head:
         st.markdown(f"**The answer** ({kind}): the fastest variant within {margin:g} "
                     f"accuracy point{'s' if margin != 1 else ''} of the baseline at 95% "

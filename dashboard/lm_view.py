@@ -4,13 +4,13 @@ fastest cell whose NLL change is within noise, its speed-up and change with inte
 every cell's perplexity change, agreement, KL, prefill and decode time, tokens per second,
 memory and stored size side by side, and the speed/quality chart; a `recommend` run's
 certificate before them. The figures are
-``benchmarks.report.lm``'s, from the stored records; the page never imports torch."""
+``benchmarks.views.lm``'s, from the stored records; the page never imports torch."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from benchmarks.report.lm import (lm_answer, lm_curve_figure, lm_curves, lm_notes, lm_rows,
+from benchmarks.views.lm import (lm_answer, lm_curve_figure, lm_curves, lm_notes, lm_rows,
                                   lm_tradeoff_figure)
 from dashboard import state
 from dashboard.markup import md, shown_error
@@ -89,14 +89,16 @@ def draw(run: dict, key: str) -> None:
 def certificate(block: dict, key: str) -> None:
     """A language model's recommendation: the certified cell (or why none), the lines that
     say on what and how, the candidates in their order, the grid's cells as a chart."""
-    from benchmarks.report.certified import candidate_rows, trials_figure
-    from benchmarks.report.lm import lm_recommend_lines
-    head, *lines = lm_recommend_lines(block)
-    (st.success if block["certificate"].get("winner") else st.warning)(md(head))
+    from benchmarks.recommend.record import Recommended
+    from benchmarks.views.lm import lm_recommend_lines
+    from benchmarks.views.recommendation import candidate_rows, trials_figure
+    rec = Recommended.from_dict(block)
+    head, *lines = lm_recommend_lines(rec)
+    (st.success if rec.certificate.winner else st.warning)(md(head))
     for line in lines:
         st.caption(md(line))
-    st.dataframe(candidate_rows(block), hide_index=True, key=f"{key}-lm-certificate")
-    st.plotly_chart(trials_figure(block), key=f"{key}-lm-trials")
+    st.dataframe(candidate_rows(rec), hide_index=True, key=f"{key}-lm-certificate")
+    st.plotly_chart(trials_figure(rec), key=f"{key}-lm-trials")
 
 
 MAP_COLUMNS = {
@@ -117,7 +119,7 @@ MAP_COLUMNS = {
 def draw_map(run: dict, key: str) -> None:
     """A language model's sensitivity map (``sensitivity --model ... --dataset text``): each
     group changed alone, most sensitive first, with its interval and the chart of them."""
-    from benchmarks.report.lm import lm_map_figure, lm_map_rows
+    from benchmarks.views.lm import lm_map_figure, lm_map_rows
     summary = (run.get("environment") or {}).get("sensitivity") or {}
     config = (run.get("spec") or {}).get("sensitivity") or {}
     rows = run.get("variants") or []

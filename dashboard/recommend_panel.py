@@ -228,21 +228,21 @@ def _submit(sweep_fields, choices, enabled, device, asked: dict, free: bool) -> 
 
 def show(run: dict, key: str, device: str = "cpu") -> None:
     """A stored recommendation: its answer, certificate, trials, and *Run this*."""
-    from benchmarks.report.certified import candidate_rows, headline, summary_lines, \
+    from benchmarks.recommend.record import Recommended
+    from benchmarks.views.recommendation import candidate_rows, headline, summary_lines, \
         trials_figure
-    block = run["recommendation"]
-    cert = block["certificate"]
+    rec = Recommended.from_dict(run["recommendation"])
     own = state.owns(run)  # others see the recipe without the server's paths
 
     def shown(line: str) -> str:  # a name, a path, a reason: text, never Markdown
         return md(line if own else no_paths(line))
-    if cert.get("winner"):
-        st.success(shown(headline(block)))
+    if rec.certificate.winner:
+        st.success(shown(headline(rec)))
     else:
-        st.warning(shown(headline(block)))
+        st.warning(shown(headline(rec)))
     st.markdown("  \n".join(shown(line) for line in summary_lines(
-        block, run.get("environment"))[1:]))
-    rows = candidate_rows(block)
+        rec, run.get("environment"))[1:]))
+    rows = candidate_rows(rec)
     if rows:
         st.markdown("**The certificate**: the best variants of the search, checked one by one "
                     "on the unseen half, slowest first (an order fixed before the check, so "
@@ -251,8 +251,8 @@ def show(run: dict, key: str, device: str = "cpu") -> None:
                     "and the reverse; *worst case*: the accuracy change it is certified "
                     "not to fall below.")
         st.dataframe(rows, hide_index=True, key=f"{key}-candidates")
-    st.plotly_chart(trials_figure(block), key=f"{key}-trials")
-    recipe = block.get("recipe")
+    st.plotly_chart(trials_figure(rec), key=f"{key}-trials")
+    recipe = rec.recipe
     if recipe:
         if not state.may_run_on(run, "sweep"):  # a shared link: read-only, as the queue is
             st.code(no_paths(recipe["command"]), language="bash")

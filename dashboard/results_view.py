@@ -367,7 +367,7 @@ def report_download(run: dict, key: str, compare: dict | None = None) -> None:
     the environment; plotly embedded, so it opens offline), built when clicked."""
     def build() -> str:
         from benchmarks.report.document import RunReport
-        from benchmarks.report.html import render
+        from benchmarks.views.html import render
         return render(RunReport.from_stored(run),
                       None if compare is None else RunReport.from_stored(compare))
     name = run.get("run_id") or key

@@ -9,7 +9,7 @@ at the map's levels beside it). A sweep that applied a schedule shows its map's 
 beside the measured change; every variant its per-layer diagnostics. A map opened by its
 own link (a run of kind "sensitivity") draws the map alone.
 
-The page never imports torch: the figures are ``benchmarks.report.sensitivity``'s, the
+The page never imports torch: the figures are ``benchmarks.views.sensitivity``'s, the
 config and the schedule's knapsack are torch-free.
 """
 
@@ -19,7 +19,8 @@ import json
 
 import streamlit as st
 
-from benchmarks.report import sensitivity as figures
+from benchmarks.sensitivity.record import StoredMap
+from benchmarks.views import sensitivity as figures
 from benchmarks.sensitivity.config import IMAGE_TECHNIQUES, SensitivityConfig
 from dashboard import charts, jobs_view, results_view, settings_form, state
 from dashboard.markup import md, no_paths
@@ -112,29 +113,28 @@ def _submit_map(run: dict, values: dict) -> None:
 
 def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
     """One stored map: its figures, its rows, its schedule and *Apply as schedule*."""
-    found = figures.stored_map(stored)
-    rows = found["rows"]
+    found = StoredMap.from_run(stored)
+    rows = list(found.rows)
     # A map still being measured polls the store and draws the page again as cells land
     # and once when it ends: "running" never outlives the run.
     results_view.follow(stored, key=f"{key}-map")
     if not rows:
         st.info("This map has no cell yet: they appear as they are measured.")
         return
-    baseline = found.get("baseline") or {}
-    subset = found.get("subset") or {}
+    baseline, subset = found.baseline, found.subset
     if subset:
-        confirmed = ", ".join(map(str, found.get("confirmed") or [])) or "none"
-        st.caption(f"{md(found.get('technique'))} on {md(stored.get('model'))}: every cell "
+        confirmed = ", ".join(found.confirmed) or "none"
+        st.caption(f"{md(found.technique)} on {md(stored.get('model'))}: every cell "
                    f"screened on {subset.get('size')} of {subset.get('of')} test examples "
                    f"(stratified, seed {subset.get('seed')}); confirmed on all: "
                    f"{md(confirmed)}. Baseline accuracy "
                    f"{100 * (baseline.get('accuracy') or 0):.2f}%.")
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(figures.heatmap(rows), config=charts.PLOTLY_CONFIG,
+        st.plotly_chart(figures.heatmap(list(found.cells)), config=charts.PLOTLY_CONFIG,
                         key=f"{key}-heatmap")
     with right:
-        st.plotly_chart(figures.scatter(rows), config=charts.PLOTLY_CONFIG,
+        st.plotly_chart(figures.scatter(list(found.cells)), config=charts.PLOTLY_CONFIG,
                         key=f"{key}-scatter")
     own = state.owns(stored)  # a cell's error names no server path to anyone else
     with st.expander("The map's cells", expanded=False):
@@ -145,16 +145,15 @@ def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
     _apply(stored, found, key, source)
 
 
-def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
+def _apply(stored: dict, found: StoredMap, key: str, source: dict | None) -> None:
     """The map's schedule (its own, or one chosen here within another budget) and the button
     that queues its verification sweep."""
     from benchmarks.sensitivity.schedule import build_schedule, schedule_variant
-    schedule = found.get("schedule")
+    schedule = found.schedule
     default = (schedule or {}).get("max_drop_pts") or 1.0
     budget = st.number_input("Accuracy budget of the schedule (points)", 0.05, 100.0,
                              float(default), 0.25, key=f"{key}-budget")
-    baseline = found.get("baseline") or {}
-    config = found.get("config") or {}
+    baseline, config = found.baseline, found.config
     objective = config.get("objective", "p50")
     if schedule is None or schedule.get("max_drop_pts") != budget:
         latency = (baseline.get("latency_ms") or {}).get(objective)
@@ -162,8 +161,8 @@ def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
             st.info("The map has no baseline latency to choose a schedule with.")
             return
         try:
-            schedule = build_schedule(found["rows"], model=stored["model"],
-                                      technique=found["technique"], budget_pts=budget,
+            schedule = build_schedule(list(found.rows), model=stored["model"],
+                                      technique=found.technique, budget_pts=budget,
                                       baseline_ms=latency, objective=objective,
                                       dataset=stored["dataset"], map_run=stored["run_id"],
                                       finetune_epochs=config.get("finetune_epochs", 0))
@@ -219,7 +218,8 @@ def _apply(stored: dict, found: dict, key: str, source: dict | None) -> None:
             st.markdown(f"Its results: [open the run]({state.run_link(job.run_id)})")
 
 
-def _verification(stored: dict, schedule: dict, found: dict, source: dict | None) -> dict | None:
+def _verification(stored: dict, schedule: dict, found: StoredMap,
+                  source: dict | None) -> dict | None:
     """The verification sweep: the map's baseline, the schedule's variant and, for pruning,
     the uniform ratios of the map's levels, timed side by side."""
     from benchmarks.sensitivity.schedule import verification_variants
@@ -229,7 +229,7 @@ def _verification(stored: dict, schedule: dict, found: dict, source: dict | None
     if not spec:
         st.error("This map does not say which sweep's baseline it maps.")
         return None
-    variants = [BASELINE, *verification_variants(schedule, found.get("levels") or [])]
+    variants = [BASELINE, *verification_variants(schedule, list(found.levels))]
     try:
         verification = SweepSpec.from_dict({**spec, "variants": [v.to_dict() for v in
                                                                   variants]}).to_dict()

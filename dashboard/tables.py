@@ -258,10 +258,13 @@ def distributed_rows(results: list[dict]) -> list[dict]:
     """The Distributed page's table: each run's figures beside its 95% interval (from the
     run's step times: the noise to read a difference against), through the one formatting
     layer (headers in words, percents, "—" with why)."""
-    from benchmarks.report import scaling  # torch-free
-    shown = [{**r, "throughput_ci": scaling.interval_text(scaling.throughput_interval(r)),
-              "efficiency_ci": scaling.interval_text(scaling.efficiency_interval(r, results),
-                                                     percent=True)} for r in results]
+    from benchmarks.distributed.record import scaling_table
+    from benchmarks.views import scaling  # torch-free
+    table = scaling_table(results)
+    shown = [{**r, "throughput_ci": scaling.interval_text(scaling.throughput_interval(run)),
+              "efficiency_ci": scaling.interval_text(scaling.efficiency_interval(run, table),
+                                                     percent=True)}
+             for r, run in zip(results, table)]
     return display_rows(shown, DISTRIBUTED_KEYS, reasons={
         "scaling_efficiency": "no one-worker run to compare with",
         "throughput_ci": "no step times recorded", "efficiency_ci": "no step times recorded",

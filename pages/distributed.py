@@ -48,16 +48,17 @@ if run is None:
 
 if run and run["variants"]:
     results = run["variants"]
-    for col, fig, name in zip(st.columns(3), (charts.throughput_chart(results),
-                                              charts.efficiency_chart(results),
-                                              charts.bytes_chart(results)),
+    table = charts.scaling_table(results)
+    for col, fig, name in zip(st.columns(3), (charts.throughput_chart(table),
+                                              charts.efficiency_chart(table),
+                                              charts.bytes_chart(table)),
                               ("tput", "eff", "bytes")):
         with col:
             st.plotly_chart(fig, config=charts.PLOTLY_CONFIG, key=f"dist-{name}")
-    from benchmarks.report import scaling  # torch-free
-    for line in scaling.noise_warnings(results):
+    from benchmarks.views import scaling  # torch-free
+    for line in scaling.noise_warnings(table):
         st.warning(md(line))
-    alike = scaling.within_noise(results)
+    alike = scaling.within_noise(table)
     if alike:
         st.caption("Within noise: " + md("; ".join(alike)) + ".")
     failed = [r for r in results if r.get("error")]

@@ -647,8 +647,9 @@ def render(results: dict, env: dict) -> str:
         if name == "bench" and "stdout" in section:
             lines += ["", "The warm run's table:", "", "```", section["stdout"].rstrip(), "```"]
         if name == "recommend" and section.get("images"):
-            from benchmarks.report.certified import summary_lines, table_text
-            block = section["images"]["cold"]
+            from benchmarks.recommend.record import Recommended
+            from benchmarks.views.recommendation import summary_lines, table_text
+            block = Recommended.from_dict(section["images"]["cold"])
             lines += ["", "The image folder's recommendation (cold run):", "", "```",
                       *summary_lines(block), table_text(block), "```"]
         if name == "distributed" and "runs" in section:

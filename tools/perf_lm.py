@@ -26,7 +26,7 @@ TIMEOUT_S = 3600
 
 
 def measure_lm() -> dict:
-    from benchmarks.report.lm import lm_table
+    from benchmarks.views.lm import lm_table
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "lm.json")
         start = time.perf_counter()

@@ -135,9 +135,11 @@ def _mnist5k(tmp: str, env: dict) -> tuple[list, dict]:
     isa = isa_class()
     why = []
     if doc and not above:  # the run's own lines why nothing faster was certified
-        from benchmarks.report.certified import int8_roof, not_certified
-        why = not_certified(doc["recommendation"]) + [
-            line for line in [int8_roof(doc["recommendation"], doc.get("environment"))] if line]
+        from benchmarks.recommend.record import Recommended
+        from benchmarks.views.recommendation import int8_roof, not_certified
+        rec = Recommended.from_dict(doc["recommendation"])
+        why = not_certified(rec) + [
+            line for line in [int8_roof(rec, doc.get("environment"))] if line]
     checks = [
         check(f"mnist5k: the panel's defaults (`recommend --dataset mnist5k "
               f"{' '.join(PANEL_DEFAULTS)}`) certify a variant whose p50 speed-up interval "
@@ -203,7 +205,7 @@ def panel_defaults_in_chromium(tmp: str, timeout_s: float = 1800) -> dict:
             button = page.get_by_role("button", name="Recommend", exact=True)
             expect(button).to_be_visible(timeout=60_000)
             button.click()
-            # The headline (report.certified.headline), or the job's one-line failure.
+            # The headline (views.recommendation.headline), or the job's one-line failure.
             answer = page.get_by_text(re.compile(r"^(certified|no certified variant): ")).or_(
                 page.locator('[data-testid="stAlertContentError"]')).first
             try:
@@ -250,8 +252,9 @@ def measure_recommend(copies: int = FOLDER_COPIES, budget: str = BUDGET) -> dict
     fast = bool(cert.get("winner")) and speed.get("ratio", 0) >= TARGET_RATIO and \
         bool(speed.get("ci"))
     # Or the one line why none is: the search found 2x, but only outside the margin.
-    from benchmarks.report.certified import faster_outside
-    why = faster_outside(a)
+    from benchmarks.recommend.record import Recommended
+    from benchmarks.views.recommendation import faster_outside
+    why = faster_outside(Recommended.from_dict(a))
     beyond = max((t["ratio"] for t in a["search"]["trials"] if t.get("state") == "complete"
                   and t.get("ratio") is not None
                   and (t.get("search_change_pts") or 0) < -cert["margin_pts"]), default=0)

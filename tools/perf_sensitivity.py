@@ -275,14 +275,16 @@ def _figures(rows: list[dict], folder: Path | None, tag: str) -> dict:
         return {}
     from playwright.sync_api import sync_playwright
 
-    from benchmarks.report.sensitivity import heatmap, scatter
+    from benchmarks.sensitivity.record import MapCell
+    from benchmarks.views.sensitivity import heatmap, scatter
+    cells = [MapCell.from_dict(r) for r in rows]
     folder.mkdir(parents=True, exist_ok=True)
     made = {}
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 900, "height": 560})
-            for name, fig in (("heatmap", heatmap(rows)), ("scatter", scatter(rows))):
+            for name, fig in (("heatmap", heatmap(cells)), ("scatter", scatter(cells))):
                 html = Path(tmp, f"{name}.html")
                 fig.write_html(html, include_plotlyjs=True, full_html=True)
                 page.goto(html.as_uri())

@@ -12,9 +12,10 @@ from benchmarks.cli.parser import config_from_args
 
 
 def cmd_distributed(args) -> int:
-    from benchmarks.report.scaling import (interval_text, noise_warnings, throughput_interval,
-                                           within_noise)
+    from benchmarks.distributed.record import ScalingRun, scaling_table
     from benchmarks.spec.distributed import DistributedConfig
+    from benchmarks.views.scaling import (interval_text, noise_warnings, throughput_interval,
+                                          within_noise)
     config = config_from_args(DistributedConfig, args)
     check_writable(args.json_file, "--json")
     from benchmarks.distributed.launcher import distributed_environment, prepare_distributed
@@ -37,7 +38,7 @@ def cmd_distributed(args) -> int:
             recorder.add(dict(run))
         status = "ok" if run["error"] is None else f"FAILED: {run['error']}"
         tput = f"{run['throughput']:.0f} samples/s" if run["throughput"] else "-"
-        interval = interval_text(throughput_interval(run))
+        interval = interval_text(throughput_interval(ScalingRun.from_dict(run)))
         tput += f" (95% CI {interval})" if interval else ""
         print(f"[{done}/{total}] {run['name']}: {tput}, {run['wall_s']:.1f} s, {status}",
               file=sys.stderr)
@@ -53,8 +54,9 @@ def cmd_distributed(args) -> int:
     print(document.table())
     # Which differences are noise: one-worker runs apart beyond their intervals (their
     # efficiencies carry it), comparisons whose intervals overlap.
-    for line in noise_warnings(runs):
+    table = scaling_table(runs)
+    for line in noise_warnings(table):
         print(f"warning: {line}")
-    for line in within_noise(runs):
+    for line in within_noise(table):
         print(f"within noise: {line}")
     return EXIT_VARIANT_FAILED if any(r["error"] is not None for r in runs) else EXIT_OK

@@ -19,13 +19,13 @@ def _stored_run(store, run_id: str, flag: str = "RUN_ID") -> dict:
 
 def cmd_report(args) -> int:
     from benchmarks.report.document import RunReport
-    from benchmarks.report.html import render
+    from benchmarks.views.html import render
     from benchmarks.store.database import ResultsStore
     check_writable(args.html, "--html")
     store = ResultsStore(args.store)
     run = _stored_run(store, args.run_id)
     if run.get("kind") == "lm":  # a language model's cells, in its own terms
-        from benchmarks.report.lm import render_lm_html
+        from benchmarks.views.lm import render_lm_html
         if args.compare is not None:
             raise ValueError("--compare sets two sweeps side by side; a language model's run "
                              "is reported alone")

@@ -42,8 +42,9 @@ def cmd_recommend_lm(args, request) -> int:
     check_writable(args.json_file, "--json")
 
     from benchmarks.recommend.lm_pipeline import LMRecommender
-    from benchmarks.report.certified import table_text
-    from benchmarks.report.lm import lm_recommend_lines
+    from benchmarks.recommend.record import Recommended
+    from benchmarks.views.recommendation import table_text
+    from benchmarks.views.lm import lm_recommend_lines
     from benchmarks.store.database import ResultsStore
     recommender = LMRecommender(request, spec, options)  # model and text: refused in one line
     say = (lambda _line: None) if args.quiet else \
@@ -55,8 +56,9 @@ def cmd_recommend_lm(args, request) -> int:
     with store.record(**fields) as recorder:
         block, records = recommender.run(recorder, say)
         run_id = recorder.run_id
-    print("\n".join(lm_recommend_lines(block)))
-    print(table_text(block))
+    record = Recommended.from_dict(block)
+    print("\n".join(lm_recommend_lines(record)))
+    print(table_text(record))
     print(f"run {run_id} stored in {store.path}", file=sys.stderr)
     if args.json_file:
         document = {"kind": "lm", "run_id": run_id, "model": spec.model,

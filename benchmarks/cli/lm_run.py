@@ -37,7 +37,7 @@ def cmd_run_lm(args, spec, choices: dict) -> int:
         raise ValueError("a language model's run writes --json; --csv is for image sweeps")
     sweep = LMSweep(spec, options)  # the model and text: a bad file refused before the store
 
-    from benchmarks.report.lm import lm_answer, lm_table
+    from benchmarks.views.lm import lm_answer, lm_table
     from benchmarks.store.database import ResultsStore
     store = ResultsStore(args.store)
     spec_record = {**spec.to_dict(), "lm": options.to_dict()}

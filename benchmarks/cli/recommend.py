@@ -91,7 +91,8 @@ def cmd_recommend(args) -> int:
     preflight(spec.model, spec.weights, spec.download)
 
     from benchmarks.recommend.pipeline import Recommender
-    from benchmarks.report.certified import summary_lines, table_text
+    from benchmarks.recommend.record import Recommended
+    from benchmarks.views.recommendation import summary_lines, table_text
     from benchmarks.run.cache import WeightsCache
     from benchmarks.run.runner import prepare_sweep  # noqa: F401  torch: its seconds count
     from benchmarks.store.database import ResultsStore
@@ -113,8 +114,9 @@ def cmd_recommend(args) -> int:
     with store.record(**recommender.run_fields()) as recorder:
         result = recommender.run(recorder)
     stored = store.run(result.run_id)
-    print("\n".join(summary_lines(result.block, stored.get("environment"))))
-    print(table_text(result.block))
+    record = Recommended.from_dict(result.block)
+    print("\n".join(summary_lines(record, stored.get("environment"))))
+    print(table_text(record))
     from benchmarks.report.document import RunReport
     report = RunReport.from_stored(stored)
     for warning in report.warnings:  # a baseline that learned nothing, say: the run's own

@@ -15,7 +15,8 @@ Beside them, the theoretical peaks (``benchmarks.measure.theory``: cores x clock
 of the CPU's instruction set, at the clock a core was measured to sustain, ``clock``, stored
 with the peaks beside the stated one; a GPU's data sheet). Measured once per machine:
 ``cached_peaks`` keeps them in the results store keyed by host, device, torch version and
-threads (``ResultsStore.device_peaks``), and measures them again (``stale_reason``) when they
+threads (``ResultsStore.device_peaks``) and beside the weights cache (``machine_peaks``: a
+new store reads them there), and measures them again (``stale_reason``) when they
 are older than ``MAX_AGE_DAYS``, were stored by a version without best-of windows, or a
 precision the device has instructions for sits below ``PLAUSIBLE_FRACTION`` of its
 theoretical peak. A precision still that low after measuring it again with more windows is
@@ -39,6 +40,7 @@ from datetime import datetime, timedelta, timezone
 import torch
 
 from benchmarks.measure import kernels as k
+from benchmarks.measure import machine_peaks
 from benchmarks.measure import precisions
 from benchmarks.measure.clock import sustained_clock_ghz
 from benchmarks.measure.latency import Clock, CudaClock, LatencyTracker, pinned_threads
@@ -416,6 +418,10 @@ def cached_peaks(store, device: torch.device, threads: int) -> dict:
     it measured (a fraction of a second) and stored with them."""
     key = peaks_key(device, threads)
     peaks = store.device_peaks(key)
+    if peaks is None:  # a new store on a machine that measured them for another one
+        peaks = machine_peaks.read(key)
+        if peaks is not None:
+            store.save_device_peaks(key, peaks)
     if peaks is not None and device.type == "cpu" and not peaks.get("clock"):
         peaks = {**peaks, "clock": measure_clock(device)}
         store.save_device_peaks(key, peaks)
@@ -438,6 +444,7 @@ def cached_peaks(store, device: torch.device, threads: int) -> dict:
     if low:  # measured beside other work: once more, with more windows, before it is kept
         return remeasure(store, device, threads, fresh, low)
     store.save_device_peaks(key, fresh)
+    machine_peaks.keep(key, fresh)
     return fresh
 
 
@@ -474,6 +481,7 @@ def remeasure(store, device: torch.device, threads: int, peaks: dict,
     fresh = believe(fresh, fresh.get("theoretical"), list(reasons))
     if store is not None:
         store.save_device_peaks(peaks_key(device, threads), fresh)
+        machine_peaks.keep(peaks_key(device, threads), fresh)
     return fresh
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from benchmarks.report.scaling import bytes_chart, efficiency_chart, throughput_chart  # noqa: F401
 from benchmarks.report.seeds import seeds_shown
 
 # The names the dashboard's charts use (``dashboard/charts.py`` re-exports this module).

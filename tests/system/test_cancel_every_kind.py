@@ -87,6 +87,10 @@ class Case:
     long: Callable[[str], dict]   # -> a payload that runs long enough to be stopped mid-way
     ready: Callable               # job -> whether the long one is past its start
     cancel_within_s: float = 60.0  # Cancel to its end, on a quiet machine
+    # How long the long one runs past ready before it is stopped: well inside its length. An
+    # export is a few seconds whole on a quiet machine; at 1 s, one ended complete before the
+    # worker saw the Cancel (CI).
+    settle_s: float = 1.0
 
 
 CASES: dict[str, Case] = {
@@ -102,7 +106,7 @@ CASES: dict[str, Case] = {
     "export": Case(
         tiny=lambda run: {"run_id": run, "variant": "amp"},
         long=lambda run: {"run_id": run, "variant": "prune-channel-0.5"},
-        ready=lambda job: True, cancel_within_s=2.0),
+        ready=lambda job: True, cancel_within_s=2.0, settle_s=0.2),
     "recommend": Case(
         tiny=lambda run: _recommend(1, {("int8", "mode"): ("dynamic",)}, {"int8"}),
         long=lambda run: _recommend(60, {("prune", "ratio"): tuple(i / 20 for i in range(2, 19)),
@@ -225,7 +229,7 @@ def test_cancel_mid_run_ends_every_kind_with_nothing_left(warm, kind):
     worker = queue.worker_card("cpu")["worker_pid"]
     before = set(descendants(worker))
     job_id = queue.submit(kind, case(kind).long(run_id), session="a", admin=True)
-    running_for(queue, job_id, 1.0, ready=case(kind).ready)
+    running_for(queue, job_id, case(kind).settle_s, ready=case(kind).ready)
     asked = time.monotonic()
     assert queue.cancel(job_id)
     job = finished_job(queue, job_id, 120, every=0.02)
@@ -245,7 +249,7 @@ def test_a_killed_worker_ends_every_kind_interrupted_with_nothing_left(warm, kin
     queue, run_id = warm
     queue.ensure_worker("cpu", wait=True)
     job_id = queue.submit(kind, case(kind).long(run_id), session="a", admin=True)
-    job = running_for(queue, job_id, 1.0, ready=case(kind).ready)
+    job = running_for(queue, job_id, case(kind).settle_s, ready=case(kind).ready)
     worker = job.worker_pid
     family = [worker, *descendants(worker)]
     os.kill(worker, signal.SIGKILL)

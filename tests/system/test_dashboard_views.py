@@ -267,13 +267,13 @@ def test_a_recommend_runs_answer_is_its_certificates():
         margin_pts=1.5, margin="1.5pt", confidence=0.95, objective="p50", split={},
         candidates=[Tested(0, "int8-static", 2.0, -0.5, tested=True, certified=True,
                            theta_pts=-0.4, interval_pts=[-1.2, 0.4], lower_pts=-1.1)],
-        winner="int8-static", speedup={"ratio": 3.1, "ci": [2.5, 3.6]}).to_dict()
-    assert certificate_of({"recommendation": {"certificate": cert}}) == cert
+        winner="int8-static", speedup={"ratio": 3.1, "ci": [2.5, 3.6]})
+    assert certificate_of({"recommendation": {"certificate": cert.to_dict()}}) == cert
     # The winner's figures as the held-out split measured them, not the search's.
     assert certified_figures(cert) == ("3.10×", "95% CI 2.50–3.60×", "-0.40 pts",
                                        "95% CI -1.20 to +0.40")
     # Timed in three search rounds (an interrupted run): the interval says what it covers.
-    cert["speedup"].update(rounds=3, coverage=0.75)
+    cert.speedup.update(rounds=3, coverage=0.75)
     assert certified_figures(cert)[1] == "75% CI 2.50–3.60× (3 rounds)"
 
 

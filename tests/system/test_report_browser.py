@@ -1,7 +1,7 @@
 """The HTML report in a real Chromium with the network off (every chart drawn, nothing
 fetched), offered by the History page for the two runs it compares, and downloaded from the
 Results page of a real server (which starts a worker). The runs are conftest's
-``report_store``; the report's contents are checked in tests/unit/report/test_report_html.py."""
+``report_store``; the report's contents are checked in tests/unit/views/test_report_html.py."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from helpers import HtmlScan, REPORT_MAX_BYTES, ROOT, chromium, report_runs, sca
 
 @pytest.mark.browser
 def test_the_report_draws_every_chart_in_chromium_with_the_network_off(report_store, tmp_path):
-    from benchmarks.report.html import render
+    from benchmarks.views.html import render
     _, axis_run = report_runs(report_store)
     path = tmp_path / "report.html"
     path.write_text(render(RunReport.from_stored(axis_run)), encoding="utf-8")

@@ -42,6 +42,13 @@ SHOWN_JS = """() => {
 # labels must not overlap and must name the baseline (item 9); no legend may list more than
 # ten entries (the roofline's had 15).
 CHARTS_JS = """() => {
+  // A tick label's number, SI prefix included (plotly writes 1000 as "1k" on a log axis).
+  const SI = {p: 1e-12, n: 1e-9, '\u00b5': 1e-6, '\u03bc': 1e-6, m: 1e-3, k: 1e3, M: 1e6,
+              G: 1e9, T: 1e12, P: 1e15};
+  const siValue = t => {
+    const m = t.replace(/,/g, '').replace('\u2212', '-').match(/^(-?[\\d.]+(?:e-?\\d+)?)(\\S?)/);
+    return m ? parseFloat(m[1]) * (SI[m[2]] || 1) : NaN;
+  };
   const out = [], checked = {charts: 0, log: 0, layer: 0, pareto: 0};
   for (const gd of document.querySelectorAll('.js-plotly-plot')) {
     const L = gd._fullLayout;
@@ -55,7 +62,7 @@ CHARTS_JS = """() => {
         checked.log++;
         const labels = [...gd.querySelectorAll('.' + ax._id + 'tick text')]
           .map(t => t.textContent.trim()).filter(t => t);
-        const values = labels.map(t => parseFloat(t.replace(/,/g, '').replace('\u2212', '-')));
+        const values = labels.map(siValue);
         for (let i = 1; i < values.length; i++)
           if (!(values[i] > values[i - 1])) {
             out.push(['log ticks out of order', title, labels]);

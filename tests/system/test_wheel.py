@@ -28,7 +28,7 @@ from helpers import ROOT
 pytestmark = pytest.mark.slow
 
 PACKAGES = ("benchmarks", "optimizers", "dashboard")  # pyproject's packages.find include
-DATA = ("benchmarks/zoo/catalogue.json", "benchmarks/report/templates/report.html")
+DATA = ("benchmarks/zoo/catalogue.json", "benchmarks/views/templates/report.html")
 # What a build must not see or ship: the checkout's environment, history, results and caches.
 NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "results", "data", "build", "dist",
                                     "*.egg-info", "__pycache__", ".pytest_cache",

@@ -10,6 +10,14 @@ from benchmarks.measure import roofline
 from benchmarks.report.document import RunReport
 from benchmarks.report.results import VariantResult
 
+
+@pytest.fixture(autouse=True)
+def _own_machine_peaks(tmp_path, monkeypatch):
+    """Peaks measured here (some scripted) are kept beside this test's own cache, never the
+    session's, which every other test's new store reads."""
+    monkeypatch.setenv("COMPRESSION_BENCH_CACHE", str(tmp_path / "cache"))
+
+
 # A fake device: 100 GFLOP/s fp32, 400 bf16, 800 int8; 10 GB/s. Its ridge points are at
 # 10, 40 and 80 FLOPs per byte.
 FAKE_PEAKS = {"cpu": {"gemm_flops_per_s": {"fp32": 100e9, "bf16": 400e9, "int8": 800e9},
@@ -156,6 +164,10 @@ def test_peaks_are_measured_once_per_machine_and_cached_in_the_store(tmp_path):
             first, first["theoretical"], believed=True))
     again = ResultsStore(tmp_path / "s.db")
     assert peaks.cached_peaks(again, cpu, 1) == first  # read back, not measured again
+    # A new store on this machine reads the machine's copy (and keeps one), measuring nothing.
+    other = ResultsStore(tmp_path / "other.db")
+    assert peaks.cached_peaks(other, cpu, 1) == first
+    assert other.device_peaks(peaks.peaks_key(cpu, 1))["measured_at"] == first["measured_at"]
     with again.connect() as db:
         assert db.execute("SELECT COUNT(*) FROM device_peaks").fetchone()[0] == 1
     assert again.device_peaks({**peaks.peaks_key(cpu, 1), "torch": "0.0"}) is None
@@ -422,7 +434,7 @@ def test_the_table_states_the_clock_and_the_believed_peaks():
     notes = peak_notes(env)
     assert "roofs cpu: theoretical at 4.10 GHz (sustained 4.10 measured, 2.60 stated)" in notes
     assert "roofs cpu: believed low, int8: the best kernel (x) reaches 36% of ..." in notes
-    from benchmarks.report.html import _peak_rows
+    from benchmarks.views.html import _peak_rows
     cell = _peak_rows({"cpu": {**env["peaks"]["cpu"], "theoretical": {
         **AMX_THEORY, "clock_ghz": 4.1, "nominal_clock_ghz": 2.6,
         "sustained_clock_ghz": 4.1}}})[0]["theoretical"]

@@ -10,18 +10,15 @@ import math
 
 import pytest
 
-from benchmarks.recommend.certificate import (
-    Certificate,
-    certify,
-    judge,
-    order_candidates,
-)
+from benchmarks.recommend.certificate import Certificate, certify, judge, order_candidates
+from benchmarks.recommend.certificate import Tested as Candidate  # not a test class
 from benchmarks.recommend.power import (
     certifiable_pts,
     check_power,
     smallest_margin_pts,
     typical_margin_pts,
 )
+from benchmarks.recommend.record import Recommended
 from benchmarks.recommend.request import Margin, RecommendRequest, parse_budget
 from benchmarks.recommend.search import rungs_of
 from benchmarks.recommend.space import CHAIN, search_space
@@ -310,13 +307,43 @@ def test_successive_halving_builds_a_trial_at_fewer_epochs_first():
     assert math.isclose(rungs_of(prune(3))[0][1].prune.ratio, 0.5)
 
 
+def _record(winner=None, candidates=(), trials=()) -> Recommended:
+    """A stored recommendation as its views read it, from a block holding what they need."""
+    return Recommended.from_dict({
+        "certificate": Certificate(1.0, "1pt", 0.95, "p50", {}, winner=winner,
+                                   candidates=list(candidates)).to_dict(),
+        "split": {"seed": 0, "search_size": 1, "certify_size": 1, "test_examples": 2},
+        "search": {"trials": list(trials)}})
+
+
+def test_a_stored_block_reads_as_its_typed_record_whatever_it_lacks_or_adds():
+    """The views read a Recommended, never the block: an older block (no runtimes, no
+    final timing, no recipe) reads with their defaults, a newer writer's keys are left in
+    the JSON, and the certificate round-trips."""
+    cert = Certificate(1.0, "1pt", 0.95, "p50", {"seed": 3}, winner="int8",
+                       candidates=[Candidate(0, "int8", 1.4, -0.1, tested=True,
+                                             certified=True)])
+    block = {"certificate": {**cert.to_dict(), "added_later": 1},
+             "split": {"seed": 3, "search_size": 5, "certify_size": 6, "test_examples": 11,
+                       "search": [0, 1], "certify": [2]},
+             "search": {"trials": [{"name": "int8", "state": "complete", "ratio": 1.4,
+                                    "search_change_pts": -0.1, "number": 0, "params": {}},
+                                   {"name": "amp", "state": "pruned"}]}}
+    rec = Recommended.from_dict(block)
+    assert rec.certificate.to_dict() == cert.to_dict()
+    assert rec.runtimes == ("eager",) and not rec.final_timing and rec.recipe is None
+    assert [t.name for t in rec.measured] == ["int8"] and [t.name for t in rec.pruned] == ["amp"]
+    assert (rec.split.search_size, rec.split.certify_size) == (5, 6)
+    with pytest.raises(KeyError):  # a block without its certificate is not a recommendation
+        Recommended.from_dict({"split": block["split"]})
+
+
 def test_the_summary_says_what_faster_the_search_found_outside_the_margin():
-    from benchmarks.report.certified import faster_outside
+    from benchmarks.views.recommendation import faster_outside
 
     def block(winner, *trials):
-        return {"certificate": {"margin_pts": 1.0, "winner": winner},
-                "search": {"trials": [{"name": n, "state": "complete", "ratio": r,
-                                       "search_change_pts": d} for n, r, d in trials]}}
+        return _record(winner, trials=[{"name": n, "state": "complete", "ratio": r,
+                                        "search_change_pts": d} for n, r, d in trials])
     found = [("int8", 1.3, -0.2), ("prune-0.5", 2.6, -26.3), ("prune-0.3", 1.9, -4.0),
              ("amp", 0.1, 0.0)]
     assert faster_outside(block("int8", *found)) == (
@@ -333,21 +360,20 @@ def test_the_summary_says_which_faster_candidate_failed_and_the_cpus_int8_roof()
     """Issue 30: where the answer is slower than hoped, the one line why: the faster
     candidate that failed on the certify split (and those never tested after it), and, where
     INT8 was a candidate, its roof on this instruction set against fp32's."""
-    from benchmarks.report.certified import int8_roof, not_certified
+    from benchmarks.views.recommendation import int8_roof, not_certified
     candidates = [
-        {"order": 0, "name": "int8-static", "tested": True, "certified": True,
-         "theta_pts": 0.0, "lower_pts": -0.39, "search_ratio": 1.51},
-        {"order": 1, "name": "distill-T1", "tested": True, "certified": False,
-         "theta_pts": -0.48, "lower_pts": -1.16, "search_ratio": 10.94},
-        {"order": 2, "name": "distill-T4", "tested": False, "certified": False}]
-    block = {"certificate": {"margin_pts": 1.0, "winner": "int8-static",
-                             "candidates": candidates}}
+        Candidate(0, "int8-static", 1.51, None, tested=True, certified=True, theta_pts=0.0,
+               lower_pts=-0.39),
+        Candidate(1, "distill-T1", 10.94, None, tested=True, certified=False, theta_pts=-0.48,
+               lower_pts=-1.16),
+        Candidate(2, "distill-T4", None, None)]
+    block = _record("int8-static", candidates)
     assert not_certified(block) == [
         "faster, not certified: distill-T1 (10.94x in the search) changed accuracy by -0.48 "
         "points on the certify split, worst case -1.16: beyond the 1-point margin; 1 "
         "candidate after it was not tested (the sequence ends at its first failure, which is "
         "what keeps one error rate for all)"]
-    passed = {"certificate": {**block["certificate"], "candidates": candidates[:1]}}
+    passed = _record("int8-static", candidates[:1])
     assert not_certified(passed) == []
     avx2 = {"peaks": {"cpu": {"theoretical": {
         "isa": "avx2 fma avx", "gemm_flops_per_s": {"fp32": 1e11, "int8": 2e11},
@@ -357,7 +383,7 @@ def test_the_summary_says_which_faster_candidate_failed_and_the_cpus_int8_roof()
         "INT8's roof on this CPU (avx2 fma avx): 2.0x fp32's, AVX2 vpmaddubsw, no VNNI; no "
         "INT8 variant gains more than that from its arithmetic here")
     assert int8_roof(block, None) is None  # a run stored without its peaks: nothing said
-    no_int8 = {"certificate": {"candidates": candidates[1:]}}
+    no_int8 = _record(None, candidates[1:])
     assert int8_roof(no_int8, avx2) is None
 
 
@@ -443,11 +469,13 @@ def test_a_certificate_stored_before_the_exact_test_recomputes_with_tangos():
 def test_the_summary_names_each_test_once_with_how_many_candidates_it_judged():
     """Five candidates judged by the exact test read as one clause, not five near-copies
     differing only in their counts of discordant pairs."""
-    from benchmarks.report.certified import which_tests
+    from benchmarks.views.recommendation import which_tests
     from benchmarks.report.stats import exact_rule
-    candidates = [{"test": EXACT_TEST if exact_rule(b, 0)[0] else SCORE_TEST,
-                   "test_why": exact_rule(b, 0)[1]} for b in (12, 16, 18, 6, 80)]
-    lines = which_tests(candidates + [{"name": "untested"}])
+    candidates = [Candidate(i, f"c{i}", None, None, tested=True,
+                         test=EXACT_TEST if exact_rule(b, 0)[0] else SCORE_TEST,
+                         test_why=exact_rule(b, 0)[1])
+                  for i, b in enumerate((12, 16, 18, 6, 80))]
+    lines = which_tests(candidates + [Candidate(5, "untested", None, None)])
     assert lines == [f"{EXACT_TEST} for 4 of 5 (fewer than 50 images where it and the "
                      f"baseline differ: the score interval's size is not guaranteed there)",
                      f"{SCORE_TEST} for 1 of 5 (50 or more images where it and the baseline "

@@ -53,7 +53,7 @@ def test_layers_named_like_numbers_are_categories_on_every_layer_chart():
 def test_the_roofline_and_the_per_layer_sqnr_read_the_same_way():
     """What the tour (tests/system/test_tour.py) found still drawn the old way: the roofline's
     log axes with plotly's own ticks, the per-layer SQNR's layers on a number axis."""
-    from benchmarks.report.sensitivity import layers_chart
+    from benchmarks.views.sensitivity import layers_chart
     from benchmarks.report.roofline_chart import roofline_chart
     peaks = {"cpu": {"gemm_flops_per_s": {"fp32": 100e9}, "memory_bytes_per_s": 20e9}}
     rows = [{"variant": "baseline", "is_baseline": True, "precision": "fp32", "device": "cpu",

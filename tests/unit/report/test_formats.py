@@ -174,7 +174,7 @@ def test_the_distributed_table_reads_in_words():
 
 def test_the_sensitivity_tables_read_in_words():
     from benchmarks.report.results import VariantResult
-    from benchmarks.report.sensitivity import schedule_checks
+    from benchmarks.views.sensitivity import schedule_checks
     from benchmarks.report.stats import pack_bits
     from dashboard.sensitivity_view import cell_rows, schedule_rows
     bits = pack_bits([True] * 10)

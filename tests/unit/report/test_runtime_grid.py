@@ -107,7 +107,7 @@ def test_the_cli_text_and_the_html_report_carry_the_grid(rows):
     text = runtimes.grid_text(rows)
     assert "speed-up vs eager fp32 baseline, batch 32, 1 thread(s):" in text
     assert "int8-static under eager: speed-up crosses 1x between batch 1 and 32" in text
-    from benchmarks.report.html import render
+    from benchmarks.views.html import render
     report = RunReport(variants=[_row("baseline", "baseline", "eager", 1, 1.0),
                                  _row("baseline@ort", "baseline", "ort", 1, 0.5)],
                        baseline="baseline", run_id="r1", model="m", dataset="d")

@@ -14,7 +14,7 @@ from helpers import run_cli
 
 from benchmarks.measure.lm_quality import PairedOutcomes
 from benchmarks.measure.memory import state_bytes
-from benchmarks.report.lm import lm_answer
+from benchmarks.views.lm import lm_answer
 from benchmarks.zoo.lm import build_lm
 from optimizers import registry
 from optimizers.lm import decoder_linears, int4, int8, prune, prune_mask
@@ -248,7 +248,7 @@ def test_layers_int4_leaves_float_are_counted_and_said():
     int4_config = config["int4"]
     assert int4_config["float_widths"] == [64]
     assert int4_config["layers"] == 2 and int4_config["float_layers"] == 12  # the down projs
-    from benchmarks.report.lm import lm_notes
+    from benchmarks.views.lm import lm_notes
     (note,) = lm_notes([{"name": "int4-g128", "config": config}])
     assert note == ("int4-g128: 12 of 14 linear layers stay float: their input width (64) is "
                     "not a multiple of the group size 128")
@@ -278,7 +278,7 @@ def test_a_swept_setting_draws_its_curve(tmp_path):
                    *SMALL)
     assert done.returncode == 0, done.stderr[-2000:]
     document = json.loads(out.read_text())
-    from benchmarks.report.lm import lm_curve_figure, lm_curves
+    from benchmarks.views.lm import lm_curve_figure, lm_curves
     (axis, points), = lm_curves(document["variants"]).items()
     assert axis == "prune.ratio" and [p["value"] for p in points] == [0.2, 0.4, 0.6]
     # More pruned, further from the baseline: the curve says what the sweep found.

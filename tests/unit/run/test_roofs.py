@@ -12,6 +12,14 @@ from benchmarks.report.results import VariantResult
 from benchmarks.run.roofs import check_roofs, over_roof
 from helpers import FAST
 
+
+@pytest.fixture(autouse=True)
+def _own_machine_peaks(tmp_path, monkeypatch):
+    """Peaks measured here (some scripted) are kept beside this test's own cache, never the
+    session's, which every other test's new store reads."""
+    monkeypatch.setenv("COMPRESSION_BENCH_CACHE", str(tmp_path / "cache"))
+
+
 PEAKS = {"cpu": {"gemm_flops_per_s": {"fp32": 5e9, "int8": 800e9},
                  "memory_bytes_per_s": 1e12, "threads": 1}}
 

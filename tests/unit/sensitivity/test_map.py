@@ -126,7 +126,8 @@ def test_a_second_map_runs_from_the_cache(fragile):
 
 
 def test_the_map_is_stored_as_a_run_and_read_back(fragile, store):
-    from benchmarks.report.sensitivity import heatmap_data, stored_map
+    from benchmarks.sensitivity.record import StoredMap
+    from benchmarks.views.sensitivity import heatmap_data
     from benchmarks.sensitivity.mapper import record_map
     sweep, first, _, config = fragile
     recorder = store.record(model=sweep.spec.model, dataset="digits", device="cpu",
@@ -136,7 +137,7 @@ def test_the_map_is_stored_as_a_run_and_read_back(fragile, store):
         record_map(sweep, config, recorder)
     run = store.run(recorder.run_id)
     assert run["kind"] == "sensitivity" and run["status"] == "complete"
-    loaded = stored_map(run)
-    assert [r["name"] for r in loaded["rows"]] == [r["name"] for r in first.rows]
-    assert loaded["schedule"]["groups"] == first.schedule["groups"]
-    assert heatmap_data(loaded["rows"])["groups"][0] == BOTTLENECK
+    loaded = StoredMap.from_run(run)
+    assert [c.name for c in loaded.cells] == [r["name"] for r in first.rows]
+    assert loaded.schedule["groups"] == first.schedule["groups"]
+    assert heatmap_data(list(loaded.cells))["groups"][0] == BOTTLENECK

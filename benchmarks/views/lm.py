@@ -5,6 +5,10 @@ change is within noise) and its table, from the stored variant records
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the record is read lazily: a run without a recommendation never needs it
+    from benchmarks.recommend.record import Recommended
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,7 @@ def render_lm_html(run: dict) -> str:
     import plotly.offline
 
     from benchmarks.report.figures import PLOTLY_CONFIG
-    from benchmarks.report.html import (_environment_rows, _figure_json, _script_json,
+    from benchmarks.views.html import (_environment_rows, _figure_json, _script_json,
                                         report_template)
     variants = run.get("variants") or []
     figures, template = [], {}
@@ -235,11 +239,11 @@ def render_lm_html(run: dict) -> str:
                    f"the baseline in the same mode, an interval over interleaved rounds.")
     certificate = None
     if run.get("recommendation"):  # `recommend` on it: the certificate, as the CLI says it
-        from benchmarks.report.certified import CANDIDATE_COLUMNS, candidate_rows
-        block = run["recommendation"]
-        certificate = {"winner": block["certificate"].get("winner"),
-                       "lines": lm_recommend_lines(block), "heads": CANDIDATE_COLUMNS,
-                       "rows": candidate_rows(block)}
+        from benchmarks.recommend.record import Recommended
+        from benchmarks.views.recommendation import CANDIDATE_COLUMNS, candidate_rows
+        rec = Recommended.from_dict(run["recommendation"])
+        certificate = {"winner": rec.certificate.winner, "lines": lm_recommend_lines(rec),
+                       "heads": CANDIDATE_COLUMNS, "rows": candidate_rows(rec)}
     return page.render(
         run={**run, "environment": run.get("environment") or {}}, certificate=certificate,
         title=f"{run.get('model')} on {run.get('dataset')}", answer=lm_answer(variants),
@@ -305,35 +309,31 @@ def lm_curve_figure(axis: str, points: list[dict]):
     return fig
 
 
-def lm_recommend_lines(block: dict) -> list[str]:
-    """A language model's recommendation in a few lines (``certified.summary_lines`` in
+def lm_recommend_lines(rec: Recommended) -> list[str]:
+    """A language model's recommendation in a few lines (``recommendation.summary_lines`` in
     windows and cells): the answer, the margin and test, the split, the grid, why nothing
     faster was certified, the recipe."""
-    from benchmarks.report.certified import faster_outside, headline, not_certified
-    cert, split = block["certificate"], block["split"]
-    trials = block["search"].get("trials") or []
-    done = sum(1 for t in trials if t.get("state") == "complete")
-    failed = [t for t in trials if t.get("state") == "failed"]
-    lines = [headline(block),
-             f"margin {cert['margin_pts']:g} points of next-token accuracy ({cert['margin']}), "
-             f"confidence {cert['confidence']:.0%} (alpha {1 - cert['confidence']:.2g}, one "
-             f"error rate for the whole sequence), objective {cert['objective']}; speed-ups "
-             f"against {block.get('reference')}",
-             f"split seed {split['seed']}: {split['search_size']} search / "
-             f"{split['certify_size']} certify of {split['test_examples']} evaluation windows",
-             f"grid: {done} cells measured ({', '.join(block['space']['runtimes'])})"
+    from benchmarks.views.recommendation import (faster_outside, headline, not_certified,
+                                                 sequence_line)
+    cert, split, failed = rec.certificate, rec.split, rec.failed
+    lines = [headline(rec),
+             f"margin {cert.margin_pts:g} points of next-token accuracy ({cert.margin}), "
+             f"confidence {cert.confidence:.0%} (alpha {1 - cert.confidence:.2g}, one "
+             f"error rate for the whole sequence), objective {cert.objective}; speed-ups "
+             f"against {rec.reference}",
+             f"split seed {split.seed}: {split.search_size} search / "
+             f"{split.certify_size} certify of {split.test_examples} evaluation windows",
+             f"grid: {len(rec.measured)} cells measured ({', '.join(rec.runtimes)})"
              + (f", {len(failed)} variant(s) failed: " + "; ".join(
-                 f"{t['name']}: {t.get('error')}" for t in failed) if failed else ""),
-             f"{len(cert.get('candidates') or [])} candidate(s) tested slowest first"
-             + (f", the sequence stopped at #{cert['stopped_at'] + 1}"
-                if cert.get("stopped_at") is not None else ", none failed"),
-             f"test: {cert['test']}"]
-    beyond = faster_outside(block)
+                 f"{t.name}: {t.error}" for t in failed) if failed else ""),
+             sequence_line(rec),
+             f"test: {cert.test}"]
+    beyond = faster_outside(rec)
     if beyond:
         lines.append(beyond.replace("search split", "search windows"))
-    lines += [line.replace("certify split", "certify windows") for line in not_certified(block)]
-    if block.get("recipe"):
-        lines.append(f"recipe: {block['recipe']['command']}")
+    lines += [line.replace("certify split", "certify windows") for line in not_certified(rec)]
+    if rec.recipe:
+        lines.append(f"recipe: {rec.recipe['command']}")
     return lines
 
 

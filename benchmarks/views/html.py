@@ -118,15 +118,16 @@ def _runtimes(rows: list[dict]) -> dict | None:
 
 def _recommendation(report: RunReport) -> dict | None:
     """A recommend run's certificate as the template shows it (None for other runs)."""
-    block = report.recommendation
-    if not block:
+    if not report.recommendation:
         return None
-    from benchmarks.report.certified import CANDIDATE_COLUMNS, candidate_rows, summary_lines
-    return {"winner": block["certificate"].get("winner"), "lines": summary_lines(block, report.environment),
-            "test": block["certificate"].get("test", ""),
+    from benchmarks.recommend.record import Recommended
+    from benchmarks.views.recommendation import CANDIDATE_COLUMNS, candidate_rows, summary_lines
+    rec = Recommended.from_dict(report.recommendation)
+    return {"winner": rec.certificate.winner, "lines": summary_lines(rec, report.environment),
+            "test": rec.certificate.test, "record": rec,
             "table": {"heads": list(CANDIDATE_COLUMNS),
                       "rows": [["-" if r[c] is None else r[c] for c in CANDIDATE_COLUMNS]
-                               for r in candidate_rows(block)]}}
+                               for r in candidate_rows(rec)]}}
 
 
 def report_template(name: str):
@@ -165,8 +166,8 @@ def render(report: RunReport, compare: RunReport | None = None) -> str:
     named = {**run_figures(report, rows), **runtime_figures(rows)}
     recommendation = _recommendation(report)
     if recommendation is not None:  # the search's trials first, the winner marked
-        from benchmarks.report.certified import trials_figure
-        named = {"trials": trials_figure(report.recommendation), **named}
+        from benchmarks.views.recommendation import trials_figure
+        named = {"trials": trials_figure(recommendation["record"]), **named}
     for name, fig in named.items():
         data, template = _figure_json(fig)
         figures.append({"id": f"chart-{len(figures)}", "name": name,

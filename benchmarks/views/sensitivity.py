@@ -1,4 +1,5 @@
-"""The sensitivity map's views, from its rows (torch-free, Streamlit-free): the heatmap of
+"""The sensitivity map's views, from its cells (``sensitivity.record.MapCell``; torch-free,
+Streamlit-free): the heatmap of
 groups x levels coloured by the lower bound of each cell's paired interval (cells whose
 interval crosses zero hatched: within noise), the scatter of accuracy change against the
 group's share of the latency, a variant's per-layer SQNR, and for a sweep that applied a
@@ -12,7 +13,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from benchmarks.report import stats
-from benchmarks.report.style import CHART_HEIGHT, FAILED_COLOR, PALETTE, num, short
+from benchmarks.report.style import CHART_HEIGHT, FAILED_COLOR, PALETTE, short
+from benchmarks.sensitivity.record import MapCell
 
 HATCH = "/"                 # a cell within noise
 MISSING_COLOR = "#d1d5db"   # a cell that failed
@@ -20,53 +22,50 @@ MISSING_COLOR = "#d1d5db"   # a cell that failed
 DIVERGING = [[0.0, "#b91c1c"], [0.5, "#f9fafb"], [1.0, "#1d4ed8"]]
 
 
-def stored_map(run: dict) -> dict:
-    """A stored map (a run of kind "sensitivity"): its summary, with the rows (the run's
-    variants) under "rows"."""
-    summary = dict((run.get("environment") or {}).get("sensitivity") or {})
-    summary["rows"] = list(run.get("variants") or [])
-    summary.setdefault("technique", ((run.get("spec") or {}).get("sensitivity") or {})
-                       .get("technique"))
-    summary.setdefault("model", run.get("model"))
-    return summary
-
-
-def _groups_by_sensitivity(rows: list[dict]) -> list[str]:
+def _groups_by_sensitivity(cells: list[MapCell]) -> list[str]:
     """Group roots, most sensitive first (by their worst interval lower bound)."""
     worst: dict[str, float] = {}
-    for r in rows:
-        ci = r.get("accuracy_change_ci")
-        low = ci[0] if ci else float("inf")
-        worst[r["root"]] = min(worst.get(r["root"], float("inf")), low)
+    for c in cells:
+        low = c.accuracy_change_ci[0] if c.accuracy_change_ci else float("inf")
+        worst[c.root] = min(worst.get(c.root, float("inf")), low)
     return sorted(worst, key=lambda g: (worst[g], g))
 
 
-def heatmap_data(rows: list[dict]) -> dict:
+def _cell_text(c: MapCell | None) -> str:
+    if c is None:
+        return ""
+    if c.error:
+        return "failed"
+    ci = c.accuracy_change_ci
+    return "" if not ci else f"{c.accuracy_change:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def heatmap_data(cells: list[MapCell]) -> dict:
     """{"groups" (most sensitive first), "levels", "lower" (the interval's lower bound in
     points, None where a cell failed), "hatched" (its interval crosses zero), "text"}, each a
     groups x levels grid."""
-    groups = _groups_by_sensitivity(rows)
-    levels = sorted({r["level"] for r in rows})
-    cell = {(r["root"], r["level"]): r for r in rows}
+    groups = _groups_by_sensitivity(cells)
+    levels = sorted({c.level for c in cells})
+    at = {(c.root, c.level): c for c in cells}
     lower, hatched, text = [], [], []
     for g in groups:
         lower.append([]), hatched.append([]), text.append([])
         for level in levels:
-            r = cell.get((g, level)) or {}
-            ci = r.get("accuracy_change_ci")
-            lower[-1].append(None if r.get("error") or not ci else ci[0])
-            hatched[-1].append(bool(ci) and ci[0] <= 0 <= ci[1])
-            text[-1].append("failed" if r.get("error") else "" if not ci else
-                            f"{r['accuracy_change']:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]")
+            c = at.get((g, level))
+            ci = c.accuracy_change_ci if c else None
+            lower[-1].append(None if c is None or c.error or not ci else ci[0])
+            hatched[-1].append(c is not None and c.within_noise)
+            text[-1].append(_cell_text(c))
     return {"groups": groups, "levels": levels, "lower": lower, "hatched": hatched,
             "text": text}
 
 
-def heatmap(rows: list[dict], title: str = "Where accuracy goes: groups x levels") -> go.Figure:
+def heatmap(cells: list[MapCell],
+            title: str = "Where accuracy goes: groups x levels") -> go.Figure:
     """Cells drawn as unit bars (a plotly heatmap cannot hatch): one trace per level, each
     group a bar at its row, coloured by the interval's lower bound on one shared colour axis,
     hatched where the interval crosses zero."""
-    data = heatmap_data(rows)
+    data = heatmap_data(cells)
     values = [v for row in data["lower"] for v in row if v is not None]
     span = max([abs(v) for v in values] + [1.0])
     fig = go.Figure()
@@ -101,19 +100,20 @@ def heatmap(rows: list[dict], title: str = "Where accuracy goes: groups x levels
     return fig
 
 
-def scatter_data(rows: list[dict]) -> list[dict]:
+def scatter_data(cells: list[MapCell]) -> list[dict]:
     """One point per measured cell: its group's latency share (%), its accuracy change and
     interval (points), its level."""
-    return [{"root": r["root"], "level": r["level"], "share_pct": 100 * r["latency_share"],
-             "change": r["accuracy_change"], "low": r["accuracy_change_ci"][0],
-             "high": r["accuracy_change_ci"][1]}
-            for r in rows if not r.get("error") and num(r.get("accuracy_change")) is not None]
+    return [{"root": c.root, "level": c.level, "share_pct": 100 * c.latency_share,
+             "change": c.accuracy_change, "low": c.accuracy_change_ci[0],
+             "high": c.accuracy_change_ci[1]}
+            for c in cells
+            if c.measured and c.accuracy_change_ci and c.latency_share is not None]
 
 
-def scatter(rows: list[dict]) -> go.Figure:
+def scatter(cells: list[MapCell]) -> go.Figure:
     """Accuracy change against the group's share of the latency, a colour per level: the
     cheap wins sit top right (much time, little loss)."""
-    points = scatter_data(rows)
+    points = scatter_data(cells)
     fig = go.Figure()
     for i, level in enumerate(sorted({p["level"] for p in points})):
         mine = [p for p in points if p["level"] == level]

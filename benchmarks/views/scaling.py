@@ -1,6 +1,7 @@
-"""The data-parallel benchmark's figures: throughput, scaling efficiency and bytes on the
-wire per compression, against the number of workers; each run's throughput with its 95%
-interval (from its timed steps), and the notes that say which differences are noise.
+"""The data-parallel benchmark's figures, from its typed records (``ScalingRun``, in
+``distributed.record``): throughput, scaling efficiency and bytes on the wire per
+compression, against the number of workers; each run's throughput with its 95% interval
+(from its timed steps), and the notes that say which differences are noise.
 
 A run's interval is that of its mean step time (Student t over rank 0's kept step times),
 carried over to the throughput; an efficiency's interval combines its run's and its
@@ -14,54 +15,47 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from benchmarks.report.style import BASELINE_COLOR, CHART_HEIGHT, num
+from benchmarks.distributed.record import ScalingRun
+from benchmarks.report.style import BASELINE_COLOR, CHART_HEIGHT
 
 RATIO_WITHOUT_INTERVAL = 1.10  # runs with no recorded noise: a gap this large is flagged
 
 
-def _by_compression(runs: list[dict]) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
+def _by_series(runs: list[ScalingRun]) -> dict[str, list[ScalingRun]]:
+    groups: dict[str, list[ScalingRun]] = {}
     for r in runs:
-        if r.get("error") or num(r.get("throughput")) is None:
-            continue
-        label = r.get("compression", "none") + (" +amp" if r.get("amp") else "")
-        groups.setdefault(label, []).append(r)
+        if r.measured:
+            groups.setdefault(r.series, []).append(r)
     for g in groups.values():
-        g.sort(key=lambda r: r["workers"])
+        g.sort(key=lambda r: r.workers)
     return groups
 
 
-def _label(run: dict) -> str:
-    return str(run.get("name") or f"w{run.get('workers')}-{run.get('compression', 'none')}")
-
-
-def throughput_interval(run: dict) -> tuple[float, float] | None:
+def throughput_interval(run: ScalingRun) -> tuple[float, float] | None:
     """The 95% interval of a run's throughput, from the spread of its timed steps; None
     without two step times (an older or failed run)."""
     from benchmarks.report.stats import mean_interval
-    tput = num(run.get("throughput"))
-    samples = [float(s) for s in run.get("step_ms_samples") or [] if num(s) and s > 0]
-    if tput is None or len(samples) < 2:
+    if run.throughput is None or len(run.step_ms_samples) < 2:
         return None
-    m = mean_interval(samples)
+    m = mean_interval(list(run.step_ms_samples))
     low_ms, high_ms = m["ci"]
     # A mean step this uncertain has no upper bound on the throughput: say so as infinity.
-    high = tput * m["mean"] / low_ms if low_ms > 0 else float("inf")
-    return tput * m["mean"] / high_ms, high
+    high = run.throughput * m["mean"] / low_ms if low_ms > 0 else float("inf")
+    return run.throughput * m["mean"] / high_ms, high
 
 
-def efficiency_interval(run: dict, runs: list[dict]) -> tuple[float, float] | None:
+def efficiency_interval(run: ScalingRun, runs: list[ScalingRun]
+                        ) -> tuple[float, float] | None:
     """The interval of a run's scaling efficiency, against the one-worker run of the same
     compression and AMP setting (the launcher's reference)."""
-    if num(run.get("scaling_efficiency")) is None:
+    if run.scaling_efficiency is None:
         return None
-    base = next((b for b in runs if b.get("workers") == 1 and not b.get("error")
-                 and b.get("compression") == run.get("compression")
-                 and bool(b.get("amp")) == bool(run.get("amp"))), None)
+    base = next((b for b in runs if b.workers == 1 and b.error is None
+                 and b.compression == run.compression and b.amp == run.amp), None)
     mine, ref = throughput_interval(run), base and throughput_interval(base)
     if mine is None or not ref:
         return None
-    n = run["workers"]
+    n = run.workers
     return mine[0] / (n * ref[1]), mine[1] / (n * ref[0])
 
 
@@ -69,20 +63,19 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def _ratio(a: dict, b: dict) -> float:
-    return max(a["throughput"], b["throughput"]) / min(a["throughput"], b["throughput"])
+def _ratio(a: ScalingRun, b: ScalingRun) -> float:
+    return max(a.throughput, b.throughput) / min(a.throughput, b.throughput)
 
 
-def noise_warnings(runs: list[dict]) -> list[str]:
+def noise_warnings(runs: list[ScalingRun]) -> list[str]:
     """One line per pair of one-worker runs that should be alike (nothing crosses the wire)
     but whose throughputs differ beyond their intervals: the efficiencies built on them
     differ by that noise, not only by compression."""
-    ones = [r for r in runs if r.get("workers") == 1 and not r.get("error")
-            and num(r.get("throughput"))]
+    ones = [r for r in runs if r.workers == 1 and r.measured]
     lines = []
     for i, a in enumerate(ones):
         for b in ones[i + 1:]:
-            if bool(a.get("amp")) != bool(b.get("amp")):
+            if a.amp != b.amp:
                 continue  # AMP changes the computation: not expected alike
             ia, ib = throughput_interval(a), throughput_interval(b)
             ratio = _ratio(a, b)
@@ -95,7 +88,7 @@ def noise_warnings(runs: list[dict]) -> list[str]:
             else:
                 continue
             lines.append(
-                f"{_label(a)} and {_label(b)} should be alike (one worker sends nothing, "
+                f"{a.name} and {b.name} should be alike (one worker sends nothing, "
                 f"whatever the compression) but their throughputs differ {ratio:.2f}x, {why}: "
                 f"the machine was likely busy while they ran, so the scaling efficiencies "
                 f"measured against each differ by this noise as much as by compression. Rerun "
@@ -103,20 +96,20 @@ def noise_warnings(runs: list[dict]) -> list[str]:
     return lines
 
 
-def within_noise(runs: list[dict]) -> list[str]:
+def within_noise(runs: list[ScalingRun]) -> list[str]:
     """The comparisons at one worker count (more than one) whose throughput intervals
     overlap: not a difference, whatever the figures say."""
     lines = []
-    by_workers: dict[int, list[dict]] = {}
+    by_workers: dict[int, list[ScalingRun]] = {}
     for r in runs:
-        if not r.get("error") and num(r.get("throughput")) and (r.get("workers") or 0) > 1:
-            by_workers.setdefault(r["workers"], []).append(r)
+        if r.measured and r.workers > 1:
+            by_workers.setdefault(r.workers, []).append(r)
     for workers, group in sorted(by_workers.items()):
         for i, a in enumerate(group):
             for b in group[i + 1:]:
                 ia, ib = throughput_interval(a), throughput_interval(b)
                 if ia and ib and _overlap(ia, ib):
-                    lines.append(f"{_label(a)} vs {_label(b)}: {_ratio(a, b):.2f}x apart, "
+                    lines.append(f"{a.name} vs {b.name}: {_ratio(a, b):.2f}x apart, "
                                  f"within noise (intervals {_span(ia)} and {_span(ib)} "
                                  f"samples/s overlap): not a measured difference")
     return lines
@@ -137,24 +130,23 @@ def interval_text(interval: tuple[float, float] | None, percent: bool = False) -
     return _span(interval)
 
 
-def throughput_chart(runs: list[dict]) -> go.Figure:
+def throughput_chart(runs: list[ScalingRun]) -> go.Figure:
     """Throughput against workers, each compression beside its ideal N x throughput(1)."""
     fig = go.Figure()
-    for label, group in _by_compression(runs).items():
-        xs = [r["workers"] for r in group]
-        intervals = [throughput_interval(r) or (r["throughput"], r["throughput"])
-                     for r in group]
+    for label, group in _by_series(runs).items():
+        xs = [r.workers for r in group]
+        intervals = [throughput_interval(r) or (r.throughput, r.throughput) for r in group]
         finite = all(hi != float("inf") for _, hi in intervals)
-        fig.add_scatter(x=xs, y=[r["throughput"] for r in group], mode="lines+markers",
+        fig.add_scatter(x=xs, y=[r.throughput for r in group], mode="lines+markers",
                         name=label, error_y=dict(  # each run's 95% interval: its noise
                             type="data", visible=finite,
-                            array=[hi - r["throughput"] for r, (_, hi) in zip(group, intervals)]
+                            array=[hi - r.throughput for r, (_, hi) in zip(group, intervals)]
                             if finite else None,
-                            arrayminus=[r["throughput"] - lo
+                            arrayminus=[r.throughput - lo
                                         for r, (lo, _) in zip(group, intervals)]))
-        one = next((r for r in group if r["workers"] == 1), None)
+        one = next((r for r in group if r.workers == 1), None)
         if one:
-            fig.add_scatter(x=xs, y=[w * one["throughput"] for w in xs], mode="lines",
+            fig.add_scatter(x=xs, y=[w * one.throughput for w in xs], mode="lines",
                             name=f"ideal ({label})", line=dict(dash="dash"), opacity=0.6)
     # A short title: three charts share the page's width, and a longer one was cut off; the
     # legend names the dashed lines ("ideal (none)").
@@ -164,12 +156,11 @@ def throughput_chart(runs: list[dict]) -> go.Figure:
     return fig
 
 
-def efficiency_chart(runs: list[dict]) -> go.Figure:
+def efficiency_chart(runs: list[ScalingRun]) -> go.Figure:
     fig = go.Figure()
-    for label, group in _by_compression(runs).items():
-        pts = [r for r in group if num(r.get("scaling_efficiency")) is not None]
-        fig.add_scatter(x=[r["workers"] for r in pts],
-                        y=[100 * r["scaling_efficiency"] for r in pts],
+    for label, group in _by_series(runs).items():
+        pts = [r for r in group if r.scaling_efficiency is not None]
+        fig.add_scatter(x=[r.workers for r in pts], y=[100 * r.scaling_efficiency for r in pts],
                         mode="lines+markers", name=label)
     fig.add_hline(y=100, line_dash="dash", line_color=BASELINE_COLOR)
     fig.update_layout(title="Scaling efficiency", height=CHART_HEIGHT,
@@ -178,12 +169,12 @@ def efficiency_chart(runs: list[dict]) -> go.Figure:
     return fig
 
 
-def bytes_chart(runs: list[dict]) -> go.Figure:
+def bytes_chart(runs: list[ScalingRun]) -> go.Figure:
     fig = go.Figure()
-    for label, group in _by_compression(runs).items():
-        pts = [r for r in group if num(r.get("bytes_per_step")) is not None]
-        fig.add_bar(x=[str(r["workers"]) for r in pts],
-                    y=[r["bytes_per_step"] / 1e6 for r in pts], name=label)
+    for label, group in _by_series(runs).items():
+        pts = [r for r in group if r.bytes_per_step is not None]
+        fig.add_bar(x=[str(r.workers) for r in pts], y=[r.bytes_per_step / 1e6 for r in pts],
+                    name=label)
     fig.update_layout(title="Bytes communicated per step", height=CHART_HEIGHT,
                       margin=dict(l=10, r=10, t=40, b=10), xaxis_title="workers",
                       yaxis_title="MB / step", barmode="group")

@@ -12,7 +12,7 @@ from helpers import REPORT_MAX_BYTES, HtmlScan, report_runs
 
 def test_the_report_holds_every_chart_and_the_table_and_loads_nothing(report_store):
     from benchmarks.report.figures import run_figures
-    from benchmarks.report.html import render
+    from benchmarks.views.html import render
     _, axis_run = report_runs(report_store)
     report = RunReport.from_stored(axis_run)
     html = render(report)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.report.results import VariantResult
-from benchmarks.report.sensitivity import (
+from benchmarks.views.sensitivity import (
     HATCH,
     MISSING_COLOR,
     heatmap,
@@ -16,8 +16,8 @@ from benchmarks.report.sensitivity import (
     scatter,
     scatter_data,
     schedule_checks,
-    stored_map,
 )
+from benchmarks.sensitivity.record import MapCell, StoredMap
 from benchmarks.report.stats import pack_bits
 
 
@@ -28,13 +28,15 @@ def _row(root, level, change, ci, share=0.3, error=None):
             "error": error}
 
 
-ROWS = [_row("conv1", 0.5, -0.3, [-1.2, 0.6]), _row("conv1", 0.75, -1.0, [-2.1, -0.2]),
-        _row("neck", 0.5, -8.0, [-11.0, -5.5], 0.1), _row("neck", 0.75, -14.0, [-18.0, -10.0], 0.1),
-        _row("fc_in", 0.5, 0.2, [-0.5, 0.9], 0.6), _row("fc_in", 0.75, None, None, 0.6, "boom")]
+STORED = [_row("conv1", 0.5, -0.3, [-1.2, 0.6]), _row("conv1", 0.75, -1.0, [-2.1, -0.2]),
+          _row("neck", 0.5, -8.0, [-11.0, -5.5], 0.1),
+          _row("neck", 0.75, -14.0, [-18.0, -10.0], 0.1),
+          _row("fc_in", 0.5, 0.2, [-0.5, 0.9], 0.6), _row("fc_in", 0.75, None, None, 0.6, "boom")]
+CELLS = [MapCell.from_dict(r) for r in STORED]
 
 
 def test_the_heatmap_grid_puts_the_most_sensitive_group_first():
-    data = heatmap_data(ROWS)
+    data = heatmap_data(CELLS)
     assert data["groups"] == ["neck", "conv1", "fc_in"] and data["levels"] == [0.5, 0.75]
     assert data["lower"] == [[-11.0, -18.0], [-1.2, -2.1], [-0.5, None]]
     assert data["hatched"] == [[False, False], [True, False], [True, False]]
@@ -43,7 +45,7 @@ def test_the_heatmap_grid_puts_the_most_sensitive_group_first():
 
 
 def test_the_heatmap_hatches_cells_within_noise_and_greys_failed_ones():
-    fig = heatmap(ROWS)
+    fig = heatmap(CELLS)
     assert [t.name for t in fig.data] == ["level 0.5", "level 0.75"]
     first, second = fig.data
     assert list(first.marker.pattern.shape) == ["", HATCH, HATCH]
@@ -55,12 +57,12 @@ def test_the_heatmap_hatches_cells_within_noise_and_greys_failed_ones():
 
 
 def test_the_scatter_has_a_point_per_measured_cell():
-    points = scatter_data(ROWS)
+    points = scatter_data(CELLS)
     assert len(points) == 5
     neck = next(p for p in points if p["root"] == "neck" and p["level"] == 0.75)
     assert neck == {"root": "neck", "level": 0.75, "share_pct": 10.0, "change": -14.0,
                     "low": -18.0, "high": -10.0}
-    fig = scatter(ROWS)
+    fig = scatter(CELLS)
     assert [t.name for t in fig.data] == ["level 0.5", "level 0.75"]
     assert list(fig.data[1].error_y.array) == [pytest.approx(0.8), pytest.approx(4.0)]
 
@@ -72,11 +74,14 @@ def test_a_variants_layers_chart():
 
 
 def test_a_stored_map_gives_back_its_rows_and_summary():
-    run = {"kind": "sensitivity", "model": "m", "variants": ROWS,
+    run = {"kind": "sensitivity", "model": "m", "variants": STORED,
            "environment": {"sensitivity": {"technique": "prune.channel", "levels": [0.5]}},
            "spec": {}}
-    found = stored_map(run)
-    assert found["rows"] == ROWS and found["technique"] == "prune.channel"
+    found = StoredMap.from_run(run)
+    assert list(found.rows) == STORED and list(found.cells) == CELLS
+    assert found.technique == "prune.channel" and found.levels == (0.5,)
+    assert found.cells[-1].error == "boom" and not found.cells[-1].measured
+    assert found.cells[0].accuracy_change_ci == (-1.2, 0.6) and found.cells[0].within_noise
 
 
 def test_a_schedule_is_set_beside_what_was_measured():

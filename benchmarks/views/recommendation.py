@@ -1,0 +1,261 @@
+"""A recommendation as people read it: the certificate in a few lines, the candidates in
+their order, and the search's trials as a Pareto chart (search-split accuracy change against
+the objective's ratio) with the certified winner marked. Read from the stored block alone
+(``ResultsStore.set_recommendation``), as its typed record (``recommend.record.Recommended``),
+so the CLI, the HTML report and the dashboard say the same thing. Torch-free,
+Streamlit-free."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from benchmarks.recommend.certificate import Certificate, Tested
+from benchmarks.recommend.record import Recommended
+from benchmarks.report.stats import EXACT_BELOW, EXACT_TEST, SCORE_TEST
+from benchmarks.report.style import (
+    BASELINE_COLOR,
+    CHART_HEIGHT,
+    FAILED_COLOR,
+    FRONT_COLOR,
+    VARIANT_COLOR,
+    short,
+)
+
+WINNER_COLOR = "#ca8a04"
+# In words a newcomer reads (the JSON keeps b, c, n and lower_pts): gained is b, images it
+# got right where the baseline was wrong; lost is c, the reverse; checked is n.
+CANDIDATE_COLUMNS = ("order", "candidate", "search Δ pts", "search ratio", "gained", "lost",
+                     "checked", "Δ pts [interval]", "worst case (pts)", "p", "test", "verdict",
+                     "ratio [interval]")
+# The test's short name in the table (its full name and why it was chosen: the JSON's
+# ``test`` and ``test_why``, and the summary lines).
+TEST_SHORT = {EXACT_TEST: "exact", SCORE_TEST: "Tango score"}
+
+
+def _interval(values, fmt: str = "{:+.2f}") -> str:
+    return "-" if not values else "[" + ", ".join(fmt.format(v) for v in values) + "]"
+
+
+def headline(rec: Recommended) -> str:
+    """The one sentence: the winner with its margin, confidence and speed-up, or why none."""
+    cert = rec.certificate
+    if cert.winner is None:
+        return f"no certified variant: {cert.reason or 'the search found none'}"
+    return f"certified: {cert.reason}"
+
+
+def _verdict(t: Tested, cert: Certificate) -> str:
+    if t.certified:
+        return "certified" + (" (winner)" if t.name == cert.winner else "")
+    if t.tested:
+        return "failed: the sequence stops here"
+    after = cert.stopped_at is not None and t.order > cert.stopped_at
+    return "not tested (after the stop)" if after else "not tested"
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2f}"
+
+
+def candidate_rows(rec: Recommended) -> list[dict]:
+    """The sequence as a table: each candidate's test on the certify split, in order."""
+    cert = rec.certificate
+    rows = []
+    for t in cert.candidates:
+        ratio = "-" if t.ratio is None else f"{t.ratio:.2f}x " + _interval(t.ratio_ci,
+                                                                            "{:.2f}")
+        rows.append({
+            "order": t.order + 1, "candidate": t.name,
+            "search Δ pts": _signed(t.search_change_pts),
+            "search ratio": "-" if t.search_ratio is None else f"{t.search_ratio:.2f}x",
+            "gained": t.b, "lost": t.c, "checked": t.n,
+            "Δ pts [interval]": "-" if t.theta_pts is None
+            else f"{t.theta_pts:+.2f} " + _interval(t.interval_pts),
+            "worst case (pts)": _signed(t.lower_pts),
+            # Rows stored before the exact test carry no p-value and no test: Tango's.
+            "p": "-" if t.p_value is None else f"{t.p_value:.3g}",
+            "test": "-" if not t.tested else TEST_SHORT.get(t.test, t.test or "Tango score"),
+            "verdict": _verdict(t, cert) + ("; " + "; ".join(t.notes) if t.notes else ""),
+            "ratio [interval]": ratio})
+    return rows
+
+
+def sequence_line(rec: Recommended) -> str:
+    """How many candidates were tested, and where the sequence stopped."""
+    cert = rec.certificate
+    return (f"{len(cert.candidates)} candidate(s) tested slowest first"
+            + (f", the sequence stopped at #{cert.stopped_at + 1}"
+               if cert.stopped_at is not None else ", none failed"))
+
+
+def summary_lines(rec: Recommended, environment: dict | None = None) -> list[str]:
+    """What the CLI prints and the report shows above the table; with the run's
+    ``environment``, why nothing faster was certified names the CPU's INT8 roof too."""
+    cert, split = rec.certificate, rec.split
+    lines = [headline(rec),
+             f"margin {cert.margin_pts:g} points ({cert.margin}), confidence "
+             f"{cert.confidence:.0%} (alpha {1 - cert.confidence:.2g}, one error rate "
+             f"for the whole sequence), objective {cert.objective}",
+             f"split seed {split.seed}: {split.search_size} search / "
+             f"{split.certify_size} certify of {split.test_examples} test examples; "
+             f"the smallest margin this certify split can certify: "
+             f"{cert.smallest_margin_pts or 0:.2f} points",
+             f"search: {len(rec.trials)} trials ({len(rec.measured)} measured, "
+             f"{len(rec.pruned)} pruned early, "
+             f"{sum(1 for t in rec.trials if t.reused)} reused from earlier runs); ended: "
+             f"{rec.ended or '-'}",
+             sequence_line(rec)
+             + ("" if rec.final_timing else "; speed from the search's rounds (no final timing)")
+             + (f"; speed from run {rec.timing_from}'s final timing (this command's, "
+                f"replayed with its search)" if rec.timing_from else "")]
+    if len(rec.runtimes) > 1:
+        won = (rec.recipe or {}).get("runtime")
+        lines.append(f"runtimes searched: {', '.join(rec.runtimes)} (each trial scored and timed "
+                     f"from its runtime's own outputs)"
+                     + (f"; the winner runs under {won}" if won else ""))
+    whys = which_tests(cert.candidates)
+    if whys:
+        lines.append("test: " + "; ".join(whys) + " (the worst case is above -margin exactly "
+                     "when p < alpha)")
+    beyond = faster_outside(rec)
+    if beyond:
+        lines.append(beyond)
+    lines += not_certified(rec)
+    roof = int8_roof(rec, environment)
+    if roof:
+        lines.append(roof)
+    if rec.stopped:
+        lines.append(f"stopped: {rec.stopped}; the certificate covers what was found")
+    if rec.recipe:
+        lines.append(f"recipe: {rec.recipe['command']}")
+    return lines
+
+
+def faster_outside(rec: Recommended) -> str | None:
+    """Why nothing faster was recommended: the fastest trial the search measured, where it
+    was faster than the winner (or than the baseline, with no winner) and lost more accuracy
+    on the search split than the margin allows."""
+    cert = rec.certificate
+    trials = [t for t in rec.measured
+              if t.ratio is not None and t.search_change_pts is not None]
+    winner = next((t for t in trials if t.name == cert.winner), None)
+    floor = winner.ratio if winner is not None else 1.0
+    outside = [t for t in trials if t.ratio > floor and t.search_change_pts < -cert.margin_pts]
+    if not outside:
+        return None
+    fastest = max(outside, key=lambda t: (t.ratio, t.name))
+    return (f"faster, outside the margin: {fastest.name} at {fastest.ratio:.2f}x in the "
+            f"search lost {-fastest.search_change_pts:.2f} points on the search split "
+            f"(the margin: {cert.margin_pts:g})")
+
+
+def not_certified(rec: Recommended) -> list[str]:
+    """Why a faster candidate was not the answer: the one whose test failed, with what it
+    lost on the certify split and its worst case against the margin, and how many faster
+    candidates after it were never tested (the sequence ends at its first failure)."""
+    cert = rec.certificate
+    failed = next((t for t in cert.candidates if t.tested and not t.certified), None)
+    if failed is None or failed.theta_pts is None:
+        return []
+    ratio = failed.search_ratio
+    speed = f" ({ratio:.2f}x in the search)" if ratio is not None else ""
+    line = (f"faster, not certified: {failed.name}{speed} changed accuracy by "
+            f"{failed.theta_pts:+.2f} points on the certify split, worst case "
+            f"{failed.lower_pts:+.2f}: beyond the {cert.margin_pts:g}-point margin")
+    after = [t for t in cert.candidates if t.order > failed.order]
+    if after:
+        line += (f"; {len(after)} candidate{'s' if len(after) != 1 else ''} after it "
+                 f"{'were' if len(after) != 1 else 'was'} not tested (the sequence ends at "
+                 f"its first failure, which is what keeps one error rate for all)")
+    return [line]
+
+
+def int8_roof(rec: Recommended, environment: dict | None) -> str | None:
+    """Where INT8 was among the candidates on a CPU: its theoretical roof against fp32's on
+    this instruction set (``measure.theory``), which bounds what INT8 alone can buy here."""
+    names = [t.name for t in rec.certificate.candidates]
+    theory = (((environment or {}).get("peaks") or {}).get("cpu") or {}).get("theoretical")
+    if not theory or not any("int8" in name for name in names):
+        return None
+    rates = theory.get("gemm_flops_per_s") or {}
+    if not rates.get("fp32") or not rates.get("int8"):
+        return None
+    how = (theory.get("derivation") or {}).get("int8", "")
+    how = how.split(": ", 1)[-1] if how else ""
+    return (f"INT8's roof on this CPU ({theory.get('isa') or 'its instruction sets'}): "
+            f"{rates['int8'] / rates['fp32']:.1f}x fp32's" + (f", {how}" if how else "")
+            + "; no INT8 variant gains more than that from its arithmetic here")
+
+
+def table_text(rec: Recommended) -> str:
+    rows = candidate_rows(rec)
+    if not rows:
+        return "(no candidates)"
+    cells = [[str(r[c]) for c in CANDIDATE_COLUMNS] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells))
+              for i, c in enumerate(CANDIDATE_COLUMNS)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(CANDIDATE_COLUMNS, widths))]
+    out += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(out)
+
+
+def trials_figure(rec: Recommended) -> go.Figure:
+    """Every measured trial: its accuracy change on the search split against its objective
+    ratio; the front in green, the margin dashed, the certified winner a star."""
+    cert = rec.certificate
+    trials = [t for t in rec.measured if t.ratio is not None]
+    certified = {t.name for t in cert.certified}
+    fig = go.Figure()
+    groups = (("trial", lambda t: not t.front, VARIANT_COLOR, "circle", 8),
+              ("front", lambda t: t.front and t.name not in certified, FRONT_COLOR,
+               "circle", 10),
+              ("certified", lambda t: t.name in certified and t.name != cert.winner,
+               FRONT_COLOR, "diamond", 12),
+              ("certified winner", lambda t: t.name == cert.winner, WINNER_COLOR,
+               "star", 18))
+    for label, pick, color, symbol, size in groups:
+        chosen = [t for t in trials if pick(t)]
+        if not chosen:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[t.ratio for t in chosen], y=[t.search_change_pts for t in chosen],
+            mode="markers+text" if label == "certified winner" else "markers", name=label,
+            text=[short(t.name) for t in chosen] if label == "certified winner" else None,
+            textposition="top center", hovertext=[t.name for t in chosen],
+            marker=dict(color=color, symbol=symbol, size=size,
+                        line=dict(width=1, color="#111827"))))
+    if rec.pruned:
+        fig.add_annotation(text=f"{len(rec.pruned)} pruned early (successive halving)",
+                           xref="paper", yref="paper", x=1, y=0, showarrow=False,
+                           font=dict(color=FAILED_COLOR, size=11))
+    fig.add_hline(y=-cert.margin_pts, line_dash="dash", line_color=FAILED_COLOR,
+                  annotation_text=f"-{cert.margin_pts:g} pts (the margin)")
+    fig.add_vline(x=1.0, line_dash="dot", line_color=BASELINE_COLOR,
+                  annotation_text="baseline")
+    fig.update_layout(title="The search's trials (search split) and the certified winner",
+                      height=CHART_HEIGHT + 60, margin=dict(l=10, r=10, t=40, b=10),
+                      legend=dict(orientation="h", y=-0.25))
+    fig.update_xaxes(title=f"{cert.objective} ratio to the baseline (higher: better)")
+    fig.update_yaxes(title="accuracy change on the search split (points)")
+    return fig
+
+
+def which_tests(candidates: list[Tested]) -> list[str]:
+    """Which paired test judged the tested candidates: once per test, with how many it judged
+    and the rule that chose it (each candidate's own reason, with its count of discordant
+    pairs, is in the JSON; the table shows b and c)."""
+    tested = [t for t in candidates if t.test]
+    out = []
+    for test in sorted({t.test for t in tested}, key=lambda name: name != EXACT_TEST):
+        mine = [t for t in tested if t.test == test]
+        whys = {t.test_why or "" for t in mine}
+        if all(f"< {EXACT_BELOW})" in why for why in whys):
+            why = (f"fewer than {EXACT_BELOW} images where it and the baseline differ: the "
+                   f"score interval's size is not guaranteed there")
+        elif all(f">= {EXACT_BELOW})" in why for why in whys):
+            why = (f"{EXACT_BELOW} or more images where it and the baseline differ: its normal "
+                   f"approximation holds")
+        else:
+            why = "; ".join(sorted(whys - {""}))
+        out.append(f"{test} for {len(mine)} of {len(tested)}" + (f" ({why})" if why else ""))
+    return out
