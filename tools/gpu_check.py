@@ -209,7 +209,7 @@ def sweep(device, quick: bool) -> dict:
         out = f"{tmp}/sweep.json"
         args = ["run", "--device", device.type, "--prune", "0.5", "--prune-method", method,
                 "--distill", "--int8", "static,qat", "--amp", "--json", out, "--quiet",
-                "--no-cache", "--epochs", "2" if quick else "3", "--min-time",
+                "--no-cache", "--epochs", "1" if quick else "3", "--min-time",
                 "0.1" if quick else "0.3"]
         t0 = time.perf_counter()
         proc = _cli(args, tmp, STEP_TIMEOUT_S)
