@@ -303,15 +303,18 @@ def outside_model(tmp_path_factory):
     torch.manual_seed(0)
     model = namespace["build"](10, 1)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    for _ in range(150):
+    for epoch in range(150):  # until it gets every image right (checked every tenth epoch)
         model.train()
         for i in range(0, len(y), 50):
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(x[i:i + 50]), y[i:i + 50]).backward()
             optimizer.step()
-    model.eval()
-    with torch.no_grad():
-        own = (model(x).argmax(1) == y).float().mean().item()
+        if epoch % 10 == 9:
+            model.eval()
+            with torch.no_grad():
+                own = (model(x).argmax(1) == y).float().mean().item()
+            if own == 1.0:
+                break
     save_file({k: v.contiguous() for k, v in model.state_dict().items()},
               str(root / "w.safetensors"))
     return root, folder, own
