@@ -496,3 +496,15 @@ CUT_JS = """() => {
   }
   return cut;
 }"""
+
+
+def cut_cards(page, timeout_ms: int = 30_000) -> list:
+    """What ``CUT_JS`` finds on the page's answer cards, once it finds nothing or
+    ``timeout_ms`` (scaled) has passed: the cards' style (``answer_cards.CARDS_CSS``) can land
+    after the cards on a loaded machine, and a card cut for that moment is not cut."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    try:
+        page.wait_for_function(f"({CUT_JS})().length === 0", timeout=scaled_ms(timeout_ms))
+    except PlaywrightTimeout:
+        pass  # cut for good: the caller's assertion shows what
+    return page.evaluate(CUT_JS)

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from helpers import CUT_JS, chromium, scaled_ms, store_answer_run, wait_until
+from helpers import chromium, cut_cards, scaled_ms, store_answer_run, wait_until
 from tools.browser import running_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -75,7 +75,6 @@ def _cards_of(page, run_id: str, url: str) -> None:
     cards = page.locator('[data-testid="stMetric"]')
     expect(cards).to_have_count(5, timeout=scaled_ms(PAGE_MS))
     expect(cards.first).not_to_contain_text("measuring")
-    page.wait_for_timeout(500)  # the cards' style settles
 
 
 def test_first_screen_live_results_and_whole_cards(site):
@@ -126,7 +125,7 @@ def test_first_screen_live_results_and_whole_cards(site):
         view = browser.new_context(viewport=screen).new_page()
         for shown in (run_id, answer):
             _cards_of(view, shown, url)
-            assert view.evaluate(CUT_JS) == [], (screen, shown)
+            assert cut_cards(view) == [], (screen, shown)
         expect(view.locator('[data-testid="stMetric"]').first).to_contain_text(LONG)
         view.context.close()
     assert not results.get_by_text("Traceback").count()

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from helpers import CUT_JS, ROOT, chromium, scaled_ms, wait_until
+from helpers import ROOT, chromium, cut_cards, scaled_ms, wait_until
 from tools.browser import running_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -119,7 +119,7 @@ def problems(page, checked: dict) -> list:
     """Everything the tour refuses on the view ``page`` shows; ``checked`` counts the charts
     and axes looked at."""
     shown = page.evaluate(SHOWN_JS)
-    found = [("card cut", cut) for cut in page.evaluate(CUT_JS)]
+    found = [("card cut", cut) for cut in cut_cards(page)]
     found += [("None", line) for line in shown["text"].splitlines() if NONE.search(line)]
     found += [("None cell", cell) for cell in shown["cells"] if cell == "None"]
     found += [("snake_case header", h) for h in shown["headers"] if SNAKE.match(h)]
