@@ -1,6 +1,6 @@
 """A real Streamlit server and Debian's Chromium for the browser tests and ``make perf``: start
-``streamlit run serve.py`` (app.py behind the Host check) on a free port in its own process group, wait for its health check,
-stop it and the queue's worker together. Nothing here imports Streamlit.
+``streamlit run serve.py`` (app.py behind the Host check) on a free port in its own process
+group, wait for its health check, stop it and the queue's worker together. Nothing here imports Streamlit.
 """
 
 from __future__ import annotations
@@ -44,10 +44,13 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
     raise RuntimeError("the server did not become healthy")
 
 
-def start_server(store: Path, env: dict | None = None) -> tuple[subprocess.Popen, str]:
+def start_server(store: Path, env: dict | None = None,
+                 log: Path | None = None) -> tuple[subprocess.Popen, str]:
     """`streamlit run serve.py` on a free port, in its own process group (so the server and the
-    worker it starts are stopped together)."""
+    worker it starts are stopped together); its output goes to ``log`` when given (a test that
+    fails shows why the server thought so), else nowhere."""
     port = free_port()
+    out = subprocess.DEVNULL if log is None else open(log, "ab")  # noqa: SIM115 (the child's)
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
          "--server.headless", "true"], cwd=ROOT,
@@ -56,7 +59,9 @@ def start_server(store: Path, env: dict | None = None) -> tuple[subprocess.Popen
         # starts its own root server whose worker is another user).
         env={"COMPRESSION_BENCH_WORKER_USER": "root", **os.environ,
              "COMPRESSION_BENCH_STORE": str(store), **(env or {})},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        stdout=out, stderr=out, start_new_session=True)
+    if log is not None:
+        out.close()  # the server holds its own copy
     return proc, f"http://localhost:{port}"
 
 
@@ -80,8 +85,8 @@ def stop_server(proc: subprocess.Popen, store: Path | None) -> None:
 
 
 @contextmanager
-def running_server(store: Path, env: dict | None = None):
-    proc, url = start_server(store, env)
+def running_server(store: Path, env: dict | None = None, log: Path | None = None):
+    proc, url = start_server(store, env, log)
     try:
         wait_healthy(url, proc)
         yield proc, url

@@ -5,6 +5,8 @@ Results page of a real server (which starts a worker). The runs are conftest's
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from benchmarks.report.document import RunReport
@@ -91,16 +93,28 @@ def test_the_results_page_download_gives_the_report_in_a_real_browser(report_sto
 
     from tools.browser import running_server
     _, axis_run = report_runs(report_store)
-    with chromium() as browser, running_server(report_store) as (_, url):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    log = tmp_path / "server.log"
+    with chromium() as browser, running_server(report_store, log=log) as (_, url):
         page = browser.new_context(accept_downloads=True,
                                    viewport={"width": 1500, "height": 1000}).new_page()
         page.goto(f"{url}/results?run={axis_run['run_id']}")  # the run's shared link
         button = page.get_by_role("button", name="Download report")
         expect(button).to_be_visible(timeout=scaled_ms(60_000))
-        with page.expect_download(timeout=scaled_ms(60_000)) as download:
-            button.click()
-        saved = tmp_path / download.value.suggested_filename
-        download.value.save_as(saved)
+        # The page is drawn once more when the worker it started is up (the sidebar's card):
+        # click the button of the page as it stays. (CI waited 237 s for a download once;
+        # if it recurs, the page's alerts and the server's log say why.)
+        expect(page.get_by_text(re.compile("^Worker: starting"))).to_have_count(
+            0, timeout=scaled_ms(120_000))
+        try:
+            with page.expect_download(timeout=scaled_ms(60_000)) as download:
+                button.click()
+            saved = tmp_path / download.value.suggested_filename
+            download.value.save_as(saved)
+        except PlaywrightTimeout:
+            alerts = page.locator('[data-testid="stAlert"], [role="alert"]').all_inner_texts()
+            pytest.fail(f"no download; the page's alerts: {alerts}; the server's log ends: "
+                        f"{log.read_text(errors='replace')[-3000:]}")
     assert saved.name == f"report-{axis_run['run_id']}.html"
     html = saved.read_text()
     scan = HtmlScan()
