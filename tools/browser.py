@@ -1,6 +1,7 @@
 """A real Streamlit server and Debian's Chromium for the browser tests and ``make perf``: start
 ``streamlit run serve.py`` (app.py behind the Host check) on a free port in its own process
-group, wait for its health check, stop it and the queue's worker together. Nothing here imports Streamlit.
+group, wait for its health check, stop it and the queue's worker together. Nothing here
+imports Streamlit.
 """
 
 from __future__ import annotations
