@@ -106,6 +106,13 @@ def test_the_answer_names_a_variant_only_when_it_is_faster_beyond_its_interval(g
     assert answer == lm_answer(document["variants"]).to_dict()
     assert f"answer: {answer['line']}" in stdout
     variants = json.loads(json.dumps(document["variants"]))
+    # The other cells as measured can be faster on some CPUs (amp-bf16 decodes 2.9-6.6x the
+    # baseline's speed on an AMX Xeon): script them within noise, so the answer's rule is what
+    # is tested, not this CPU.
+    for v in variants[1:]:
+        for c in v.get("cells") or []:
+            if c.get("decode_speedup"):
+                c["decode_speedup"] = {**c["decode_speedup"], "ratio": 1.0, "ci": [0.9, 1.1]}
     # Make int8 weight-only's cell clearly faster: the answer names it, with its figures.
     cell = variants[2]["cells"][0]
     cell["decode_speedup"] = {"ratio": 1.8, "ci": [1.5, 2.1], "rounds": 3, "resamples": 2000}
