@@ -358,7 +358,8 @@ def resnet(repeats: int = 3) -> dict:
         check("channel 0.5 parameters / baseline", f"{params:.1%}", "<= 30%", params <= 0.3),
         check("interleaved timing's wall time / sequential's (same sweep, alternated)",
               f"{extra:.3f}", "<= 1.10", extra <= 1.10,
-              f"median of {repeats} pairs; interleaved {statistics.median(walls['interleaved']):.0f} s")]
+              f"median of {repeats} pairs; interleaved "
+              f"{statistics.median(walls['interleaved']):.0f} s")]
     return {"speedups": speedups, "walls_s": walls, "checks": checks}
 
 # -- torchvision and timm models at ImageNet's resolution ----------------------------------
@@ -621,7 +622,7 @@ def machine_lines(machine: dict) -> list[str]:
             f"(1/5/15 min) at the start {load[0]}, at the end {load[1]}."]
 
 
-def render(results: dict, env: dict) -> str:
+def render(results: dict, env: dict, pending: tuple[str, ...] = ()) -> str:
     lines = ["# Performance", "",
              "Written by `make perf` (`python -m tools.perf`); raw figures in "
              "`results/perf.json`. Each target is a ratio of two things measured side by side "
@@ -637,6 +638,9 @@ def render(results: dict, env: dict) -> str:
              "`docs/optimizers.md`; what the figures below mean, and how they moved, in "
              "`docs/performance-notes.md`. The GPU's figures come from `make perf-gpu` "
              "(`tools/gpu_check.py`, into `results/gpu.md`) on a lent GPU machine.", ""]
+    if pending:
+        lines += [f"Not measured: {', '.join(pending)} (the run had not reached them when this "
+                  f"was written).", ""]
     for name, section in results.items():
         lines += [f"## {TITLES.get(name, name)}", "", "| target | measured | threshold | met |",
                   "|---|---|---|---|"]
@@ -686,6 +690,17 @@ def main(argv: list[str] | None = None) -> int:
                       "load_start": card["load"]}
     results = {}
     output = Path(args.output)
+    # The raw figures go beside the report: a partial run (--only, --output elsewhere) must
+    # not overwrite the full run's results/perf.json.
+    raw = (ROOT / "results" / "perf.json" if output.resolve() == DEFAULT_OUTPUT
+           else output.with_suffix(".json"))
+    raw.parent.mkdir(parents=True, exist_ok=True)
+
+    def write() -> None:
+        env["machine"]["load_end"] = cpu_card()["load"]
+        raw.write_text(json.dumps({"environment": env, "results": results}, indent=2,
+                                  default=str))
+        output.write_text(render(results, env, tuple(n for n in args.only if n not in results)))
     for name in args.only:
         print(f"perf: {name} ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
@@ -700,14 +715,9 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
                              if str(exc) else type(exc).__name__}
         print(f"perf: {name} done in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    env["machine"]["load_end"] = cpu_card()["load"]
-    # The raw figures go beside the report: a partial run (--only, --output elsewhere) must
-    # not overwrite the full run's results/perf.json.
-    raw = (ROOT / "results" / "perf.json" if output.resolve() == DEFAULT_OUTPUT
-           else output.with_suffix(".json"))
-    raw.parent.mkdir(parents=True, exist_ok=True)
-    raw.write_text(json.dumps({"environment": env, "results": results}, indent=2, default=str))
-    output.write_text(render(results, env))
+        # Written after every section: a run stopped part-way (a session's end, a machine
+        # given back) keeps the sections it measured.
+        write()
     failed = unmet(results)
     for f in failed:
         print(f"perf: not met: {f}", file=sys.stderr)
