@@ -57,7 +57,7 @@ def _p50(model, x, device, autocast=None, min_time_s: float = 0.3):
     tracker = measure_latency(model, x, device, autocast=autocast, min_time_s=min_time_s)
     stats = LatencyStats.from_samples(tracker.samples_ms, x.shape[0])
     launch = VariantResult.of("x", latency_samples_ms=tracker.samples_ms,
-                              host_samples_ms=tracker.host_samples_ms).launch_bound
+                              host_samples_ms=tracker.host_samples_ms).timing.launch_bound
     host = statistics.median(tracker.host_samples_ms) if tracker.host_samples_ms else None
     return stats.p50, host, launch
 

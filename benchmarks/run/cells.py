@@ -264,7 +264,7 @@ class Cells:
             r.provenance.phase_s["accuracy"] = time.perf_counter() - t0
         figures = scored[key.runtime]
         for name in ("accuracy", "correct_bits", "n_test"):
-            setattr(r, name, figures[name])
+            setattr(r.scores, name, figures[name])
         if r.scores.accuracy is not None:
             r.scores.seeds, r.scores.seed_accuracies = [self.sweep.spec.seed], [r.scores.accuracy]
         r.provenance.phase_s["prepare"] = ready.prepare_s
