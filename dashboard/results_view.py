@@ -338,9 +338,9 @@ def variant_details(report, rows: list[dict], name: str | None, key: str,
         st.markdown(_summary(row))
         config = variant.config or {"techniques": "none: the baseline"}
         st.json(config if own else no_paths_in(config), expanded=False)
-    if variant.layer_sparsity:
+    if variant.cost.layer_sparsity:
         with right:
-            _chart(charts.layer_chart(name, variant.layer_sparsity), "layers", key)
+            _chart(charts.layer_chart(name, variant.cost.layer_sparsity), "layers", key)
 
 
 def _summary(row: dict) -> str:

@@ -389,7 +389,7 @@ def store_history(store_path: Path, runs: int = 5, slow_run: int = 3,
         for name, base_ms, wrong in (("baseline", 1.0, 20), ("prune-l1-0.5", 0.8, 24)):
             right = [True] * (360 - wrong) + [False] * wrong
             rounds = [slow * base_ms * (1 + 0.01 * ((r + i) % 3)) for r in range(5)]
-            s.add_variant(run_id, VariantResult(
+            s.add_variant(run_id, VariantResult.of(
                 name=name, techniques=[] if name == "baseline" else ["prune"],
                 accuracy=sum(right) / 360, correct_bits=stats.pack_bits(right), n_test=360,
                 latency_samples_ms=[x * (1 + 0.002 * k) for x in rounds for k in range(8)],
@@ -418,7 +418,7 @@ def store_answer_run(store_path, extra: dict | None = None) -> str:
         lost = (0, 2, 40, 200)[i]
         right = [True] * (1900 - lost) + [False] * (100 + lost)
         rounds = [1.0 - 0.2 * i + 0.01 * r for r in range(5)]
-        data = VariantResult(
+        data = VariantResult.of(
             name=name, techniques=[] if i == 0 else ["prune"], accuracy=sum(right) / 2000,
             correct_bits=stats.pack_bits(right), n_test=2000, batch_size=32,
             latency_samples_ms=[x + 0.001 * k for x in rounds for k in range(8)],

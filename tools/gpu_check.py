@@ -52,11 +52,12 @@ DEFAULT_BUDGET_S = 420     # the whole run: under a lent command's 600 s, with r
 
 def _p50(model, x, device, autocast=None, min_time_s: float = 0.3):
     from benchmarks.measure.latency import measure_latency
-    from benchmarks.report.results import LatencyStats, VariantResult
+    from benchmarks.report.records import LatencyStats
+    from benchmarks.report.results import VariantResult
     tracker = measure_latency(model, x, device, autocast=autocast, min_time_s=min_time_s)
     stats = LatencyStats.from_samples(tracker.samples_ms, x.shape[0])
-    launch = VariantResult("x", latency_samples_ms=tracker.samples_ms,
-                           host_samples_ms=tracker.host_samples_ms).launch_bound
+    launch = VariantResult.of("x", latency_samples_ms=tracker.samples_ms,
+                              host_samples_ms=tracker.host_samples_ms).timing.launch_bound
     host = statistics.median(tracker.host_samples_ms) if tracker.host_samples_ms else None
     return stats.p50, host, launch
 

@@ -120,7 +120,7 @@ def fidelity(repeats: int) -> dict:
 
     from benchmarks.measure.environment import default_threads
     from benchmarks.measure.latency import measure_latency, pinned_threads
-    from benchmarks.report.results import LatencyStats
+    from benchmarks.report.records import LatencyStats
 
     threads = default_threads()
     torch.manual_seed(0)

@@ -72,7 +72,7 @@ def _store_twenty_variants(store: Path) -> str:
             right[k] = False
         for k in range(i // 3):
             right[340 + k] = True
-        s.add_variant(run_id, VariantResult(
+        s.add_variant(run_id, VariantResult.of(
             name="baseline" if i == 0 else f"variant-{i}", techniques=[] if i == 0 else ["prune"],
             accuracy=sum(right) / 360, correct_bits=stats.pack_bits(right), n_test=360,
             latency_samples_ms=[1.0 + i * 0.05 + k * 0.001

@@ -36,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
 from benchmarks.measure import precisions
-from benchmarks.report.results import kept_samples
+from benchmarks.report.records import kept_samples
 from benchmarks.spec.distributed import FAULT_STEP
 from benchmarks.spec.sweep import COMPRESSIONS
 

@@ -274,7 +274,7 @@ class RaySweep:
             if kind == "partial":
                 if on_partial:
                     on_partial(index, result)
-                report(result.name, index, f"measured on {result.timed_on}", 1.0)
+                report(result.name, index, f"measured on {result.provenance.timed_on}", 1.0)
             else:
                 results[index] = result
                 report(result.name, index, "done", 1.0)

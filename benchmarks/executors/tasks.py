@@ -171,7 +171,7 @@ def measure(spec_dict: dict, files: dict | None, failed: dict | None, built_on: 
         events: queue.Queue = queue.Queue()
 
         def send(kind, index, result):
-            result.timed_on = where
+            result.provenance.timed_on = where
             events.put((kind, index, result.to_dict()))  # a snapshot, taken here
 
         def work():

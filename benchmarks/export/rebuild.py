@@ -138,15 +138,15 @@ def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None,
             device = outcome.device or sweep.device
             model = outcome.model.to(device)
             model.eval()  # not chained: an exported graph's eval() returns None
-            if sweep.data.labelled and result.correct_bits and not cell:
+            if sweep.data.labelled and result.scores.correct_bits and not cell:
                 right = correctness(model, sweep.data.batches("test", ACCURACY_BATCH), device,
                                     outcome.autocast_dtype)
-                if pack_bits(right) != result.correct_bits:
+                if pack_bits(right) != result.scores.correct_bits:
                     raise ValueError(
                         f"variant {result.name} rebuilt here scores {sum(right) / len(right):.2%}"
-                        f" where run {run['run_id']} stored {result.accuracy:.2%}: its weights "
-                        f"are no longer reproducible (another torch build, device or data?); "
-                        f"nothing was written")
+                        f" where run {run['run_id']} stored {result.scores.accuracy:.2%}: its "
+                        f"weights are no longer reproducible (another torch build, device or "
+                        f"data?); nothing was written")
     except MissingWeights as exc:
         raise ValueError(f"variant {result.name} of run {run['run_id']} cannot be rebuilt "
                          f"exactly: {exc}. Run the same sweep again to refill the cache, then "

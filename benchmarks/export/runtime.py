@@ -64,7 +64,7 @@ def write_runtime(rebuilt, folder: Path, scores: Scores, cell: dict,
                        "details": ready.details, "ops": ready.ops},
            "parity": {"stored": cell.get("parity"),
                       "reloaded": parity(scores.reference, logits, labels)}}
-    if labels is not None and stored is not None and stored.correct_bits:
+    if labels is not None and stored is not None and stored.scores.correct_bits:
         out["predictions"] = same_predictions(logits, labels, stored)
     return out
 
@@ -75,7 +75,7 @@ def same_predictions(logits, labels, stored) -> dict:
     how many examples it does not."""
     from benchmarks.report.stats import unpack_bits
     right = (logits.argmax(1) == labels).tolist()
-    before = unpack_bits(stored.correct_bits, stored.n_test)
+    before = unpack_bits(stored.scores.correct_bits, stored.scores.n_test)
     differ = sum(1 for a, b in zip(right, before) if a != b) + abs(len(right) - len(before))
     return {"examples": len(right), "differ": differ, "same": differ == 0}
 

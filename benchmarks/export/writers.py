@@ -54,7 +54,7 @@ class Scores:
         import torch
 
         from benchmarks.report.stats import pack_bits
-        expected = self.rebuilt.result.accuracy
+        expected = self.rebuilt.result.scores.accuracy
         right_expected = None
         if reference is None:
             reference = self.reference
@@ -68,9 +68,9 @@ class Scores:
         right = self._right(logits)
         accuracy = sum(right) / len(right)
         same = right == right_expected if right_expected is not None else \
-            pack_bits(right) == self.rebuilt.result.correct_bits
+            pack_bits(right) == self.rebuilt.result.scores.correct_bits
         out.update(accuracy=accuracy, expected_accuracy=expected,
-                   stored_accuracy=self.rebuilt.result.accuracy, same_predictions=same,
+                   stored_accuracy=self.rebuilt.result.scores.accuracy, same_predictions=same,
                    accuracy_change_pts=100 * (accuracy - expected))
         out["ok"] = same or abs(out["accuracy_change_pts"]) <= ACCURACY_TOLERANCE_PTS
         return out

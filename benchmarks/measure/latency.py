@@ -1,6 +1,6 @@
 """Latency: the timed calls of a variant, their raw samples kept.
 
-Statistics are derived from the samples in ``benchmarks.report.results.LatencyStats``. A clock
+Statistics are derived from the samples in ``benchmarks.report.records.LatencyStats``. A clock
 is swappable (``Clock`` on a CPU, ``CudaClock``'s events on a GPU), so tests check the
 statistics with a fake one. The thread count a variant is timed on is pinned here too
 (``pinned_threads``): the same threads for every variant of a sweep.

@@ -117,7 +117,7 @@ def judge(tested: Tested, mine: VariantResult, base: VariantResult, split: Split
     otherwise; its lower limit and its p-value at -margin come from that one test (the limit
     is above -margin exactly when p < alpha), and so does the two-sided interval shown."""
     n = len(split.certify)
-    b, c = discordant_at(mine.correct_bits, base.correct_bits, split.n, split.certify)
+    b, c = discordant_at(mine.scores.correct_bits, base.scores.correct_bits, split.n, split.certify)
     forced = test
     test = stats.noninferiority(b, c, n, margin_pts / 100, confidence, forced)
     two_sided = stats.paired_difference(b, c, n, confidence, forced)
@@ -146,12 +146,13 @@ def certify(sequence: list[Tested], results: dict[str, VariantResult], base: Var
     references = references or {}
     cert = Certificate(margin_pts, margin, confidence, objective, split.card(),
                        candidates=sequence, smallest_margin_pts=smallest_margin_pts)
-    if not base.correct_bits or base.n_test != split.n:
+    if not base.scores.correct_bits or base.scores.n_test != split.n:
         cert.reason = "the baseline has no per-example accuracy on this test split"
         return cert
     for tested in sequence:
         mine = results.get(tested.name)
-        if mine is None or not mine.ok or mine.n_test != split.n or not mine.correct_bits:
+        if mine is None or not mine.ok or mine.scores.n_test != split.n \
+                or not mine.scores.correct_bits:
             tested.notes.append("not measured: counts as a failure (the order was fixed)")
             cert.stopped_at = tested.order
             break
@@ -163,7 +164,8 @@ def certify(sequence: list[Tested], results: dict[str, VariantResult], base: Var
         reference = references.get(tested.name, base)
         tested.ratio, tested.ratio_ci = objective_ratio(mine, reference, objective)
         if tested.ratio_ci:
-            tested.ratio_rounds = min(len(mine.round_p50_ms), len(reference.round_p50_ms))
+            tested.ratio_rounds = min(len(mine.timing.round_p50_ms),
+                                      len(reference.timing.round_p50_ms))
             # objective_ratio's bootstrap is at the library's confidence, not the margin's
             tested.ratio_coverage = interval_coverage(tested.ratio_rounds, stats.CONFIDENCE)
         tested.timed = "search" if tested.name in references else "final"

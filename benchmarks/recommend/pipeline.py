@@ -206,7 +206,7 @@ class Recommender:
         self.setup_s = self.stop.elapsed_s
         self._check_budget()
         self.base = base
-        accuracy = accuracy_at(base.correct_bits, base.n_test, self.split.search)
+        accuracy = accuracy_at(base.scores.correct_bits, base.scores.n_test, self.split.search)
         self.margin_pts = self.request.margin.points(accuracy)
         check_power(self.margin_pts, len(self.split.certify), self.request.confidence)
         return base

@@ -202,7 +202,8 @@ class Search:
         self.replay = getattr(memo, "replay", None)
         self.wave_size, self.reserve_s = max(1, wave_size), reserve_s
         self.wave_s: list[float] = []  # each measured wave's seconds: the next one's estimate
-        self.base_search = accuracy_at(baseline.correct_bits, baseline.n_test, split.search)
+        self.base_search = accuracy_at(baseline.scores.correct_bits, baseline.scores.n_test,
+                                       split.search)
         self.log = SearchLog(sampler={"name": request.sampler, "seed": seed,
                                       "library": "optuna", "halving": HALVING})
         optuna = _quiet_optuna()
@@ -360,7 +361,7 @@ class Search:
         self._judge(record, result)
 
     def _judge(self, record: TrialRecord, result: VariantResult) -> None:
-        acc = accuracy_at(result.correct_bits, result.n_test, self.split.search)
+        acc = accuracy_at(result.scores.correct_bits, result.scores.n_test, self.split.search)
         if acc is None or self.base_search is None:
             record.state, record.error = "failed", "no per-example accuracy to search on"
             return

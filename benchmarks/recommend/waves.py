@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from benchmarks.report.records import Cost, Timing
 from benchmarks.report.results import VariantResult
 from benchmarks.spec.runtimes import EAGER
 from benchmarks.spec.variant import BASELINE, VariantSpec
@@ -22,13 +23,15 @@ def reference_of(base: VariantResult) -> dict:
     """A wave's baseline as much as a ratio against it needs (its timing rounds, the statistics
     of all its samples, size and memory), without its samples: what the recommendation keeps
     per wave, so a ratio taken in the search can be recomputed from the stored JSON."""
-    lat = base.latency
-    ref = VariantResult(name=base.name, device=base.device, batch_size=base.batch_size,
-                        size_bytes=base.size_bytes, peak_memory_bytes=base.peak_memory_bytes,
-                        round_p50_ms=list(base.round_p50_ms),
-                        latency_samples_ms=list(base.round_p50_ms) or ([lat.p50] if lat else []))
+    lat = base.timing.latency
+    rounds = list(base.timing.round_p50_ms)
+    ref = VariantResult(
+        name=base.name, device=base.device,
+        timing=Timing(batch_size=base.timing.batch_size, round_p50_ms=rounds,
+                      latency_samples_ms=rounds or ([lat.p50] if lat else [])),
+        cost=Cost(size_bytes=base.cost.size_bytes, peak_memory_bytes=base.cost.peak_memory_bytes))
     if lat is not None:
-        ref.sample_stats = {"latency_samples_ms": dataclasses.asdict(lat)}
+        ref.timing.sample_stats = {"latency_samples_ms": dataclasses.asdict(lat)}
     return ref.to_dict()
 
 
@@ -89,15 +92,15 @@ class Waves:
         trials = [by_index.get(index[v.name]) if runtime == EAGER
                   else cells.get((v.name, runtime)) for v, runtime in zip(variants, runtimes)]
         if cut:  # a variant whose timing the cancel cut off has no ratio: not measured
-            trials = [r if r is not None and r.round_p50_ms else None for r in trials]
-            if base is not None and not base.round_p50_ms:
+            trials = [r if r is not None and r.timing.round_p50_ms else None for r in trials]
+            if base is not None and not base.timing.round_p50_ms:
                 base = None
         if base is not None:
             spent = time.perf_counter() - t0
-            trained = sum((r.phase_s or {}).get("build", 0.0) for r in results
+            trained = sum((r.provenance.phase_s or {}).get("build", 0.0) for r in results
                           if r is not None and r.techniques)
-            self.measure_s.append(max(0.0, spent - trained - base.phase_s.get("build", 0.0))
-                                  / (len(results) or 1))
+            own = base.provenance.phase_s.get("build", 0.0)
+            self.measure_s.append(max(0.0, spent - trained - own) / (len(results) or 1))
         return base, trials, cut
 
     def per_variant_s(self) -> float:

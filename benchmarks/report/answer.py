@@ -78,22 +78,23 @@ def objective_ratio(variant: VariantResult, base: VariantResult, objective: str
     sizes and memory, variant over baseline for throughput."""
     if objective in COUNTED_OBJECTIVES:  # counted, not timed: no noise to bound
         key = "size_bytes" if objective == "size" else "peak_memory_bytes"
-        mine, ref = getattr(variant, key), getattr(base, key)
+        mine, ref = getattr(variant.cost, key), getattr(base.cost, key)
         return (ref / mine if mine and ref else None), None
     if variant.device.split(":")[0] != base.device.split(":")[0]:
         return None, None  # no latency ratio across devices
-    mine, ref = variant.latency, base.latency
+    mine, ref = variant.timing.latency, base.timing.latency
     if mine is None or ref is None:
         return None, None
     if objective == "throughput":
-        point = (variant.throughput or 0) / base.throughput if base.throughput else None
+        theirs = base.timing.throughput
+        point = (variant.timing.throughput or 0) / theirs if theirs else None
     else:
         figure = "p99" if objective == "p99" else "p50"
         point = getattr(ref, figure) / getattr(mine, figure)
     # Throughput at the median latency is batch / p50: its gain is the p50 ratio, so both
     # resample baseline over variant (reference first: bootstrap_ratio's order).
-    boot = stats.bootstrap_ratio([[x] for x in base.round_p50_ms],
-                                 [[x] for x in variant.round_p50_ms])
+    boot = stats.bootstrap_ratio([[x] for x in base.timing.round_p50_ms],
+                                 [[x] for x in variant.timing.round_p50_ms])
     ci = boot["ci"] if boot and objective != "p99" else None
     return point, ci
 
@@ -101,12 +102,12 @@ def objective_ratio(variant: VariantResult, base: VariantResult, objective: str
 def candidate(variant: VariantResult, base: VariantResult, margin_pts: float,
               confidence: float, objective: str) -> Candidate | None:
     """The variant judged against the baseline; None where it cannot be paired."""
-    if not (variant.ok and variant.correct_bits and base.correct_bits
-            and variant.n_test == base.n_test and variant.n_test):
+    if not (variant.ok and variant.scores.correct_bits and base.scores.correct_bits
+            and variant.scores.n_test == base.scores.n_test and variant.scores.n_test):
         return None
-    n = variant.n_test
-    b, c = stats.discordant(stats.unpack_bits(variant.correct_bits, n),
-                            stats.unpack_bits(base.correct_bits, n))
+    n = variant.scores.n_test
+    b, c = stats.discordant(stats.unpack_bits(variant.scores.correct_bits, n),
+                            stats.unpack_bits(base.scores.correct_bits, n))
     # The margin's test and the two-sided interval: the certificate's rule (exact where
     # discordant pairs are few), the lower limit above -margin exactly when p < alpha.
     test = stats.noninferiority(b, c, n, margin_pts / 100, confidence)
@@ -139,12 +140,12 @@ def exploratory_answer(variants: list[VariantResult], baseline: str | None = Non
     if not 0.5 < confidence < 1:
         raise ValueError(f"confidence must be in (0.5, 1); got {confidence!r}")
     base = find_baseline(variants, baseline)
-    accuracy = base.accuracy if base is not None and base.ok else None
+    accuracy = base.scores.accuracy if base is not None and base.ok else None
     # A share of a baseline that has no accuracy cannot be said in points: its upper bound
     # stands in while the answer says why there is none.
     margin_pts = margin.points(accuracy) if accuracy is not None else margin.upper_points
     answer = Answer(None, margin_pts, confidence, objective)
-    if base is None or not base.ok or not base.correct_bits:
+    if base is None or not base.ok or not base.scores.correct_bits:
         answer.reason = "the baseline has no per-example accuracy to compare against"
         return answer
     for v in variants:

@@ -46,8 +46,8 @@ def comparison_rows(results: list[VariantResult], baseline: str | None = None) -
     base_row = base.flat_row() if base is not None and base.ok else {}
     references = _time_references(results, base)
     base_cpu = None
-    if base is not None and base.cpu_latency_samples_ms:
-        base_cpu = base.stats_of("cpu_latency_samples_ms").p50
+    if base is not None and base.timing.cpu_latency_samples_ms:
+        base_cpu = base.timing.stats_of("cpu_latency_samples_ms").p50
     rows = []
     for result in results:
         row = result.flat_row()
@@ -65,7 +65,8 @@ def comparison_rows(results: list[VariantResult], baseline: str | None = None) -
                 # Never a CPU time against a GPU time: the CPU baseline if it was timed.
                 ref = None
                 if base_cpu and _device_type(result.device) == "cpu":
-                    ref = base_cpu if key == "p50_ms" else result.batch_size / (base_cpu / 1e3)
+                    ref = base_cpu if key == "p50_ms" else \
+                        result.timing.batch_size / (base_cpu / 1e3)
             if value is None or ref is None:
                 row[f"{key}_vs_base"] = None
             elif key == "accuracy":
@@ -88,7 +89,7 @@ def _deployment(result: VariantResult) -> tuple:
     """Where a row was timed: its batch size, threads and instruction-set profile (a
     profile's rows were timed with its own baseline, in a process of their own)."""
     rt = result.runtime or {}
-    return (result.batch_size, rt.get("threads", result.axes.get("threads")),
+    return (result.timing.batch_size, rt.get("threads", result.axes.get("threads")),
             (rt.get("profile") or {}).get("name", "native"))
 
 
@@ -118,10 +119,11 @@ def _paired(result: VariantResult, base: VariantResult | None) -> dict:
     p < 0.05; and whether it is within noise (None where no pairing is possible)."""
     out = {"p_value_vs_base": None, "within_noise": None, "accuracy_vs_base_ci": None,
            "test_vs_base": None}
-    if base is None or result is base or not (result.correct_bits and base.correct_bits) \
-            or result.n_test != base.n_test:
+    mine, theirs = result.scores, None if base is None else base.scores
+    if base is None or result is base or not (mine.correct_bits and theirs.correct_bits) \
+            or mine.n_test != theirs.n_test:
         return out
-    test = stats.paired_bits(result.correct_bits, base.correct_bits, result.n_test)
+    test = stats.paired_bits(mine.correct_bits, theirs.correct_bits, mine.n_test)
     out.update(p_value_vs_base=test["p_value"], within_noise=test["p_value"] >= stats.ALPHA,
                accuracy_vs_base_ci=test["ci_pts"], test_vs_base=test["test"])
     return out
@@ -144,20 +146,21 @@ def _add_control_gains(results: list[VariantResult], rows: list[dict]) -> None:
         # of the per-seed differences (never seed 0's paired test beside the seeds' mean),
         # otherwise the paired test on the test examples.
         test = None
-        if result.seeds and result.seeds == twin.seeds and len(result.seeds) >= 2:
-            diffs = [100 * (a - b) for a, b in zip(result.seed_accuracies, twin.seed_accuracies)]
+        mine, theirs = result.scores, twin.scores
+        if mine.seeds and mine.seeds == theirs.seeds and len(mine.seeds) >= 2:
+            diffs = [100 * (a - b) for a, b in zip(mine.seed_accuracies, theirs.seed_accuracies)]
             test = stats.paired_t(diffs)
             if test is not None:
                 row.update(gain_vs_control_pts=test["mean"], gain_vs_control_ci=test["ci"],
                            p_value_vs_control=test["p_value"], test_vs_control=test["test"])
-        if test is None and result.correct_bits and twin.correct_bits \
-                and result.n_test == twin.n_test:
-            test = stats.paired_bits(result.correct_bits, twin.correct_bits, result.n_test)
+        if test is None and result.scores.correct_bits and twin.scores.correct_bits \
+                and result.scores.n_test == twin.scores.n_test:
+            test = stats.paired_bits(mine.correct_bits, theirs.correct_bits, mine.n_test)
             row.update(gain_vs_control_pts=test["difference_pts"],
                        gain_vs_control_ci=test["ci_pts"], p_value_vs_control=test["p_value"],
                        test_vs_control=test["test"])
-        if test is None and result.accuracy is not None and twin.accuracy is not None:
-            row["gain_vs_control_pts"] = 100 * (result.accuracy - twin.accuracy)
+        if test is None and result.scores.accuracy is not None and twin.scores.accuracy is not None:
+            row["gain_vs_control_pts"] = 100 * (result.scores.accuracy - twin.scores.accuracy)
 
 
 def _has_control(result: VariantResult) -> bool:

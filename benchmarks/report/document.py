@@ -14,7 +14,8 @@ import io
 from dataclasses import dataclass, field
 
 from benchmarks.report.comparisons import comparison_rows, find_baseline
-from benchmarks.report.results import CONTENTION_FRACTION, VariantResult
+from benchmarks.report.records import CONTENTION_FRACTION
+from benchmarks.report.results import VariantResult
 from benchmarks.report import stats
 from benchmarks.report.seeds import seeds_note, seeds_shown, shown_rows
 
@@ -150,7 +151,7 @@ class RunReport:
             point = {k: row.get(k) for k in ROOFLINE_FIELDS}
             d["achieved_flops_per_s"] = point.pop("achieved_flops_per_s")
             d["percent_of_peak"] = point.pop("percent_of_peak")
-            d["roofline"] = {**point, "traffic_bytes": v.traffic_bytes}
+            d["roofline"] = {**point, "traffic_bytes": v.cost.traffic_bytes}
             flips = self._flips(v)
             if flips is not None:
                 d["flips_vs_baseline"] = flips
@@ -171,11 +172,13 @@ class RunReport:
         """The test examples the variant turned wrong (and right) against the baseline, from
         their correctness bits; None for the baseline or where they do not pair."""
         base = next((b for b in self.variants if b.name == self.baseline), None)
-        if base is None or variant is base or not (base.correct_bits and variant.correct_bits) \
-                or base.n_test != variant.n_test:
+        if base is None or variant is base or not (base.scores.correct_bits and
+                                                    variant.scores.correct_bits) \
+                or base.scores.n_test != variant.scores.n_test:
             return None
         from benchmarks.report.stats import flipped
-        return flipped(base.correct_bits, variant.correct_bits, variant.n_test, FLIPS_LISTED)
+        return flipped(base.scores.correct_bits, variant.scores.correct_bits,
+                       variant.scores.n_test, FLIPS_LISTED)
 
     def summary(self) -> dict:
         """The run as ``history --json`` lists it: its summary fields and the document's
@@ -219,16 +222,21 @@ def compare_runs(a: RunReport, b: RunReport) -> list[dict]:
         other = theirs.get(mine.name)
         if other is None or not (mine.ok and other.ok):
             continue
-        row = {"variant": mine.name, "accuracy_a": mine.accuracy, "accuracy_b": other.accuracy,
+        a_lat, b_lat = mine.timing.latency, other.timing.latency
+        a_scores, b_scores = mine.scores, other.scores
+        row = {"variant": mine.name, "accuracy_a": a_scores.accuracy,
+               "accuracy_b": b_scores.accuracy,
                "accuracy_change_pts": None, "accuracy_change_ci": None, "p_value": None,
                "within_noise": None, "test": None,
-               "p50_ms_a": mine.latency.p50 if mine.latency else None,
-               "p50_ms_b": other.latency.p50 if other.latency else None, "p50_ratio": None}
-        if mine.accuracy is not None and other.accuracy is not None:
-            row["accuracy_change_pts"] = 100 * (other.accuracy - mine.accuracy)
-        if mine.correct_bits and other.correct_bits and mine.n_test == other.n_test:
+               "p50_ms_a": a_lat.p50 if a_lat else None,
+               "p50_ms_b": b_lat.p50 if b_lat else None, "p50_ratio": None}
+        if a_scores.accuracy is not None and b_scores.accuracy is not None:
+            row["accuracy_change_pts"] = 100 * (b_scores.accuracy - a_scores.accuracy)
+        if a_scores.correct_bits and b_scores.correct_bits and \
+                a_scores.n_test == b_scores.n_test:
             # The change's interval and p-value from one test (they never disagree).
-            test = stats.paired_bits(other.correct_bits, mine.correct_bits, mine.n_test)
+            test = stats.paired_bits(b_scores.correct_bits, a_scores.correct_bits,
+                                     a_scores.n_test)
             row.update(accuracy_change_ci=test["ci_pts"], p_value=test["p_value"],
                        test=test["test"], within_noise=test["p_value"] >= stats.ALPHA)
         if row["p50_ms_a"] and row["p50_ms_b"] and \

@@ -270,7 +270,7 @@ FOUR = ("accuracy", "latency", "memory", "size")
 def sparse_layers(report) -> dict:
     """Per-layer sparsity of every variant that recorded it, whichever technique made it (a
     runtime cell shares its variant's)."""
-    return {v.name: v.layer_sparsity for v in report.variants if v.layer_sparsity
+    return {v.name: v.cost.layer_sparsity for v in report.variants if v.cost.layer_sparsity
             and (v.runtime or {}).get("variant", v.name) == v.name}
 
 

@@ -36,7 +36,7 @@ def seed_comparison(result, base) -> dict:
            "accuracy_seed_ci_high": None, "accuracy_seed_vs_base": None,
            "accuracy_seed_vs_base_ci": None, "p_value_seeds_vs_base": None,
            "within_noise_seeds": None, "test_seeds_vs_base": None}
-    summary = result.seed_summary
+    summary = result.scores.seed_summary
     if summary is None:
         return out
     out["accuracy_seed_n"] = len(summary["accuracies"])
@@ -45,11 +45,12 @@ def seed_comparison(result, base) -> dict:
     if result is base:
         out["accuracy_seed_vs_base"] = 0.0
         return out
-    if base is None or base.seed_summary is None:
+    if base is None or base.scores.seed_summary is None:
         return out
-    theirs = dict(zip(base.seeds, base.seed_accuracies))
+    theirs = dict(zip(base.scores.seeds, base.scores.seed_accuracies))
     diffs = [100.0 * (mine - theirs[seed])
-             for seed, mine in zip(result.seeds, result.seed_accuracies) if seed in theirs]
+             for seed, mine in zip(result.scores.seeds, result.scores.seed_accuracies)
+             if seed in theirs]
     test = stats.paired_t(diffs)
     if test is not None:
         out.update(accuracy_seed_vs_base=test["mean"], accuracy_seed_vs_base_ci=test["ci"],

@@ -61,11 +61,11 @@ def machine_of(environment: dict) -> str:
 
 def p50_interval(result: VariantResult) -> tuple[float, float] | None:
     """A 95% interval of the variant's p50 (see the module's docstring); None untimed."""
-    rounds = [r for r in result.round_p50_ms if r is not None]
+    rounds = [r for r in result.timing.round_p50_ms if r is not None]
     if len(rounds) >= MIN_ROUNDS:
         ci = (stats.mean_interval(rounds) or {}).get("ci")
         return (ci[0], ci[1]) if ci else None
-    samples = sorted(result.latency_samples_ms)
+    samples = sorted(result.timing.latency_samples_ms)
     n = len(samples)
     if n < 10:
         return None
@@ -77,14 +77,14 @@ def p50_interval(result: VariantResult) -> tuple[float, float] | None:
 
 
 def _accuracy_flag(before: VariantResult, after: VariantResult) -> str | None:
-    if not (before.correct_bits and after.correct_bits and before.n_test == after.n_test
-            and before.n_test):
+    was, now = before.scores, after.scores
+    if not (was.correct_bits and now.correct_bits and was.n_test == now.n_test and was.n_test):
         return None
     # The paired test every table uses (its interval would agree with this p).
-    p = stats.paired_bits(after.correct_bits, before.correct_bits, after.n_test)["p_value"]
+    p = stats.paired_bits(now.correct_bits, was.correct_bits, now.n_test)["p_value"]
     if p >= stats.ALPHA:
         return None
-    change = 100 * ((after.accuracy or 0) - (before.accuracy or 0))
+    change = 100 * ((after.scores.accuracy or 0) - (before.scores.accuracy or 0))
     return f"accuracy {'up' if change > 0 else 'down'} {abs(change):.2f} pts (p = {p:.3g})"
 
 
@@ -113,9 +113,9 @@ def trend(runs: list[dict]) -> list[Point]:
             result = VariantResult.from_dict(stored)
             if not result.ok:
                 continue
-            latency = result.latency
+            latency = result.timing.latency
             point = Point(result.name, run.get("run_id") or "", run.get("created_at") or "",
-                          env.get("git_commit"), machine_of(env), result.accuracy,
+                          env.get("git_commit"), machine_of(env), result.scores.accuracy,
                           None if latency is None else latency.p50, p50_interval(result))
             if result.name in last:
                 before, before_result = last[result.name]

@@ -26,6 +26,7 @@ are against the eager fp32 baseline at the same batch size and thread count
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -36,6 +37,7 @@ import torch
 
 from benchmarks.measure import precisions
 from benchmarks.measure.memory import measure_peak_memory, measure_traffic
+from benchmarks.report.records import Provenance, Timing
 from benchmarks.report.results import VariantResult
 from benchmarks.report.stats import pack_bits
 from benchmarks.run.checks import ACCURACY_BATCH
@@ -194,18 +196,18 @@ class Cells:
         base = b.result
         result = VariantResult(
             name=cell_name(base.name, key, self.first), techniques=list(base.techniques),
-            config=dict(base.config), device=base.device, batch_size=key.batch,
+            config=dict(base.config), device=base.device, timing=Timing(batch_size=key.batch),
             axes={**variant.axes_dict(), **self.axes(key)},
-            started_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+            provenance=Provenance(started_at=time.strftime("%Y-%m-%dT%H:%M:%S")))
         result.runtime = {"name": key.runtime, "version": get_runtime(key.runtime).version(),
                           "variant": base.name, "batch_size": key.batch,
                           "threads": key.threads}
         for name in ("params", "nonzero_params", "flops", "flops_effective", "layer_sparsity"):
-            setattr(result, name, getattr(base, name))
+            setattr(result.cost, name, getattr(base.cost, name))
         if key.runtime not in GRAPH_RUNTIMES:
             # The same modules run (compiled or not): the same precision per multiply-add. A
             # graph runtime's comes from its own kernel census (its runtime precision).
-            result.mac_census = base.mac_census
+            result.cost.mac_census = base.cost.mac_census
         cell = Built(b.index, result, device=b.device, threads=key.threads, position=position)
         if base.error is not None or b.model is None:
             result.error = f"its variant failed: {base.error or 'not built'}"
@@ -215,13 +217,14 @@ class Cells:
         """The variant itself at another batch size or thread count."""
         from benchmarks.runtimes.base import timed_first_call
         r, base = cell.result, b.result
-        for name in ("accuracy", "correct_bits", "n_test", "seeds", "seed_accuracies",
-                     "size_bytes", "size_gzip_bytes"):
-            setattr(r, name, getattr(base, name))
+        # The same weights: the same scores and the same bytes on disk.
+        r.scores = dataclasses.replace(base.scores, seeds=list(base.scores.seeds),
+                                       seed_accuracies=list(base.scores.seed_accuracies))
+        r.cost.size_bytes, r.cost.size_gzip_bytes = base.cost.size_bytes, base.cost.size_gzip_bytes
         example = self._example(b, key.batch)
-        r.peak_memory_bytes, r.memory_method = measure_peak_memory(
+        r.cost.peak_memory_bytes, r.cost.memory_method = measure_peak_memory(
             b.model, example, b.device, autocast=b.autocast())
-        r.traffic_bytes = measure_traffic(b.model, example, b.device, autocast=b.autocast())
+        r.cost.traffic_bytes = measure_traffic(b.model, example, b.device, autocast=b.autocast())
         with _threads(key.threads):
             first = timed_first_call(_under(b.model, b), example.to(b.device))
         r.runtime.update({k: v for k, v in base.runtime.items()
@@ -258,19 +261,20 @@ class Cells:
             if graph and float_prefix(variant) is not None:
                 self._against_fp32(b, variant, scored[key.runtime], logits, batch,
                                    eager_logits, ready, key.runtime)
-            r.phase_s["accuracy"] = time.perf_counter() - t0
+            r.provenance.phase_s["accuracy"] = time.perf_counter() - t0
         figures = scored[key.runtime]
         for name in ("accuracy", "correct_bits", "n_test"):
-            setattr(r, name, figures[name])
-        if r.accuracy is not None:
-            r.seeds, r.seed_accuracies = [self.sweep.spec.seed], [r.accuracy]
-        r.phase_s["prepare"] = ready.prepare_s
+            setattr(r.scores, name, figures[name])
+        if r.scores.accuracy is not None:
+            r.scores.seeds, r.scores.seed_accuracies = [self.sweep.spec.seed], [r.scores.accuracy]
+        r.provenance.phase_s["prepare"] = ready.prepare_s
         files = [p for p in ready.artefacts if p.exists()]
         if files:
-            r.size_bytes = sum(p.stat().st_size for p in files)
+            r.cost.size_bytes = sum(p.stat().st_size for p in files)
         else:
-            r.size_bytes, r.size_gzip_bytes = b.result.size_bytes, b.result.size_gzip_bytes
-        r.memory_method = ("not measured: the runtime's own allocator" if graph
+            r.cost.size_bytes, r.cost.size_gzip_bytes = (b.result.cost.size_bytes,
+                                                         b.result.cost.size_gzip_bytes)
+        r.cost.memory_method = ("not measured: the runtime's own allocator" if graph
                            else "not measured: compiled")
         r.runtime.update(version=ready.version, precision=ready.precision,
                          prepare_s=round(ready.prepare_s, 4), first_call_ms=first,
@@ -444,8 +448,8 @@ def sync_seeds(cells: list[Built], built: list[Built]) -> None:
         runtime = cell.result.runtime or {}
         base = by_name.get(runtime.get("variant"))
         if base is not None and runtime.get("name") == EAGER and cell.result.ok:
-            cell.result.seeds = list(base.seeds)
-            cell.result.seed_accuracies = list(base.seed_accuracies)
+            cell.result.scores.seeds = list(base.scores.seeds)
+            cell.result.scores.seed_accuracies = list(base.scores.seed_accuracies)
 
 
 def energy_pass(entries: list[Built]) -> None:
@@ -466,5 +470,5 @@ def energy_pass(entries: list[Built]) -> None:
         sync = torch.cuda.synchronize if kind == "cuda" else (lambda: None)
         fn = _under(b.model, b, graph=b.autocast_dtype is None)
         with torch.inference_mode(), _threads(b.threads or torch.get_num_threads()):
-            b.result.energy = energy_per_inference(lambda: fn(x), b.result.batch_size, meter,
-                                                   synchronize=sync)
+            b.result.cost.energy = energy_per_inference(
+                lambda: fn(x), b.result.timing.batch_size, meter, synchronize=sync)

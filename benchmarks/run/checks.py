@@ -111,10 +111,10 @@ def _check_trained(spec, data, result: VariantResult) -> None:
     """A baseline trained here that scores near chance learned nothing: every comparison
     (and a recommendation's certificate) is then against an untrained model."""
     chance = 100.0 / data.num_classes
-    if spec.epochs > 0 and 100 * result.accuracy <= chance + NEAR_CHANCE_POINTS:
+    if spec.epochs > 0 and 100 * result.scores.accuracy <= chance + NEAR_CHANCE_POINTS:
         result.warnings.append(
             f"the baseline trained here ({spec.epochs} epochs) scores "
-            f"{100 * result.accuracy:.1f}%, near chance ({chance:.1f}%): it has not learned "
+            f"{100 * result.scores.accuracy:.1f}%, near chance ({chance:.1f}%): it has not learned "
             f"this data, so every variant is compared against an untrained model; give more "
             f"--epochs, a model suited to input shape {'x'.join(map(str, data.input_shape))}, "
             f"or a --checkpoint")
@@ -127,14 +127,14 @@ def check_near_chance(sweep, result: VariantResult, model, device) -> None:
     from optimizers.training import correctness
     spec, data = sweep.spec, sweep.data
     pretrained = spec.weights is not None and sweep.keep_head
-    if result.accuracy is None:
+    if result.scores.accuracy is None:
         return
     if not (spec.checkpoint or pretrained):
         _check_trained(spec, data, result)
         return
     name = Path(spec.checkpoint).name if spec.checkpoint else f"{spec.model} {spec.weights}"
     mode = (data.normalization or {}).get("mode")
-    mine = unpack_bits(result.correct_bits, result.n_test)
+    mine = unpack_bits(result.scores.correct_bits, result.scores.n_test)
     best = None
     for other in NORMALIZE_MODES:
         if other == mode:
@@ -149,13 +149,13 @@ def check_near_chance(sweep, result: VariantResult, model, device) -> None:
     chance = 100.0 / data.num_classes
     if best is not None:
         result.warnings.append(
-            f"the baseline loaded from {name} scores {100 * result.accuracy:.1f}% with "
+            f"the baseline loaded from {name} scores {100 * result.scores.accuracy:.1f}% with "
             f"normalize {mode} but {100 * best[2]:.1f}% with {best[0]} on the same test "
             f"images: its training probably scaled inputs that way; give --normalize "
             f"{best[0]} (accepted: dataset|none|imagenet|MEAN,STD)")
-    elif 100 * result.accuracy <= chance + NEAR_CHANCE_POINTS:
+    elif 100 * result.scores.accuracy <= chance + NEAR_CHANCE_POINTS:
         result.warnings.append(
-            f"the baseline loaded from {name} scores {100 * result.accuracy:.1f}%, near "
+            f"the baseline loaded from {name} scores {100 * result.scores.accuracy:.1f}%, near "
             f"chance ({chance:.1f}%): its inputs are probably scaled differently from its "
             f"training (normalize is {mode}); give --normalize dataset|none|imagenet|"
             f"MEAN,STD as it was trained")

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.measure import precisions
+from benchmarks.report.records import Timing
 from benchmarks.report.results import VariantResult
 from benchmarks.run.cells import deployed_precision
 from benchmarks.spec.isa import HONOURED_BY, NATIVE, get, label
@@ -55,8 +56,8 @@ def _refused(spec, profile: str, why: str, runtimes=None, like=None) -> list[Var
                 entry["threads"] = (like.runtime or {}).get("threads")
             rows.append(VariantResult(
                 name=profile_name(name, profile), techniques=list(v.techniques),
-                error=why, runtime=entry,
-                batch_size=like.batch_size if like is not None else spec.batch_size))
+                error=why, runtime=entry, timing=Timing(
+                    batch_size=like.timing.batch_size if like is not None else spec.batch_size)))
     return rows
 
 

@@ -82,17 +82,18 @@ def visit(b: Built, runs: int, seconds: float, warmup: int) -> None:
     b.visits += 1
     b.calls += len(tracker.samples_ms)
     b.window_s += tracker.window_ms / 1e3
-    b.result.phase_s["latency"] = b.result.phase_s.get("latency", 0.0) + tracker.wall_s
+    phases = b.result.provenance.phase_s
+    phases["latency"] = phases.get("latency", 0.0) + tracker.wall_s
 
 
 def _finish(b: Built, timing: dict) -> None:
-    b.result.keep_samples("latency_samples_ms", b.samples)
+    b.result.timing.keep_samples("latency_samples_ms", b.samples)
     if b.device is not None and b.device.type == "cuda":
-        b.result.keep_samples("host_samples_ms", b.host)
-    b.result.round_p50_ms = [round(x, 6) for x in b.rounds]
+        b.result.timing.keep_samples("host_samples_ms", b.host)
+    b.result.timing.round_p50_ms = [round(x, 6) for x in b.rounds]
     if b.calls:
-        b.result.timed_calls, b.result.timed_window_s = b.calls, round(b.window_s, 6)
-    b.result.timing = timing
+        b.result.timing.timed_calls, b.result.timing.timed_window_s = b.calls, round(b.window_s, 6)
+    b.result.timing.how = timing
     b.model = None
 
 
@@ -148,8 +149,8 @@ def time_interleaved(built: list[Built], spec: SweepSpec, device: torch.device,
               "variants_together": len(entries) - (cpu_ref is not None),
               "window": [round(started, 3), round(time.time(), 3)]}
     if cpu_ref is not None:
-        base.result.keep_samples("cpu_latency_samples_ms", cpu_ref.samples)
-        base.result.cpu_round_p50_ms = [round(x, 6) for x in cpu_ref.rounds]
+        base.result.timing.keep_samples("cpu_latency_samples_ms", cpu_ref.samples)
+        base.result.timing.cpu_round_p50_ms = [round(x, 6) for x in cpu_ref.rounds]
         timing["cpu_baseline"] = "timed in the same rounds, for the CPU variants' ratios"
         entries.remove(cpu_ref)
     if after_rounds is not None:

@@ -380,8 +380,8 @@ class PreparedSweep:
             except Cancelled:
                 self.cancelled = True
                 for b in built + cells:
-                    if b.result.timing.get("method") in (None, "pending"):
-                        b.result.timing = {"method": "not timed",
+                    if b.result.timing.how.get("method") in (None, "pending"):
+                        b.result.timing.how = {"method": "not timed",
                                            "reason": "the sweep was cancelled"}
                     b.model = None
             finally:
@@ -404,9 +404,9 @@ class PreparedSweep:
             b = build_and_measure(self, index, variant, report, shared=shared, stop=stop)
             mine = deployment.build(b, variant, report, stop) if deployment is not None else []
             if b.model is not None:
-                held = state_bytes(b.model) + sum(c.result.size_bytes or 0 for c in mine
+                held = state_bytes(b.model) + sum(c.result.cost.size_bytes or 0 for c in mine
                                                   if c.model is not None and c.model is not b.model)
-                need = held + (b.result.peak_memory_bytes or 0)
+                need = held + (b.result.cost.peak_memory_bytes or 0)
                 too_big = resident + need > budget
                 if self.spec.timing == "sequential" or too_big:
                     for one in [b, *mine]:
@@ -417,8 +417,8 @@ class PreparedSweep:
                     resident += held
             built.append(b)
             for one in [b, *mine]:
-                if one.model is not None and not one.result.timing:
-                    one.result.timing = {"method": "pending",
+                if one.model is not None and not one.result.timing.how:
+                    one.result.timing.how = {"method": "pending",
                                          "reason": "timed once every variant is built"}
             if on_partial is not None:
                 on_partial(index, b.result)

@@ -15,6 +15,7 @@ from benchmarks.measure import machine
 from benchmarks.measure.macs import mac_census
 from benchmarks.measure.memory import measure_peak_memory, measure_traffic
 from benchmarks.measure.size import serialized_size
+from benchmarks.report.records import Provenance, Timing
 from benchmarks.report.results import VariantResult
 from benchmarks.report.stats import pack_bits
 from benchmarks.run.checks import ACCURACY_BATCH, check_near_chance
@@ -38,18 +39,20 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
     spec = sweep.spec
     result = VariantResult(name=variant.name, techniques=list(variant.techniques),
                            config=variant.config(), device=str(sweep.device),
-                           batch_size=sweep.eval_batches[0], axes=variant.axes_dict(),
-                           started_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                           timing=Timing(batch_size=sweep.eval_batches[0]),
+                           axes=variant.axes_dict(),
+                           provenance=Provenance(started_at=time.strftime("%Y-%m-%dT%H:%M:%S")))
     if not variant.techniques:
         result.warnings.extend(sweep.warnings)
-    result.built_on = list(sweep.built_on.get(index, []))
+    result.provenance.built_on = list(sweep.built_on.get(index, []))
     b = Built(index, result)
     if index in sweep.failed_builds:
         result.error = f"build failed: {sweep.failed_builds[index]}"
         report(variant.name, index, "done", 1.0)
         return b
     t_variant = time.perf_counter()
-    tracker = PhaseTracker(result.phase_s, lambda p, f: report(variant.name, index, p, f),
+    tracker = PhaseTracker(result.provenance.phase_s,
+                           lambda p, f: report(variant.name, index, p, f),
                            stop)
     try:
         with tracker.track("build"):
@@ -60,9 +63,10 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
             if sweep.data.labelled:
                 right = correctness(model, sweep.data.batches("test", ACCURACY_BATCH), device,
                                     b.autocast_dtype)
-                result.accuracy = sum(right) / len(right) if right else None
-                result.correct_bits, result.n_test = pack_bits(right), len(right)
-                result.seeds, result.seed_accuracies = [spec.seed], [result.accuracy]
+                result.scores.accuracy = sum(right) / len(right) if right else None
+                result.scores.correct_bits, result.scores.n_test = pack_bits(right), len(right)
+                result.scores.seeds = [spec.seed]
+                result.scores.seed_accuracies = [result.scores.accuracy]
                 if not variant.techniques:
                     check_near_chance(sweep, result, model, device)
         with tracker.track("diagnostics"):
@@ -71,19 +75,19 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
                     sweep.baseline, model, device, sweep.example, result.config,
                     variant.techniques, b.autocast())
         with tracker.track("memory"):
-            result.peak_memory_bytes, result.memory_method = measure_peak_memory(
+            result.cost.peak_memory_bytes, result.cost.memory_method = measure_peak_memory(
                 model, b.example, device, autocast=b.autocast())
         with tracker.track("size"):
-            result.size_bytes, result.size_gzip_bytes = serialized_size(model)
-            result.params, result.nonzero_params = count_params(model)
+            result.cost.size_bytes, result.cost.size_gzip_bytes = serialized_size(model)
+            result.cost.params, result.cost.nonzero_params = count_params(model)
             flops = b.flops_hint or count_flops(model, sweep.example[:1], device)
             if flops is not None:
-                result.flops, result.flops_effective = flops.dense, flops.effective
+                result.cost.flops, result.cost.flops_effective = flops.dense, flops.effective
             # The roofline's bytes moved: one forward of the timed batch, counted op by op.
-            result.traffic_bytes = measure_traffic(model, sweep.timed_example, device,
+            result.cost.traffic_bytes = measure_traffic(model, sweep.timed_example, device,
                                                    autocast=b.autocast())
             # The roofline's precision: the one most of its multiply-adds ran in.
-            result.mac_census = mac_census(model, sweep.timed_example, device,
+            result.cost.mac_census = mac_census(model, sweep.timed_example, device,
                                            b.autocast_dtype)
         b.model = model
     except (Cancelled, DiskFull):  # a full disk fails every later variant too: the run ends
@@ -100,7 +104,7 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
         if result.error is not None:
             b.model = None
             release_memory()
-    result.wall_s = time.perf_counter() - t_variant
+    result.provenance.wall_s = time.perf_counter() - t_variant
     report(variant.name, index, "done", 1.0)
     return b
 
@@ -113,11 +117,12 @@ def _build(sweep, b: Built, variant: VariantSpec, report: Report, shared: dict) 
     outcome = sweep.build_variant(variant, sweep.context(
         lambda p, f: report(variant.name, b.index, f"build: {p}", f), variant=variant,
         shared=shared))
-    result.cache = {"hits": sweep.cache.hits - hits, "misses": sweep.cache.misses - misses}
+    result.provenance.cache = {"hits": sweep.cache.hits - hits,
+                               "misses": sweep.cache.misses - misses}
     if not variant.techniques and sweep.baseline_build:
         # The baseline's build is its training, done before the first variant.
-        result.phase_s["build"] = sweep.baseline_build["train_s"]
-        result.cache = dict(sweep.baseline_build["cache"])
+        result.provenance.phase_s["build"] = sweep.baseline_build["train_s"]
+        result.provenance.cache = dict(sweep.baseline_build["cache"])
     result.config = {**result.config, **outcome.config}
     if not variant.techniques:
         result.config["model"] = sweep.model_card
@@ -135,7 +140,7 @@ def _build(sweep, b: Built, variant: VariantSpec, report: Report, shared: dict) 
         timed.contiguous(memory_format=outcome.memory_format)
     b.threads = sweep.thread_counts[0]
     b.flops_hint = outcome.flops_hint
-    result.layer_sparsity = outcome.layer_sparsity
+    result.cost.layer_sparsity = outcome.layer_sparsity
 
 
 def other_seeds(sweep, built: list[Built], on_progress: ProgressFn | None, report: Report,
@@ -166,8 +171,8 @@ def other_seeds(sweep, built: list[Built], on_progress: ProgressFn | None, repor
                 model.eval()
                 right = correctness(model, sweep.data.batches("test", ACCURACY_BATCH), device,
                                     outcome.autocast_dtype)
-                b.result.seeds.append(seed)
-                b.result.seed_accuracies.append(sum(right) / len(right))
+                b.result.scores.seeds.append(seed)
+                b.result.scores.seed_accuracies.append(sum(right) / len(right))
             except (Cancelled, DiskFull):
                 raise
             except Exception as exc:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from benchmarks.measure.latency import measure_latency, pinned_threads
-from benchmarks.report.results import LatencyStats
+from benchmarks.report.records import LatencyStats
 from benchmarks.report.stats import pack_bits, unpack_bits
 from benchmarks.sensitivity import cells, diagnostics
 from benchmarks.sensitivity.config import SensitivityConfig, is_pruning

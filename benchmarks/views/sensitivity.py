@@ -180,12 +180,13 @@ def schedule_checks(variants: list, baseline: str | None, confidence: float = 0.
                                   else row["predicted_finetune_epochs"]
                                   == row["finetune_epochs"])
         row.update(_saving(v, base))
-        if v.correct_bits and base.correct_bits and v.n_test == base.n_test:
-            mine = stats.unpack_bits(v.correct_bits, v.n_test)
-            ref = stats.unpack_bits(base.correct_bits, base.n_test)
+        if v.scores.correct_bits and base.scores.correct_bits and \
+                v.scores.n_test == base.scores.n_test:
+            mine = stats.unpack_bits(v.scores.correct_bits, v.scores.n_test)
+            ref = stats.unpack_bits(base.scores.correct_bits, base.scores.n_test)
             b, c = stats.discordant(mine, ref)
             # The interval and the p-value from one test (they never disagree).
-            test = stats.paired_difference(b, c, v.n_test, confidence)
+            test = stats.paired_difference(b, c, v.scores.n_test, confidence)
             row.update(measured_pts=test["difference_pts"], measured_ci=test["ci_pts"],
                        p_value=test["p_value"])
             if row["max_drop_pts"] is not None:
@@ -197,13 +198,13 @@ def schedule_checks(variants: list, baseline: str | None, confidence: float = 0.
 def _saving(variant, base) -> dict:
     """The fraction of the baseline's p50 the variant saves, with the interval of the paired
     rounds' bootstrap where both were timed in the same rounds."""
-    mine, ref = variant.latency, base.latency
+    mine, ref = variant.timing.latency, base.timing.latency
     if mine is None or ref is None or not ref.p50:
         return {}
     out = {"measured_saving": 1.0 - mine.p50 / ref.p50}
-    if variant.round_p50_ms and base.round_p50_ms:
-        boot = stats.bootstrap_ratio([[x] for x in base.round_p50_ms],
-                                     [[x] for x in variant.round_p50_ms])
+    if variant.timing.round_p50_ms and base.timing.round_p50_ms:
+        boot = stats.bootstrap_ratio([[x] for x in base.timing.round_p50_ms],
+                                     [[x] for x in variant.timing.round_p50_ms])
         if boot and boot["ci"]:
             out["measured_saving_ci"] = [1.0 - 1.0 / c for c in boot["ci"]]
     return out

@@ -197,7 +197,7 @@ def _synthetic_variants(n: int):
     out = []
     for i in range(n):
         base = i == 0
-        out.append(VariantResult(
+        out.append(VariantResult.of(
             name="baseline" if base else f"prune-l1-{i / 25:g}",
             techniques=[] if base else ["prune"], device="cpu", accuracy=0.95 - 0.01 * i,
             latency_samples_ms=[1.0 + 0.05 * i + 0.01 * (k % 7) * (1 + (i % 3 == 0) * 20)

@@ -45,7 +45,7 @@ def _store_sweep(store: Path, n: int) -> str:
         mine = list(right)
         for k in range(min(i, 40)):
             mine[k] = False
-        s.add_variant(run_id, VariantResult(
+        s.add_variant(run_id, VariantResult.of(
             name=name, techniques=[] if base else ["prune"],
             axes={} if base else {"prune.method": method, "prune.ratio": ratio},
             accuracy=sum(mine) / 360, correct_bits=stats.pack_bits(mine), n_test=360,

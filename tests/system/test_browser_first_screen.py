@@ -38,7 +38,7 @@ def _variant(name: str, k: int):
     from benchmarks.report.results import VariantResult
     right = [True] * 350 + [False] * 10
     right[:k] = [False] * k
-    return VariantResult(
+    return VariantResult.of(
         name=name, techniques=[] if name == "baseline" else ["prune"],
         axes={} if name == "baseline" else {"prune.method": "l1", "prune.ratio": 0.5},
         accuracy=sum(right) / 360, correct_bits=stats.pack_bits(right), n_test=360,

@@ -182,7 +182,7 @@ def test_the_results_figures_are_built_once_for_the_same_data_and_again_when_it_
     opened({"run": run_id}, "pages/results.py")  # another session, the same run
     assert built == [list(charts.FOUR)]
     before = latency_bars(at)
-    ResultsStore(app_env).add_variant(run_id, VariantResult(
+    ResultsStore(app_env).add_variant(run_id, VariantResult.of(
         name="prune-l1-0.9", techniques=["prune"], accuracy=0.5, batch_size=32,
         latency_samples_ms=[0.1 + 0.001 * k for k in range(40)],
         size_bytes=100_000, peak_memory_bytes=10**6, memory_method="live_tensor_bytes"))

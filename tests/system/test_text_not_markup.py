@@ -75,13 +75,13 @@ def store_run(path, owner: str, *, model: str = f"{HOSTILE} models/net.py:build"
     for i, name in enumerate(["baseline", f"prune {HOSTILE}"]):
         right = [True] * (1900 - 2 * i) + [False] * (100 + 2 * i)
         rounds = [1.0 - 0.3 * i + 0.01 * r for r in range(5)]
-        s.add_variant(run_id, VariantResult(
+        s.add_variant(run_id, VariantResult.of(
             name=name, techniques=[] if i == 0 else ["prune"], accuracy=sum(right) / 2000,
             correct_bits=stats.pack_bits(right), n_test=2000, batch_size=32,
             latency_samples_ms=[x + 0.001 * k for x in rounds for k in range(8)],
             round_p50_ms=rounds, size_bytes=400_000 - 50_000 * i,
             timing={"method": "interleaved", "rounds": 5}).to_dict())
-    s.add_variant(run_id, VariantResult(
+    s.add_variant(run_id, VariantResult.of(
         name="int8-static", techniques=["int8"],
         error=f"cannot load {SECRET}: {HOSTILE}").to_dict())
     if recommendation is not None:

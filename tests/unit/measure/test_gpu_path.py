@@ -122,10 +122,10 @@ def test_launch_bound_is_flagged_from_an_injected_clock(host_ms, device_ms, expe
     tracker.run(clock.tick)
     assert len(tracker.host_samples_ms) == HOST_PROBES
     assert tracker.host_samples_ms == pytest.approx([host_ms] * HOST_PROBES)
-    result = VariantResult("v", latency_samples_ms=tracker.samples_ms,
-                           host_samples_ms=tracker.host_samples_ms)
-    assert result.launch_bound is expected
-    assert VariantResult("cpu", latency_samples_ms=[1.0]).launch_bound is None
+    result = VariantResult.of("v", latency_samples_ms=tracker.samples_ms,
+                              host_samples_ms=tracker.host_samples_ms)
+    assert result.timing.launch_bound is expected
+    assert VariantResult.of("cpu", latency_samples_ms=[1.0]).timing.launch_bound is None
 
 
 def test_comm_time_is_the_union_of_overlapping_bucket_intervals():

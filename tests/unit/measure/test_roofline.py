@@ -27,9 +27,9 @@ ENV = {"peaks": FAKE_PEAKS}
 
 def variant(name, *, flops=1_000_000, p50_ms=1.0, traffic=100_000, batch=10, config=None,
             techniques=()):
-    return VariantResult(name=name, techniques=list(techniques), config=config or {},
-                         latency_samples_ms=[p50_ms] * 11, batch_size=batch, flops=flops,
-                         flops_effective=flops, traffic_bytes=traffic)
+    return VariantResult.of(name=name, techniques=list(techniques), config=config or {},
+                            latency_samples_ms=[p50_ms] * 11, batch_size=batch, flops=flops,
+                            flops_effective=flops, traffic_bytes=traffic)
 
 
 def test_roofline_arithmetic_on_a_fake_device():
@@ -70,7 +70,7 @@ def test_each_variant_is_held_to_the_peak_of_its_own_precision():
 def test_missing_inputs_leave_the_figures_empty_not_wrong():
     assert variant("a").roofline({})["percent_of_peak"] is None  # no peaks measured
     untimed = variant("b", p50_ms=1.0)
-    untimed.latency_samples_ms = []
+    untimed.timing.latency_samples_ms = []
     assert untimed.roofline(ENV)["achieved_flops_per_s"] is None
     assert variant("c", traffic=None).roofline(ENV)["arithmetic_intensity"] is None
     on_gpu = variant("d")
@@ -87,7 +87,7 @@ def test_the_json_table_and_chart_carry_the_roofline():
     assert base["achieved_flops_per_s"] == pytest.approx(10e9)
     assert base["percent_of_peak"] == pytest.approx(10.0)
     assert q["roofline"]["precision"] == "int8" and q["roofline"]["traffic_bytes"] == 100_000
-    assert VariantResult.from_dict(base).traffic_bytes == 100_000  # kept in raw
+    assert VariantResult.from_dict(base).cost.traffic_bytes == 100_000  # kept in raw
     rows = report.rows()
     assert [r["percent_of_peak"] for r in rows] == pytest.approx([10.0, 2.5])
     assert "% peak" in report.table() and "10.0" in report.table()
@@ -283,7 +283,7 @@ def test_resnet18_baseline_sits_below_both_roofs():
     from benchmarks.measure.latency import measure_latency, pinned_threads
     from benchmarks.measure.memory import measure_traffic
     from benchmarks.measure.peaks import measure_peaks
-    from benchmarks.report.results import LatencyStats
+    from benchmarks.report.records import LatencyStats
     from benchmarks.zoo.models import create_model
     from optimizers.counting import count_flops
     cpu = torch.device("cpu")
@@ -295,8 +295,8 @@ def test_resnet18_baseline_sits_below_both_roofs():
     with pinned_threads(threads):
         samples = measure_latency(model, x, cpu, min_time_s=0.3).samples_ms
     flops = count_flops(model, x[:1], cpu).dense
-    result = VariantResult("baseline", latency_samples_ms=samples, batch_size=16, flops=flops,
-                           traffic_bytes=measure_traffic(model, x, cpu))
+    result = VariantResult.of("baseline", latency_samples_ms=samples, batch_size=16, flops=flops,
+                              traffic_bytes=measure_traffic(model, x, cpu))
     point = result.roofline({"peaks": {"cpu": peaks}})
     assert LatencyStats.from_samples(samples, 16).p50 > 0
     assert 0 < point["achieved_flops_per_s"] < peaks["gemm_flops_per_s"]["fp32"]
@@ -397,10 +397,10 @@ def test_a_variant_sits_on_the_roof_of_the_precision_most_of_its_macs_ran_in():
     config = {"int8": {"mode": "dynamic", "path": "eager"}}
     result = variant("int8-dynamic", config=config, techniques=["int8"])
     assert result.roofline(ENV)["precision"] == "int8"  # the name alone
-    result.mac_census = census
+    result.cost.mac_census = census
     point = result.roofline(ENV)
     assert point["precision"] == "fp32" and point["peak_flops_per_s"] == 100e9
-    assert VariantResult.from_dict(result.to_dict()).mac_census == census
+    assert VariantResult.from_dict(result.to_dict()).cost.mac_census == census
     assert mac_census(model, x, autocast_dtype=torch.bfloat16)["precision"] == "bf16"
     # Runtime cells: a graph runtime by its census; eager ones by the MACs, not layer counts.
     assert roofline.variant_precision(config, {}, "cpu", runtime={

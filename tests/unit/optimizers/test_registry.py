@@ -110,7 +110,7 @@ def test_a_registered_technique_runs_in_a_chain_and_in_the_runner(toy, tmp_path)
     base, scaled = run_sweep(spec, cache=WeightsCache(tmp_path))
     assert scaled.ok and scaled.name == "toy-x2" and scaled.config["toy"]["scale"] == 2.0
     # Scaling the logits changes no prediction: the same examples are right.
-    assert scaled.correct_bits == base.correct_bits
+    assert scaled.scores.correct_bits == base.scores.correct_bits
 
 
 def test_a_registered_technique_gets_dashboard_widgets_from_its_metadata(toy, tmp_path,
@@ -279,7 +279,7 @@ def test_a_registered_precision_reaches_the_roofline_the_census_and_export(toy_d
             run.add(result, index)
     report = RunReport.from_stored(store.run(run.run_id))
     doubled = next(v for v in report.variants if v.name == "toydouble-fp64")
-    assert doubled.mac_census["precision"] == "fp64"  # counted, not only declared
+    assert doubled.cost.mac_census["precision"] == "fp64"  # counted, not only declared
     row = next(r for r in report.rows() if r["variant"] == "toydouble-fp64")
     assert row["precision"] == "fp64" and not row.get("roofline_warning")
     assert row["peak_flops_per_s"] == cpu_peaks["gemm_flops_per_s"]["fp64"]

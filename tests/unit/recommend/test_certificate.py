@@ -77,9 +77,9 @@ def _split(n=400, certify=None):
 
 
 def _result(name, bits, rounds=(), techniques=("int8",)):
-    return VariantResult(name=name, techniques=list(techniques), correct_bits=pack_bits(bits),
-                         n_test=len(bits), accuracy=sum(bits) / len(bits),
-                         latency_samples_ms=list(rounds) * 4, round_p50_ms=list(rounds))
+    return VariantResult.of(name=name, techniques=list(techniques), correct_bits=pack_bits(bits),
+                            n_test=len(bits), accuracy=sum(bits) / len(bits),
+                            latency_samples_ms=list(rounds) * 4, round_p50_ms=list(rounds))
 
 
 def test_an_identical_candidate_is_certified_at_the_margin_the_power_check_names():
@@ -192,9 +192,10 @@ def test_the_winner_is_the_searchs_fastest_unless_the_final_timing_shows_another
     clear = winner([3.0, 3.1, 2.9, 3.0, 3.1])  # P faster beyond noise in the final timing
     assert clear.winner == "P" and clear.speedup["ratio"] == pytest.approx(10 / 3, rel=0.05)
     # Sizes are counted, not timed: the smaller one is named.
-    small = {"P": dataclasses.replace(_result("P", bits), size_bytes=100),
-             "Q": dataclasses.replace(_result("Q", bits), size_bytes=120)}
-    base_sized = dataclasses.replace(base, size_bytes=400)
+    def sized(r, size):
+        return dataclasses.replace(r, cost=dataclasses.replace(r.cost, size_bytes=size))
+    small = {"P": sized(_result("P", bits), 100), "Q": sized(_result("Q", bits), 120)}
+    base_sized = sized(base, 400)
     by_size = certify(order_candidates(found), small, base_sized, split, margin_pts=2.0,
                       margin="2pt", confidence=0.95, objective="size")
     assert by_size.winner == "P" and by_size.speedup["ratio"] == 4.0

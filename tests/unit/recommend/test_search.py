@@ -45,7 +45,7 @@ def _result(split, name, right):
     bits = [False] * N_TEST
     for i in split.search[:right]:
         bits[i] = True
-    return VariantResult(name=name, correct_bits=pack_bits(bits), n_test=N_TEST)
+    return VariantResult.of(name=name, correct_bits=pack_bits(bits), n_test=N_TEST)
 
 
 def _search(values, stop=None, **request):
@@ -197,7 +197,7 @@ def _digest_int(text: str) -> int:
 
 def _by_name(split, name: str, right: int, p50_ms: float) -> VariantResult:
     result = _result(split, name, right)
-    result.latency_samples_ms = [p50_ms * (1 + 0.001 * i) for i in range(5)]
+    result.timing.latency_samples_ms = [p50_ms * (1 + 0.001 * i) for i in range(5)]
     return result
 
 
@@ -243,7 +243,7 @@ def test_a_warm_replay_prunes_and_proposes_as_the_cold_search_did():
 
     def rung_bits(cheaper):
         right = 80 + _digest_int(cheaper.name) % 18
-        return _result(split, cheaper.name, right).correct_bits, N_TEST
+        return _result(split, cheaper.name, right).scores.correct_bits, N_TEST
 
     def search(memo):
         return Search(space, RecommendRequest(trials=40), split, base, MARGIN_PTS,

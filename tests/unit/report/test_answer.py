@@ -49,9 +49,10 @@ def test_bootstrap_over_rounds_brackets_the_ratio_and_needs_two_rounds():
 
 
 def _variant(name, right, p50, rounds, techniques=("prune",)):
-    return VariantResult(name=name, techniques=list(techniques), accuracy=sum(right) / len(right),
-                         correct_bits=pack_bits(right), n_test=len(right),
-                         latency_samples_ms=[p50] * 20, round_p50_ms=rounds, size_bytes=1000)
+    return VariantResult.of(name=name, techniques=list(techniques),
+                            accuracy=sum(right) / len(right),
+                            correct_bits=pack_bits(right), n_test=len(right),
+                            latency_samples_ms=[p50] * 20, round_p50_ms=rounds, size_bytes=1000)
 
 
 def test_the_answer_is_the_fastest_variant_whose_interval_stays_within_the_margin():
@@ -77,7 +78,7 @@ def test_the_answer_is_the_fastest_variant_whose_interval_stays_within_the_margi
     assert none.variant is None and "no variant keeps its accuracy" in none.reason
     assert "within 1 point of" in none.reason  # one point, not "1 points"
     assert "within 5 points of" in exploratory_answer([base, worse], margin_pts=5).reason
-    assert len(none.candidates[0].accuracy_ci_pts) == 2 and n == base.n_test
+    assert len(none.candidates[0].accuracy_ci_pts) == 2 and n == base.scores.n_test
 
 
 def test_bad_margins_confidences_and_objectives_are_refused_by_name():

@@ -65,15 +65,15 @@ def test_mean_interval_t_distribution():
 def test_bits_round_trip_through_the_store(tmp_path):
     from benchmarks.store.database import ResultsStore
     right = [i % 3 != 0 for i in range(360)]
-    result = VariantResult("baseline", accuracy=sum(right) / 360,
-                           correct_bits=stats.pack_bits(right), n_test=360,
-                           latency_samples_ms=[1.0, 2.0], batch_size=4)
+    result = VariantResult.of("baseline", accuracy=sum(right) / 360,
+                              correct_bits=stats.pack_bits(right), n_test=360,
+                              latency_samples_ms=[1.0, 2.0], batch_size=4)
     store = ResultsStore(tmp_path / "s.db")
     run = store.start_run(model="m", dataset="d", device="cpu", spec={}, environment={})
     store.add_variant(run, result)
     (back,) = store.variant_results(run)
     assert back == result
-    assert stats.unpack_bits(back.correct_bits, back.n_test) == right
+    assert stats.unpack_bits(back.scores.correct_bits, back.scores.n_test) == right
     d = back.to_dict()
     assert d["accuracy_ci"] == pytest.approx(list(stats.wilson_interval(240, 360)))
 
@@ -85,12 +85,12 @@ def test_comparison_rows_mark_a_one_image_difference_within_noise():
     one_more[350] = True                                    # one image: +0.28 points
     many_more = [True] * 359 + [False]                      # 14 images: +3.9 points
     rows = comparison_rows([
-        VariantResult("baseline", accuracy=345 / n, correct_bits=stats.pack_bits(base_right),
-                      n_test=n),
-        VariantResult("a", ["amp"], accuracy=346 / n, correct_bits=stats.pack_bits(one_more),
-                      n_test=n),
-        VariantResult("b", ["prune"], accuracy=359 / n,
-                      correct_bits=stats.pack_bits(many_more), n_test=n)])
+        VariantResult.of("baseline", accuracy=345 / n, correct_bits=stats.pack_bits(base_right),
+                         n_test=n),
+        VariantResult.of("a", ["amp"], accuracy=346 / n, correct_bits=stats.pack_bits(one_more),
+                         n_test=n),
+        VariantResult.of("b", ["prune"], accuracy=359 / n,
+                         correct_bits=stats.pack_bits(many_more), n_test=n)])
     assert rows[1]["accuracy_vs_base"] == pytest.approx(100 / 360)
     assert rows[1]["within_noise"] is True and rows[1]["p_value_vs_base"] > 0.5
     assert rows[2]["within_noise"] is False and rows[2]["p_value_vs_base"] < 0.001
@@ -99,16 +99,16 @@ def test_comparison_rows_mark_a_one_image_difference_within_noise():
 # -- no ratio across devices; the CPU baseline in the same rounds --------------------------
 
 def test_int8_rows_of_a_cuda_sweep_use_the_cpu_baseline_or_no_ratio():
-    base = VariantResult("baseline", device="cuda:0", latency_samples_ms=[1.0] * 10,
-                         batch_size=8)
-    int8 = VariantResult("int8-static", ["int8"], device="cpu", latency_samples_ms=[5.0] * 10,
-                         batch_size=8)
-    amp = VariantResult("amp", ["amp"], device="cuda:0", latency_samples_ms=[0.5] * 10,
-                        batch_size=8)
+    base = VariantResult.of("baseline", device="cuda:0", latency_samples_ms=[1.0] * 10,
+                            batch_size=8)
+    int8 = VariantResult.of("int8-static", ["int8"], device="cpu", latency_samples_ms=[5.0] * 10,
+                            batch_size=8)
+    amp = VariantResult.of("amp", ["amp"], device="cuda:0", latency_samples_ms=[0.5] * 10,
+                           batch_size=8)
     rows = comparison_rows([base, int8, amp])
     assert rows[1]["p50_ms_vs_base"] is None and rows[1]["throughput_vs_base"] is None
     assert rows[2]["p50_ms_vs_base"] == pytest.approx(0.5)
-    base.cpu_latency_samples_ms = [20.0] * 10
+    base.timing.cpu_latency_samples_ms = [20.0] * 10
     rows = comparison_rows([base, int8, amp])
     assert rows[1]["p50_ms_vs_base"] == pytest.approx(0.25)
     assert rows[1]["baseline_ref"] == "baseline on cpu"
@@ -138,7 +138,7 @@ def test_a_cuda_sweep_times_a_cpu_baseline_in_the_same_rounds(tmp_path, monkeypa
     rounds = spec.timing_rounds
     assert visits.count(("baseline", "cuda")) == visits.count(("baseline", "cpu")) == rounds
     assert visits.count(("int8-static", "cpu")) == rounds
-    assert results[0].cpu_latency_samples_ms and results[0].timing["cpu_baseline"]
+    assert results[0].timing.cpu_latency_samples_ms and results[0].timing.how["cpu_baseline"]
     rows = comparison_rows(results)
     assert rows[1]["p50_ms_vs_base"] == pytest.approx(1.0)  # 4 ms against the CPU's 4 ms
 
@@ -146,7 +146,7 @@ def test_a_cuda_sweep_times_a_cpu_baseline_in_the_same_rounds(tmp_path, monkeypa
 # -- reproducible by construction ----------------------------------------------------------
 
 def _accuracies(results) -> dict:
-    return {r.name: (r.accuracy, r.correct_bits) for r in results}
+    return {r.name: (r.scores.accuracy, r.scores.correct_bits) for r in results}
 
 
 @pytest.mark.slow
@@ -180,13 +180,14 @@ def test_seeds_rebuild_every_trained_variant_and_pair_distillation_with_its_twin
     results = list(run_sweep(spec, cache=WeightsCache(tmp_path)))
     for r in results:
         assert r.ok, r.error
-        assert r.seeds == [0, 1, 2] and len(r.seed_accuracies) == 3
-        assert r.seed_accuracies[0] == r.accuracy  # seed 0 is the timed model
+        assert r.scores.seeds == [0, 1, 2] and len(r.scores.seed_accuracies) == 3
+        assert r.scores.seed_accuracies[0] == r.scores.accuracy  # seed 0 is the timed model
         summary = r.to_dict()["seeds"]
-        assert summary["mean"] == pytest.approx(sum(r.seed_accuracies) / 3)
+        assert summary["mean"] == pytest.approx(sum(r.scores.seed_accuracies) / 3)
         assert summary["std"] is not None and len(summary["ci"]) == 2
     base = results[0]
-    assert len(set(base.seed_accuracies)) > 1 or len({r.correct_bits for r in results}) > 1
+    assert len(set(base.scores.seed_accuracies)) > 1 or \
+        len({r.scores.correct_bits for r in results}) > 1
     doc = RunReport(variants=results, baseline="baseline").document()
     distilled = next(v for v in doc["variants"] if v["techniques"] == ["distill"])
     gain = distilled["vs_control"]
@@ -194,19 +195,19 @@ def test_seeds_rebuild_every_trained_variant_and_pair_distillation_with_its_twin
     assert len(gain["gain_ci_pts"]) == 2 and gain["gain_ci_pts"][0] <= gain["gain_pts"] \
         <= gain["gain_ci_pts"][1]
     # Timings are not repeated per seed: one set of samples per variant.
-    assert all(r.timing["method"] == "interleaved" for r in results)
+    assert all(r.timing.how["method"] == "interleaved" for r in results)
 
 
 def test_every_variant_is_timed_in_interleaved_rounds(tmp_path):
     spec = SweepSpec.from_toggles(amp=True, prune=0.5, **TINY)
     results = list(run_sweep(spec, cache=WeightsCache(tmp_path)))
     for r in results:
-        assert r.timing["method"] == "interleaved" and r.timing["rounds"] == \
+        assert r.timing.how["method"] == "interleaved" and r.timing.how["rounds"] == \
             spec.timing_rounds == DEFAULT_TIMING_ROUNDS
-        assert r.timing["variants_together"] == 3 and r.latency.n >= spec.min_runs
+        assert r.timing.how["variants_together"] == 3 and r.timing.latency.n >= spec.min_runs
     sequential = list(run_sweep(SweepSpec(**{**spec.__dict__, "timing": "sequential"}),
                                 cache=WeightsCache(tmp_path)))
-    assert {r.timing["method"] for r in sequential} == {"sequential"}
+    assert {r.timing.how["method"] for r in sequential} == {"sequential"}
 
 
 def test_json_carries_intervals_p_values_and_axes(tmp_path, cli):

@@ -68,9 +68,9 @@ def _pareto_rows():
     from benchmarks.report.results import VariantResult
 
     def v(name, acc, ms, techniques, size=4):
-        return VariantResult(name, techniques, accuracy=acc, n_test=360,
-                             latency_samples_ms=[ms] * 10, batch_size=32,
-                             size_bytes=int(size * 2**20))
+        return VariantResult.of(name, techniques, accuracy=acc, n_test=360,
+                                latency_samples_ms=[ms] * 10, batch_size=32,
+                                size_bytes=int(size * 2**20))
     results = [v("baseline", 0.9694, 10.0, [], 4), v("amp", 0.9691, 6.0, ["amp"], 4),
                v("int8-static", 0.9688, 5.9, ["int8"], 1),
                v("int8-dynamic", 0.9683, 5.8, ["int8"], 1.2),
@@ -182,12 +182,12 @@ def test_the_sensitivity_tables_read_in_words():
                 "predicted": {"accuracy_change_pts": 0.0, "saving": 0.25}}
     rounds = [1.0, 1.1, 0.9, 1.0, 1.2]
     checks = schedule_checks([
-        VariantResult("baseline", correct_bits=bits, n_test=10, latency_samples_ms=[1.0] * 9,
-                      round_p50_ms=rounds),
-        VariantResult("prune-channel-schedule-x", ["prune"], correct_bits=bits, n_test=10,
-                      config={"prune": {"method": "channel", "finetune_epochs": 2,
+        VariantResult.of("baseline", correct_bits=bits, n_test=10, latency_samples_ms=[1.0] * 9,
+                         round_p50_ms=rounds),
+        VariantResult.of("prune-channel-schedule-x", ["prune"], correct_bits=bits, n_test=10,
+                         config={"prune": {"method": "channel", "finetune_epochs": 2,
                                         "schedule": schedule}},
-                      latency_samples_ms=[0.7] * 9, round_p50_ms=[0.7 * r for r in rounds])],
+                         latency_samples_ms=[0.7] * 9, round_p50_ms=[0.7 * r for r in rounds])],
         "baseline")
     [row] = schedule_rows(checks)
     legible([row])

@@ -35,7 +35,7 @@ def _bits(n: int, b: int, c: int) -> tuple[list[bool], list[bool]]:
 
 
 def _variant(name, bits, techniques=("int8",), **extra):
-    return VariantResult(name=name, techniques=list(techniques), correct_bits=stats.pack_bits(
+    return VariantResult.of(name=name, techniques=list(techniques), correct_bits=stats.pack_bits(
         bits), n_test=len(bits), accuracy=sum(bits) / len(bits), **extra)
 
 
@@ -49,9 +49,9 @@ def _stored_run(store, n, seeds=False):
         variants.append(_variant(f"v-{b}-{c}", mine))
     if seeds:  # three seeds each: the shown change is the paired t-test's
         for i, v in enumerate(variants):
-            v.seeds = [0, 1, 2]
-            v.seed_accuracies = [v.accuracy, v.accuracy - 0.002 * (i % 3),
-                                 v.accuracy + 0.001 * i]
+            v.scores.seeds = [0, 1, 2]
+            v.scores.seed_accuracies = [v.scores.accuracy, v.scores.accuracy - 0.002 * (i % 3),
+                                 v.scores.accuracy + 0.001 * i]
     run = store.start_run(model="toy", dataset="digits", device="cpu", spec={},
                           environment={})
     for v in variants:

@@ -6,7 +6,8 @@ import torch
 
 from benchmarks.measure.latency import Clock, LatencyTracker
 from benchmarks.report.comparisons import comparison_rows, pareto_front
-from benchmarks.report.results import LatencyStats, VariantResult
+from benchmarks.report.records import LatencyStats
+from benchmarks.report.results import VariantResult
 
 
 class FakeClock(Clock):
@@ -59,11 +60,12 @@ def test_a_steady_measurement_is_not_flagged():
 
 
 def test_result_round_trips_through_json():
-    r = VariantResult(name="prune-l1-0.5", techniques=["prune"], config={"prune": {"ratio": 0.5}},
-                      accuracy=0.97, latency_samples_ms=[1.0, 2.0, 3.0], batch_size=32,
-                      peak_memory_bytes=2048, memory_method="m", size_bytes=1000,
-                      size_gzip_bytes=500, params=10, nonzero_params=5, flops=100,
-                      layer_sparsity={"0": 0.5}, phase_s={"latency": 1.2})
+    r = VariantResult.of(name="prune-l1-0.5", techniques=["prune"],
+                         config={"prune": {"ratio": 0.5}},
+                         accuracy=0.97, latency_samples_ms=[1.0, 2.0, 3.0], batch_size=32,
+                         peak_memory_bytes=2048, memory_method="m", size_bytes=1000,
+                         size_gzip_bytes=500, params=10, nonzero_params=5, flops=100,
+                         layer_sparsity={"0": 0.5}, phase_s={"latency": 1.2})
     back = VariantResult.from_dict(json.loads(json.dumps(r.to_dict())))
     assert back == r
     d = r.to_dict()
@@ -75,11 +77,47 @@ def test_result_round_trips_through_json():
         assert key in d
 
 
+def test_every_records_field_round_trips_under_its_flat_name():
+    """The records split VariantResult, not its JSON: each field of Timing, Scores, Cost and
+    Provenance is written under the name the flat result used (top level or ``raw``), is read
+    back into its record, and ``of`` routes the same flat names."""
+    from dataclasses import asdict, fields
+
+    from benchmarks.report.records import Cost, Provenance, Scores, Timing
+    host = asdict(LatencyStats.from_samples([0.5, 0.7], 4))
+    figures = {"latency_samples_ms": [1.0, 2.0], "batch_size": 4, "timing": {"method": "m"},
+               "cpu_latency_samples_ms": [3.0], "host_samples_ms": [0.5], "round_p50_ms": [1.5],
+               "cpu_round_p50_ms": [3.0], "timed_calls": 2, "timed_window_s": 0.1,
+               "sample_stats": {"host_samples_ms": host},
+               "accuracy": 0.5, "correct_bits": "AQ==", "n_test": 2, "seeds": [0, 1],
+               "seed_accuracies": [0.5, 0.4],
+               "size_bytes": 10, "size_gzip_bytes": 5, "params": 3, "nonzero_params": 2,
+               "flops": 7, "flops_effective": 6, "layer_sparsity": {"0": 0.1},
+               "peak_memory_bytes": 9, "memory_method": "live", "traffic_bytes": 8,
+               "mac_census": {"fp32": 1}, "energy": {"joules_per_inference": 0.1},
+               "started_at": "t", "wall_s": 1.0, "phase_s": {"build": 0.5},
+               "cache": {"hits": 1}, "built_on": ["n"], "timed_on": "n"}
+    # Every field of every record is named above: a field added later must be placed too.
+    named = {f.name for r in (Timing, Scores, Cost, Provenance) for f in fields(r)
+             if not f.name.startswith("_")} - {"how"}
+    assert named == set(figures) - {"timing"}
+    r = VariantResult.of("v", ["prune"], **figures)
+    assert r.timing.how == {"method": "m"} and r.scores.seeds == [0, 1]
+    assert r.cost.energy == {"joules_per_inference": 0.1} and r.provenance.timed_on == "n"
+    d = json.loads(json.dumps(r.to_dict()))
+    assert VariantResult.from_dict(d) == r
+    for name, value in figures.items():
+        where = d if name in ("timing", "accuracy", "params", "nonzero_params", "flops",
+                              "flops_effective", "memory_method", "mac_census", "energy",
+                              "built_on", "timed_on") else d["raw"]
+        assert where[name] == value, name
+
+
 def test_comparison_rows_give_changes_against_the_baseline():
-    base = VariantResult("baseline", accuracy=0.9, latency_samples_ms=[10.0], size_bytes=400)
-    fast = VariantResult("int8", ["int8"], accuracy=0.89, latency_samples_ms=[2.5],
-                         size_bytes=100)
-    broken = VariantResult("x", ["prune"], error="boom")
+    base = VariantResult.of("baseline", accuracy=0.9, latency_samples_ms=[10.0], size_bytes=400)
+    fast = VariantResult.of("int8", ["int8"], accuracy=0.89, latency_samples_ms=[2.5],
+                            size_bytes=100)
+    broken = VariantResult.of("x", ["prune"], error="boom")
     rows = comparison_rows([base, fast, broken])
     assert rows[1]["accuracy_vs_base"] == pytest.approx(-1.0)
     assert rows[1]["p50_ms_vs_base"] == pytest.approx(0.25)

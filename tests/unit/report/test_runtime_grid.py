@@ -18,7 +18,7 @@ N = 100
 def _row(name, variant, runtime, batch, p50_ms, *, techniques=(), wrong=0, verdict="float",
          badge="ok", ints=0, floats=3):
     right = [True] * (N - 10 - wrong) + [False] * (10 + wrong)
-    return VariantResult(
+    return VariantResult.of(
         name=name, techniques=list(techniques), batch_size=batch,
         latency_samples_ms=[p50_ms * (1 + 0.001 * k) for k in range(21)],
         # Ten interleaved rounds, 1% apart: far from each other's cells beyond noise.
@@ -117,8 +117,8 @@ def test_the_cli_text_and_the_html_report_carry_the_grid(rows):
 
 
 def test_a_run_without_deployment_axes_has_no_runtime_section():
-    plain = [VariantResult(name="baseline", latency_samples_ms=[1.0] * 5),
-             VariantResult(name="x", techniques=["prune"], latency_samples_ms=[0.5] * 5)]
+    plain = [VariantResult.of(name="baseline", latency_samples_ms=[1.0] * 5),
+             VariantResult.of(name="x", techniques=["prune"], latency_samples_ms=[0.5] * 5)]
     rows = RunReport(variants=plain, baseline="baseline").rows()
     assert not runtimes.has_cells(rows) and runtimes.runtime_figures(rows) == {}
     assert "runtime" not in rows[0]  # its table keeps today's columns

@@ -13,7 +13,8 @@ import pytest
 from benchmarks.measure.latency import Clock, LatencyTracker
 from benchmarks.report import stats
 from benchmarks.report.document import RunReport
-from benchmarks.report.results import CONTENTION_FRACTION, VariantResult
+from benchmarks.report.records import CONTENTION_FRACTION
+from benchmarks.report.results import VariantResult
 from helpers import FAST_CLI
 
 N_TEST = 360
@@ -24,10 +25,10 @@ def bits(right: int) -> str:
 
 
 def seeded(name, accuracies, techniques=()):
-    return VariantResult(name=name, techniques=list(techniques), accuracy=accuracies[0],
-                         n_test=N_TEST, correct_bits=bits(round(accuracies[0] * N_TEST)),
-                         seeds=[0, 1, 2], seed_accuracies=list(accuracies),
-                         latency_samples_ms=[1.0] * 11, batch_size=32)
+    return VariantResult.of(name=name, techniques=list(techniques), accuracy=accuracies[0],
+                            n_test=N_TEST, correct_bits=bits(round(accuracies[0] * N_TEST)),
+                            seeds=[0, 1, 2], seed_accuracies=list(accuracies),
+                            latency_samples_ms=[1.0] * 11, batch_size=32)
 
 
 # The numbers: seed 0 at 96.94% while the mean over three seeds is 97.50%.
@@ -97,7 +98,7 @@ def test_the_accuracy_chart_and_the_page_table_show_the_mean():
     assert any("paired t over seeds" in note for _, _, note in points)
     assert rows[0]["accuracy_shows"] == "mean of 3 seeds" and rows[0]["accuracy_seed0"] == BASE[0]
     # One seed: the rows are as they were.
-    single = RunReport(variants=[VariantResult("baseline", accuracy=0.9)], baseline="baseline")
+    single = RunReport(variants=[VariantResult.of("baseline", accuracy=0.9)], baseline="baseline")
     assert single.shown_rows() == single.rows() and "mean" not in single.table()
 
 
@@ -139,25 +140,26 @@ class SpikyClock(Clock):
 def timed(clock) -> VariantResult:
     tracker = LatencyTracker(min_runs=200, min_time_s=0.0, warmup=0, clock=clock)
     samples = tracker.run(lambda: None)
-    return VariantResult("baseline", latency_samples_ms=samples, batch_size=32,
-                         timed_calls=len(samples), timed_window_s=tracker.window_ms / 1e3)
+    return VariantResult.of("baseline", latency_samples_ms=samples, batch_size=32,
+                            timed_calls=len(samples), timed_window_s=tracker.window_ms / 1e3)
 
 
 def test_the_sustained_rate_sees_the_preemptions_the_median_dodges():
     spiky = timed(SpikyClock())
-    assert spiky.latency.p50 == pytest.approx(1.0)
-    assert spiky.throughput == pytest.approx(32_000)
+    assert spiky.timing.latency.p50 == pytest.approx(1.0)
+    assert spiky.timing.throughput == pytest.approx(32_000)
     # 200 calls: 20 spikes of 30 ms, 180 of 1 ms, 28 gaps of 5 ms = 920 ms of window.
-    assert spiky.timed_window_s == pytest.approx(0.920)
-    assert spiky.throughput_sustained == pytest.approx(200 * 32 / 0.920)
-    assert spiky.contention is True
+    assert spiky.timing.timed_window_s == pytest.approx(0.920)
+    assert spiky.timing.throughput_sustained == pytest.approx(200 * 32 / 0.920)
+    assert spiky.timing.contention is True
     quiet = timed(SpikyClock(spike_every=0, gap_every=0))
-    assert quiet.throughput_sustained == pytest.approx(quiet.throughput)
-    assert quiet.contention is False and CONTENTION_FRACTION == 0.2
+    assert quiet.timing.throughput_sustained == pytest.approx(quiet.timing.throughput)
+    assert quiet.timing.contention is False and CONTENTION_FRACTION == 0.2
     doc = RunReport(variants=[spiky], baseline="baseline").document()["variants"][0]
     assert doc["throughput_sustained"] == pytest.approx(6956.5, rel=1e-3)
     assert doc["contention"] is True and doc["raw"]["timed_calls"] == 200
-    assert VariantResult.from_dict(doc).throughput_sustained == spiky.throughput_sustained
+    assert VariantResult.from_dict(doc).timing.throughput_sustained == \
+        spiky.timing.throughput_sustained
     table = RunReport(variants=[spiky], baseline="baseline").table()
     assert "6,957!" in table and "! on sust/s, contention" in table
 

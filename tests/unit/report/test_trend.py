@@ -46,22 +46,22 @@ def test_an_accuracy_drop_beyond_its_noise_is_flagged():
 
     def run(i, bits):
         return {"run_id": f"r{i}", "created_at": f"2026-01-0{i}", "environment": {},
-                "variants": [VariantResult("baseline", accuracy=sum(bits) / 360,
-                                           correct_bits=stats.pack_bits(bits), n_test=360,
-                                           batch_size=32).to_dict()]}
+                "variants": [VariantResult.of("baseline", accuracy=sum(bits) / 360,
+                                              correct_bits=stats.pack_bits(bits), n_test=360,
+                                              batch_size=32).to_dict()]}
     a, b = trend([run(2, worse), run(1, right)])
     assert a.run_id == "r1" and not a.flags
     assert len(b.flags) == 1 and b.flags[0].startswith("accuracy down 8.33 pts")
 
 
 def test_p50_interval_from_rounds_or_samples_and_the_machine_named():
-    timed = VariantResult("v", latency_samples_ms=[1.0 + 0.01 * k for k in range(100)],
-                          batch_size=1)
+    timed = VariantResult.of("v", latency_samples_ms=[1.0 + 0.01 * k for k in range(100)],
+                             batch_size=1)
     low, high = p50_interval(timed)
-    assert low < timed.latency.p50 < high
-    timed.round_p50_ms = [1.0, 1.1, 0.9]
+    assert low < timed.timing.latency.p50 < high
+    timed.timing.round_p50_ms = [1.0, 1.1, 0.9]
     low, high = p50_interval(timed)
     assert low < 1.0 < high
-    assert p50_interval(VariantResult("v", batch_size=1)) is None
+    assert p50_interval(VariantResult.of("v", batch_size=1)) is None
     assert machine_of({"peaks": {"cpu": {"host": "h1"}}}) == "h1"
     assert machine_of({"cpu": "EPYC", "device_name": "EPYC"}) == "EPYC · EPYC"

@@ -26,8 +26,8 @@ PEAKS = {"cpu": {"gemm_flops_per_s": {"fp32": 5e9, "int8": 800e9},
 
 def variant(name="baseline", p50_ms=1.0):
     # 1e6 FLOPs x 10 per batch in 1 ms: 10 GFLOP/s, twice the stored fp32 peak.
-    return VariantResult(name=name, latency_samples_ms=[p50_ms] * 11, batch_size=10,
-                         flops=1_000_000, traffic_bytes=1_000)
+    return VariantResult.of(name=name, latency_samples_ms=[p50_ms] * 11, batch_size=10,
+                            flops=1_000_000, traffic_bytes=1_000)
 
 
 def fake_remeasure(new_fp32: float):
@@ -158,7 +158,8 @@ def test_runtime_cells_go_through_the_same_roof_check_as_variants(monkeypatch):
     names = [r.name for r in results]
     assert "baseline b4" in names and seen == names
     cell = next(r for r in results if r.name == "baseline b4")
-    assert cell.mac_census == results[0].mac_census and cell.mac_census["precision"] == "fp32"
+    assert cell.cost.mac_census == results[0].cost.mac_census
+    assert cell.cost.mac_census["precision"] == "fp32"
 
 
 def test_a_runtime_cell_above_its_roof_has_the_peak_measured_again():

@@ -18,10 +18,10 @@ def test_baseline_on_digits_is_accurate_and_measured(tmp_path):
     assert r.ok and r.name == "baseline" and r.techniques == []
     # One test image is 0.28 points; over seeds 0-4 the baseline reads 96.9-97.8%, each
     # with a 95% interval of about +-2 points: "accurate" is 96% and up, not a knife edge.
-    assert r.accuracy >= 0.96
-    assert len(r.latency_samples_ms) >= 10
-    assert r.peak_memory_bytes > 0 and r.size_bytes > r.size_gzip_bytes > 0
-    assert r.params == r.nonzero_params > 0 and r.flops > 0
+    assert r.scores.accuracy >= 0.96
+    assert len(r.timing.latency_samples_ms) >= 10
+    assert r.cost.peak_memory_bytes > 0 and r.cost.size_bytes > r.cost.size_gzip_bytes > 0
+    assert r.cost.params == r.cost.nonzero_params > 0 and r.cost.flops > 0
     assert r.device == "cpu"
 
 
@@ -33,7 +33,7 @@ def test_second_run_trains_nothing(tmp_path):
     second = WeightsCache(tmp_path)
     b = list(prepare_sweep(SweepSpec(**FAST), cache=second).run())[0]
     assert (second.hits, second.misses) == (1, 0)
-    assert a.accuracy == b.accuracy
+    assert a.scores.accuracy == b.scores.accuracy
     # A different budget is a different key.
     third = WeightsCache(tmp_path)
     list(prepare_sweep(SweepSpec(epochs=1, **FAST), cache=third).run())
@@ -89,4 +89,4 @@ def test_should_stop_ends_between_phases(tmp_path):
 def test_synthetic_is_speed_only(tmp_path):
     spec = SweepSpec(model="mlp", dataset="synthetic", input_shape=(3, 16, 16), **FAST)
     (r,) = list(run_sweep(spec, cache=WeightsCache(tmp_path)))
-    assert r.ok and r.accuracy is None and r.latency.n >= 10
+    assert r.ok and r.scores.accuracy is None and r.timing.latency.n >= 10

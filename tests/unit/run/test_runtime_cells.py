@@ -78,7 +78,7 @@ def test_every_variant_runtime_and_batch_is_one_row_in_a_known_place(swept):
     assert partial == dict(enumerate(names))  # each row stored where it will stay
     for r in results:
         assert r.runtime["variant"] in VARIANTS and r.runtime["threads"] == 1
-        assert r.axes["eval_batch_size"] == r.batch_size == r.runtime["batch_size"]
+        assert r.axes["eval_batch_size"] == r.timing.batch_size == r.runtime["batch_size"]
 
 
 def test_the_float_model_is_rebuilt_once_per_variant_for_all_its_graph_cells(swept):
@@ -93,10 +93,10 @@ def test_cells_are_timed_in_the_same_interleaved_rounds(swept):
     timed = [r for r in results if r.ok]
     assert len(timed) == len(results) - 2  # the dynamic INT8 variant's two ort cells
     for r in timed:
-        assert r.timing["method"] == "interleaved" and r.timing["rounds"] == 2
-        assert r.timing["variants_together"] == len(timed)
-        assert len(r.round_p50_ms) == 2 and r.latency.n >= 2
-    windows = {tuple(r.timing["window"]) for r in timed}
+        assert r.timing.how["method"] == "interleaved" and r.timing.how["rounds"] == 2
+        assert r.timing.how["variants_together"] == len(timed)
+        assert len(r.timing.round_p50_ms) == 2 and r.timing.latency.n >= 2
+    windows = {tuple(r.timing.how["window"]) for r in timed}
     assert len(windows) == 1  # one set of rounds for variants and cells alike
 
 
@@ -121,13 +121,14 @@ def test_the_runtime_entry_and_ratios_against_the_baseline_at_the_same_batch(swe
     assert {"int_kernels", "float_kernels", "quant_dequant", "int8_real"} <= set(cell["ops"])
     assert cell["name"] == "ort" and cell["precision"] == "int8" and cell["ops"]["int8_real"]
     assert cell["details"]["quantization"]["activations"] == "uint8"
-    assert by["int8-static@ort b8"].accuracy == by["int8-static@ort"].accuracy  # scored once
-    assert by["int8-static b8"].accuracy == by["int8-static"].accuracy
+    # Scored once:
+    assert by["int8-static@ort b8"].scores.accuracy == by["int8-static@ort"].scores.accuracy
+    assert by["int8-static b8"].scores.accuracy == by["int8-static"].scores.accuracy
     assert by["baseline@ort"].runtime["ops"]["verdict"] == "float"
     assert by["baseline@ort"].runtime["parity"]["top1_agree"] == 1.0
     # Which quantization of the float model is the more faithful to it: ORT's or eager's.
     versus = cell["parity"]["vs_fp32"]
-    assert versus["n"] == by["int8-static@ort"].n_test
+    assert versus["n"] == by["int8-static@ort"].scores.n_test
     assert 0.9 <= versus["runtime_agree"] <= 1 and 0.9 <= versus["eager_agree"] <= 1
     assert versus["closer"] in ("runtime", "eager", "neither, within noise")
     # Where ORT's graph parts from the float model, layer by layer (said in an "off" note):
@@ -174,7 +175,7 @@ def test_a_model_the_exporter_cannot_trace_fails_its_cells_in_one_line(tmp_path)
     spec = SweepSpec(model=f"{path}:build", runtimes=("eager", "ort"), threads=1, **FAST)
     results = list(prepare_sweep(spec).run())
     assert [r.name for r in results] == ["baseline", "baseline@ort"]
-    assert results[0].ok and results[0].latency is not None
+    assert results[0].ok and results[0].timing.latency is not None
     error = results[1].error
     assert error.startswith("ort failed: RuntimeError: ONNX export failed: ")
     assert "\n" not in error and "\x1b" not in error and "data-dependent" in error

@@ -170,13 +170,14 @@ def test_the_cli_prints_the_count_and_estimate_before_running(tmp_path, cli):
 def _rows():
     from benchmarks.report.comparisons import comparison_rows
     from benchmarks.report.results import VariantResult
-    results = [VariantResult("baseline", accuracy=0.98, latency_samples_ms=[10.0] * 10,
-                             size_bytes=4 * 2**20, batch_size=32)]
+    results = [VariantResult.of("baseline", accuracy=0.98, latency_samples_ms=[10.0] * 10,
+                                size_bytes=4 * 2**20, batch_size=32)]
     for method in ("l1", "channel"):
         for ratio in (0.2, 0.5, 0.8):
             failed = method == "channel" and ratio == 0.8
-            results.append(VariantResult(
-                f"prune-{method}-{ratio}", ["prune"], accuracy=None if failed else 0.98 - ratio / 10,
+            results.append(VariantResult.of(
+                f"prune-{method}-{ratio}", ["prune"],
+                accuracy=None if failed else 0.98 - ratio / 10,
                 latency_samples_ms=[] if failed else [10.0 * (1 - ratio / 2)] * 10,
                 size_bytes=None if failed else 4 * 2**20 * (1 - ratio), batch_size=32,
                 axes={"prune.method": method, "prune.ratio": ratio},

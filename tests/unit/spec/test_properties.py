@@ -179,9 +179,9 @@ def argvs(draw):
 def _fake_run(self, on_progress=None, should_stop=None, on_partial=None, on_environment=None):
     """Measuring is tested elsewhere; here only validation and bookkeeping run."""
     for v in self.spec.variants:
-        yield VariantResult(name=v.name, techniques=list(v.techniques), config=v.config(),
-                            batch_size=self.spec.batch_size, accuracy=0.5,
-                            latency_samples_ms=[1.0] * 10, size_bytes=100, size_gzip_bytes=50)
+        yield VariantResult.of(name=v.name, techniques=list(v.techniques), config=v.config(),
+                               batch_size=self.spec.batch_size, accuracy=0.5,
+                               latency_samples_ms=[1.0] * 10, size_bytes=100, size_gzip_bytes=50)
 
 
 def _snapshot(d: Path) -> dict:

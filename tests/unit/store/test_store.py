@@ -11,8 +11,8 @@ from helpers import process_holding_a_run
 
 
 def _result(name, i=0):
-    return VariantResult(name=name, accuracy=0.5 + i / 100, latency_samples_ms=[1.0, 2.0],
-                         batch_size=4, size_bytes=100)
+    return VariantResult.of(name=name, accuracy=0.5 + i / 100, latency_samples_ms=[1.0, 2.0],
+                            batch_size=4, size_bytes=100)
 
 
 def test_round_trip(store):
@@ -108,7 +108,7 @@ def test_a_fast_models_variant_stays_small_and_its_samples_round_trip(tmp_path, 
     sample: each stored variant is 20 KB or less, and what is stored reads back exactly."""
     import json
 
-    from benchmarks.report.results import KEPT_SAMPLES
+    from benchmarks.report.records import KEPT_SAMPLES
     store, report = tmp_path / "s.db", tmp_path / "r.json"
     out = cli("run", "--model", "mlp", "--batch-size", "1", "--epochs", "1", "--min-time",
               "1.5", "--store", str(store), "--json", str(report), "--quiet")
@@ -129,8 +129,8 @@ def test_a_fast_models_variant_stays_small_and_its_samples_round_trip(tmp_path, 
 
 def test_samples_that_are_not_float32_exact_round_trip_too(store):
     run_id = store.start_run(model="m", dataset="d", device="cpu", spec={}, environment={})
-    result = VariantResult(name="baseline", latency_samples_ms=[0.1, 1 / 3, 2.5e-7],
-                           batch_size=1)
+    result = VariantResult.of(name="baseline", latency_samples_ms=[0.1, 1 / 3, 2.5e-7],
+                              batch_size=1)
     store.add_variant(run_id, result)
     assert store.variant_results(run_id) == [result]
 

@@ -91,12 +91,12 @@ def test_a_schedule_is_set_beside_what_was_measured():
     schedule = {"technique": "prune.channel", "groups": {"a": 0.5}, "max_drop_pts": 1.0,
                 "predicted": {"accuracy_change_pts": -0.5}}
     variants = [
-        VariantResult("baseline", correct_bits=pack_bits(base), n_test=n),
-        VariantResult("prune-channel-schedule-x", ["prune"],
-                      config={"prune": {"method": "channel", "schedule": schedule}},
-                      correct_bits=pack_bits(mine), n_test=n),
-        VariantResult("prune-channel-0.5", ["prune"], config={"prune": {"method": "channel"}},
-                      correct_bits=pack_bits(mine), n_test=n)]
+        VariantResult.of("baseline", correct_bits=pack_bits(base), n_test=n),
+        VariantResult.of("prune-channel-schedule-x", ["prune"],
+                         config={"prune": {"method": "channel", "schedule": schedule}},
+                         correct_bits=pack_bits(mine), n_test=n),
+        VariantResult.of("prune-channel-0.5", ["prune"], config={"prune": {"method": "channel"}},
+                         correct_bits=pack_bits(mine), n_test=n)]
     (check,) = schedule_checks(variants, "baseline")
     assert check["variant"] == "prune-channel-schedule-x"
     assert check["predicted_pts"] == -0.5 and check["measured_pts"] == pytest.approx(-3.0)
@@ -112,13 +112,13 @@ def test_a_schedules_predicted_saving_and_fine_tuning_are_set_beside_the_measure
     # Five interleaved rounds: the schedule's p50 about 0.7 of the baseline's in each.
     base_rounds = [1.0, 1.1, 0.9, 1.0, 1.2]
     variants = [
-        VariantResult("baseline", correct_bits=bits, n_test=10,
-                      latency_samples_ms=[1.0] * 9, round_p50_ms=base_rounds),
-        VariantResult("prune-channel-schedule-x", ["prune"], correct_bits=bits, n_test=10,
-                      config={"prune": {"method": "channel", "finetune_epochs": 2,
+        VariantResult.of("baseline", correct_bits=bits, n_test=10,
+                         latency_samples_ms=[1.0] * 9, round_p50_ms=base_rounds),
+        VariantResult.of("prune-channel-schedule-x", ["prune"], correct_bits=bits, n_test=10,
+                         config={"prune": {"method": "channel", "finetune_epochs": 2,
                                         "schedule": schedule}},
-                      latency_samples_ms=[0.7] * 9,
-                      round_p50_ms=[0.7 * r for r in base_rounds])]
+                         latency_samples_ms=[0.7] * 9,
+                         round_p50_ms=[0.7 * r for r in base_rounds])]
     (check,) = schedule_checks(variants, "baseline")
     assert check["predicted_saving"] == 0.25
     assert check["measured_saving"] == pytest.approx(0.3)
