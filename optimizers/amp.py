@@ -2,7 +2,8 @@
 
 Only ``torch.amp`` is used (``torch.cuda.amp`` is deprecated). fp16 is the CUDA default
 (tensor cores); bf16 is the CPU default because fp16 CPU kernels are scarce and bf16 keeps
-fp32's exponent range. The engine wraps inference in ``Outcome.autocast(device_type)`` (``optimizers.precision``).
+fp32's exponent range. The engine wraps inference in ``Outcome.autocast(device_type)``
+(``optimizers.precision``).
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ def apply(model: nn.Module, settings: AmpSettings, ctx: Context) -> Outcome:
     In a chain whose earlier step decided where the model runs (INT8: the CPU), autocast is
     kept only where it changes the output: INT8 kernels ignore it, and that is recorded
     rather than pretended."""
-    device = ctx.model_device or ctx.device
+    device = ctx.lineage.model_device or ctx.device
     device_type = device.type
     dtype_name = settings.resolved(device_type)
-    if ctx.model_device is not None:
+    if ctx.lineage.model_device is not None:
         skipped = _no_effect(model, dtype_name, device, ctx)
         if skipped is not None:
             return Outcome(model=model, config={"amp": {"dtype": dtype_name,
@@ -64,7 +65,7 @@ def apply(model: nn.Module, settings: AmpSettings, ctx: Context) -> Outcome:
 
 def _forward(model: nn.Module, dtype_name: str, device: torch.device, ctx: Context,
              memory_format=None) -> torch.Tensor:
-    x = ctx.example_input[:1].to(device)
+    x = ctx.data.example_input[:1].to(device)
     if memory_format is not None:
         x = x.contiguous(memory_format=memory_format)
     with torch.inference_mode(), autocast(device.type, dtype_name):
@@ -89,7 +90,7 @@ def _deployed(model: nn.Module, dtype_name: str, device: torch.device, ctx: Cont
 def _no_effect(model: nn.Module, dtype_name: str, device: torch.device,
                ctx: Context) -> str | None:
     """Why autocast is not applied to this model, or None when it changes the output."""
-    x = ctx.example_input[:2].to(device)
+    x = ctx.data.example_input[:2].to(device)
     try:
         with torch.inference_mode():
             plain = model(x)

@@ -17,6 +17,7 @@ weights do not depend on what was trained before it or on which steps were cache
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -94,46 +95,115 @@ class Step:
 
 
 @dataclass
-class Context:
+class Data:
+    """What a technique learns from and measures with."""
     train: TrainData             # the training split: fine-tuning, students, calibration
     example_input: torch.Tensor  # one batch of the measured shape, on the CPU
     num_classes: int
     in_channels: int
-    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+
+@dataclass
+class Budget:
+    """How the fine-tunes and students of a sweep train."""
     epochs: int = 8           # the sweep's training budget, for students
     lr: float = 1e-3
     seed: int = 0
+    # Mixed precision for the fine-tunes of a chain that ends in AMP: "fp16" on CUDA trains
+    # under autocast with a GradScaler, so the weights are tuned for the precision they run in.
+    amp: str | None = None
+
+
+@dataclass
+class Teaching:
+    """Who teaches, and which student a distillation builds."""
     teacher: nn.Module | None = None
     # Builds a registry model by name (for students): (name) -> nn.Module.
     build_model: Callable[[str], nn.Module] | None = None
     # The registry's default student for the teacher's family, or None.
     default_student: str | None = None
+
+
+@dataclass
+class Lineage:
+    """Where in a chain the model being transformed stands."""
+    # Labels for cache keys: the identity of the base model being transformed.
+    base_key: tuple = ()
+    # In a chain: the steps applied before this one, and where their outcome runs (None:
+    # the context's device). A technique reads them to adapt (distillation after pruning
+    # recovers).
+    prior: tuple[Step, ...] = ()
+    model_device: torch.device | None = None
+
+
+@dataclass
+class Hooks:
+    """What the caller lends: a cache, a progress callback, a dict shared by a sweep."""
     # Looks up or trains a model: cached(key_parts, build, train) -> nn.Module. The key parts
     # name everything that changes the weights; build() makes the untrained structure, train(m)
     # trains it in place. Without a cache, train simply runs.
     cached: Callable | None = None
     # Progress: (phase, fraction 0..1) -> None.
     on_progress: Callable[[str, float], None] | None = None
-    # Labels for cache keys: the identity of the base model being transformed.
-    base_key: tuple = ()
-    # In a chain: the steps applied before this one, and where their outcome runs (None:
-    # ``device``). A technique reads them to adapt (distillation after pruning recovers).
-    prior: tuple[Step, ...] = ()
-    model_device: torch.device | None = None
-    # Mixed precision for the fine-tunes of a chain that ends in AMP: "fp16" on CUDA trains
-    # under autocast with a GradScaler, so the weights are tuned for the precision they run in.
-    train_amp: str | None = None
     # Work shared by every variant of a sweep (the teacher's logits, calibration batches):
     # computed once, here, when the caller passes a dict.
     shared: dict | None = None
 
+
+_PARTS = {"data": Data, "budget": Budget, "teaching": Teaching, "lineage": Lineage,
+          "hooks": Hooks}
+# Flat names that differ from their field's name in the part (``Context.of``).
+_RENAMED = {"train_amp": ("budget", "amp")}
+
+
+@dataclass
+class Context:
+    """Everything a technique receives beside the model and its settings, in the parts it
+    is made of."""
+    data: Data
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    budget: Budget = field(default_factory=Budget)
+    teaching: Teaching = field(default_factory=Teaching)
+    lineage: Lineage = field(default_factory=Lineage)
+    hooks: Hooks = field(default_factory=Hooks)
+
+    @classmethod
+    def of(cls, *, device: torch.device | None = None, **flat) -> Context:
+        """A context from flat field names (``train=``, ``example_input=``, ``epochs=``,
+        ``teacher=``, ...), as a notebook or a test writes it."""
+        where = {name: (part, name) for part, kind in _PARTS.items()
+                 for name in kind.__dataclass_fields__}
+        where.update(_RENAMED)
+        parts: dict[str, dict] = {part: {} for part in _PARTS}
+        for name, value in flat.items():
+            if name not in where:
+                raise TypeError(f"Context has no field {name!r}; accepted: "
+                                f"{', '.join(sorted(where))}, device")
+            part, field_name = where[name]
+            parts[part][field_name] = value
+        made = {part: _PARTS[part](**values) for part, values in parts.items()}
+        return cls(**made, **({} if device is None else {"device": device}))
+
+    def taught_by(self, teacher: nn.Module) -> Context:
+        """This context with ``teacher`` as the teacher."""
+        return dataclasses.replace(
+            self, teaching=dataclasses.replace(self.teaching, teacher=teacher))
+
+    def then(self, step: Step, model_device: torch.device | None,
+             key: tuple) -> Context:
+        """The context of the next step in a chain, after ``step`` (its outcome running on
+        ``model_device``); ``key`` joins the cache key of every later step's weights."""
+        lineage = Lineage(base_key=tuple(self.lineage.base_key) + tuple(key),
+                          prior=self.lineage.prior + (step,), model_device=model_device)
+        return dataclasses.replace(self, lineage=lineage)
+
     def after(self, technique: str) -> Step | None:
         """The prior step of ``technique`` in this chain, if there was one."""
-        return next((s for s in self.prior if s.technique == technique), None)
+        return next((s for s in self.lineage.prior if s.technique == technique), None)
 
     def progress(self, phase: str, fraction: float) -> None:
-        if self.on_progress is not None:
-            self.on_progress(phase, fraction)
+        if self.hooks.on_progress is not None:
+            self.hooks.on_progress(phase, fraction)
 
     def train_cached(self, key_parts: tuple, build: Callable[[], nn.Module],
                      train: Callable[[nn.Module, Callable[[], Iterable[Batch]]], None]
@@ -141,30 +211,30 @@ class Context:
         """The model ``build()`` makes, trained by ``train(model, epochs)`` or loaded from the
         cache. ``epochs`` is the step's own data (``TrainData.epochs(key)``): the weights
         depend on the key alone."""
-        if self.train_amp is not None:  # trained in another precision: other weights
-            key_parts = tuple(key_parts) + ("train_amp", self.train_amp)
-        key = tuple(self.base_key) + tuple(key_parts)
+        if self.budget.amp is not None:  # trained in another precision: other weights
+            key_parts = tuple(key_parts) + ("train_amp", self.budget.amp)
+        key = tuple(self.lineage.base_key) + tuple(key_parts)
 
         def train_on_own_data(model: nn.Module) -> None:
-            train(model, self.train.epochs(key))
-        if self.cached is not None:
-            return self.cached(key, build, train_on_own_data)
+            train(model, self.data.train.epochs(key))
+        if self.hooks.cached is not None:
+            return self.hooks.cached(key, build, train_on_own_data)
         model = build()
         train_on_own_data(model)
         return model
 
     def memo(self, key: tuple, compute: Callable[[], object]):
         """``compute()`` once per sweep for ``key`` when the caller shares a dict."""
-        if self.shared is None:
+        if self.hooks.shared is None:
             return compute()
-        if key not in self.shared:
-            self.shared[key] = compute()
-        return self.shared[key]
+        if key not in self.hooks.shared:
+            self.hooks.shared[key] = compute()
+        return self.hooks.shared[key]
 
     def calibration(self, batches: int) -> list[torch.Tensor]:
         """The same ``batches`` training batches for every INT8 variant, on the CPU."""
         def draw():
-            epoch = self.train.epochs(("calibration",))()
+            epoch = self.data.train.epochs(("calibration",))()
             return [x.cpu() for x, *_ in itertools.islice(epoch, batches)]
         return self.memo(("calibration", batches), draw)
 

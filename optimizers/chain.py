@@ -2,7 +2,7 @@
 
 A chain applies its steps in the registry's order (prune -> distill -> int8 -> amp for the
 built-in ones). Each step sees what came before it in ``Context.prior`` and where the model
-now runs in ``Context.model_device``, and decides for itself what that means: distillation
+now runs in ``Context.lineage.model_device``, and decides for itself what that means: distillation
 after pruning recovers the pruned model from its unpruned teacher instead of training a
 separate student, AMP after a step that moved the model to the CPU (INT8) checks that
 autocast still changes anything. Nothing here names a technique.
@@ -11,7 +11,6 @@ autocast still changes anything. Nothing here names a technique.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 
 from torch import nn
@@ -49,7 +48,7 @@ def apply_chain(model: nn.Module, steps: list[tuple[str, object]], ctx: Context)
     current = Outcome(model=model)
     config: dict = {}
     # The unpruned model teaches a chain's distillation step when the context names none.
-    step_ctx = ctx if ctx.teacher is not None else dataclasses.replace(ctx, teacher=model)
+    step_ctx = ctx if ctx.teaching.teacher is not None else ctx.taught_by(model)
     for technique, settings in steps:
         out = registry.get(technique).apply_fn()(current.model, settings, step_ctx)
         config.update(out.config)
@@ -61,9 +60,7 @@ def apply_chain(model: nn.Module, steps: list[tuple[str, object]], ctx: Context)
             layer_sparsity=out.layer_sparsity if out.layer_sparsity is not None
             else current.layer_sparsity,
             memory_format=out.memory_format or current.memory_format)
-        step_ctx = dataclasses.replace(
-            step_ctx, base_key=tuple(step_ctx.base_key) + _step_key(technique, out.config),
-            prior=step_ctx.prior + (Step(technique, settings, out.config),),
-            model_device=current.device)
+        step_ctx = step_ctx.then(Step(technique, settings, out.config), current.device,
+                                 _step_key(technique, out.config))
     current.config = copy.deepcopy(config)
     return current

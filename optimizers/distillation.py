@@ -48,9 +48,9 @@ def teacher_logits(teacher: nn.Module, ctx: Context) -> torch.Tensor:
     sweep and shared by every distillation variant (``Context.memo``)."""
     def compute() -> torch.Tensor:
         frozen = _frozen_teacher(teacher, ctx.device)
-        out = torch.empty(len(ctx.train), ctx.num_classes)
+        out = torch.empty(len(ctx.data.train), ctx.data.num_classes)
         with torch.inference_mode():
-            for x, _, idx in ctx.train.ordered():
+            for x, _, idx in ctx.data.train.ordered():
                 out[idx] = frozen(x.to(ctx.device)).float().cpu()
         return out
     # The teacher object is the sweep's baseline (or a chain's unpruned input): its identity
@@ -67,25 +67,25 @@ def _kd_loss_fn(logits: torch.Tensor, settings: DistillSettings):
 
 
 def student_name(settings: DistillSettings, ctx: Context) -> str:
-    name = settings.student or ctx.default_student
+    name = settings.student or ctx.teaching.default_student
     if not name:
         raise ValueError("distill.student must name a student model: this model family has no "
                          "default student; pass one of the registry's models (see `list`)")
-    if ctx.build_model is None:
-        raise ValueError("distillation needs Context.build_model to build the student")
+    if ctx.teaching.build_model is None:
+        raise ValueError("distillation needs Context.teaching.build_model to build the student")
     return name
 
 
 def _build_student(name: str, ctx: Context):
     def build() -> nn.Module:
         # Seeded here so the KD student and its scratch control start from the same weights.
-        torch.manual_seed(ctx.seed)
-        return ctx.build_model(name)
+        torch.manual_seed(ctx.budget.seed)
+        return ctx.teaching.build_model(name)
     return build
 
 
 def _epochs(settings: DistillSettings, ctx: Context) -> int:
-    return settings.epochs or ctx.epochs
+    return settings.epochs or ctx.budget.epochs
 
 
 def _config(settings: DistillSettings, name: str, epochs: int) -> dict:
@@ -97,7 +97,7 @@ def apply(model: nn.Module, settings: DistillSettings, ctx: Context) -> Outcome:
     """Train ``settings.student`` (or the default student) against ``model`` as teacher.
 
     In a chain after pruning, ``model`` is the pruned model: it is recovered from its
-    unpruned teacher (``ctx.teacher``) instead of a separate student being trained."""
+    unpruned teacher (``ctx.teaching.teacher``) instead of a separate student being trained."""
     pruned = ctx.after("prune")
     if pruned is not None:
         return _recover_pruned(model, settings, ctx, pruned.settings)
@@ -107,11 +107,12 @@ def apply(model: nn.Module, settings: DistillSettings, ctx: Context) -> Outcome:
     build()  # fail early (unknown name -> ValueError) before the teacher is copied
 
     def train(student: nn.Module, data) -> None:
-        fit(student, data, epochs, device=ctx.device, lr=ctx.lr, seed=ctx.seed,
-            loss_fn=_kd_loss_fn(teacher_logits(model, ctx), settings), amp=ctx.train_amp,
+        fit(student, data, epochs, device=ctx.device, lr=ctx.budget.lr, seed=ctx.budget.seed,
+            loss_fn=_kd_loss_fn(teacher_logits(model, ctx), settings), amp=ctx.budget.amp,
             on_progress=lambda f: ctx.progress("distill", f))
 
-    key = ("distill", name, settings.temperature, settings.alpha, epochs, ctx.lr, ctx.seed)
+    key = ("distill", name, settings.temperature, settings.alpha, epochs, ctx.budget.lr,
+           ctx.budget.seed)
     student = copy.deepcopy(ctx.train_cached(key, build, train)).eval()
     return Outcome(model=student, config={"distill": _config(settings, name, epochs)})
 
@@ -119,7 +120,7 @@ def apply(model: nn.Module, settings: DistillSettings, ctx: Context) -> Outcome:
 def _recover_pruned(model: nn.Module, settings: DistillSettings, ctx: Context,
                     prune_settings) -> Outcome:
     from optimizers import pruning  # local: pruning does not need distillation
-    teacher = ctx.teacher if ctx.teacher is not None else model
+    teacher = ctx.teaching.teacher if ctx.teaching.teacher is not None else model
     epochs = settings.epochs or max(prune_settings.finetune_epochs, 1)
     out = recover(model, teacher, settings, ctx, epochs,
                   keep_zeros=prune_settings.method != "channel")
@@ -135,10 +136,10 @@ def train_scratch(settings: DistillSettings, ctx: Context) -> Outcome:
     epochs = _epochs(settings, ctx)
 
     def train(student: nn.Module, data) -> None:
-        fit(student, data, epochs, device=ctx.device, lr=ctx.lr, seed=ctx.seed,
-            amp=ctx.train_amp, on_progress=lambda f: ctx.progress("student-scratch", f))
+        fit(student, data, epochs, device=ctx.device, lr=ctx.budget.lr, seed=ctx.budget.seed,
+            amp=ctx.budget.amp, on_progress=lambda f: ctx.progress("student-scratch", f))
 
-    key = ("student-scratch", name, epochs, ctx.lr, ctx.seed)
+    key = ("student-scratch", name, epochs, ctx.budget.lr, ctx.budget.seed)
     student = copy.deepcopy(ctx.train_cached(key, _build_student(name, ctx), train)).eval()
     return Outcome(model=student,
                    config={"student-scratch": {"student": name, "epochs": epochs}})
@@ -159,12 +160,13 @@ def recover(model: nn.Module, teacher: nn.Module, settings: DistillSettings, ctx
 
     def train(m: nn.Module, data) -> None:
         tune = pruning.fit_sparse if keep_zeros else fit
-        tune(m, data, epochs, device=ctx.device, lr=ctx.lr * FINETUNE_LR_SCALE, seed=ctx.seed,
-             loss_fn=_kd_loss_fn(teacher_logits(teacher, ctx), settings), amp=ctx.train_amp,
+        tune(m, data, epochs, device=ctx.device, lr=ctx.budget.lr * FINETUNE_LR_SCALE,
+             seed=ctx.budget.seed,
+             loss_fn=_kd_loss_fn(teacher_logits(teacher, ctx), settings), amp=ctx.budget.amp,
              on_progress=lambda f: ctx.progress("distill (recover)", f))
 
     key = tuple(key_parts) + ("distill-recover", settings.temperature, settings.alpha, epochs,
-                              ctx.lr * FINETUNE_LR_SCALE, ctx.seed)
+                              ctx.budget.lr * FINETUNE_LR_SCALE, ctx.budget.seed)
     recovered = copy.deepcopy(ctx.train_cached(key, build, train)).eval()
     config = {"mode": "recover", "teacher": "unpruned model", "temperature": settings.temperature,
               "alpha": settings.alpha, "epochs": epochs}

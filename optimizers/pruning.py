@@ -304,13 +304,13 @@ def _channel_prune(model: nn.Module, settings: PruneSettings, ctx: Context,
     searched (channel shuffles, windowed attention), block by block. ``info`` receives the
     scope, for the variant's config; ``found`` the groups (``_group_record``) it pruned."""
     device = next(model.parameters()).device
-    example = ctx.example_input[:1].to(device)
+    example = ctx.data.example_input[:1].to(device)
     model.eval()
     levels = schedule_levels(settings.schedule) if settings.schedule else None
     _check_named(model, levels)
 
     def protected(m: nn.Module) -> list[nn.Module]:
-        classifier = classifier_layer(m, ctx.num_classes)
+        classifier = classifier_layer(m, ctx.data.num_classes)
         return [classifier] if classifier is not None else []
 
     reason = ("windowed attention, on whose graph Torch-Pruning's group search does not "
@@ -321,7 +321,7 @@ def _channel_prune(model: nn.Module, settings: PruneSettings, ctx: Context,
         try:
             _prune_graph(whole, example, settings.ratio, protected(whole), MODEL_SEARCH_S,
                          levels, lambda gs: groups.extend(_group_record(whole, g) for g in gs))
-            _check_logits(whole, example, ctx.num_classes)
+            _check_logits(whole, example, ctx.data.num_classes)
             info["scope"] = "model"
             if found is not None:
                 found.extend(groups)
@@ -331,7 +331,7 @@ def _channel_prune(model: nn.Module, settings: PruneSettings, ctx: Context,
     try:
         blocks = _prune_blocks(model, example, settings.ratio, protected(model), levels,
                                found)
-        _check_logits(model, example, ctx.num_classes)
+        _check_logits(model, example, ctx.data.num_classes)
     except Exception as exc:
         raise RuntimeError(f"channel pruning cannot handle this model ({reason}; block by "
                            f"block: {described(exc)})") from exc
@@ -374,7 +374,7 @@ def _build(model: nn.Module, settings: PruneSettings, ctx: Context,
 
 def cache_key(settings: PruneSettings, ctx: Context) -> tuple:
     key = ("prune", settings.method, settings.ratio, settings.finetune_epochs,
-           ctx.lr * FINETUNE_LR_SCALE, ctx.seed)
+           ctx.budget.lr * FINETUNE_LR_SCALE, ctx.budget.seed)
     if settings.schedule:  # only then, so the keys of uniform ratios stay as they were
         key += ("schedule", sorted(schedule_levels(settings.schedule).items()))
     return key
@@ -389,7 +389,7 @@ def apply(model: nn.Module, settings: PruneSettings, ctx: Context) -> Outcome:
         # global hold their zeros at zero while they do.
         tune = fit if settings.method == "channel" else fit_sparse
         tune(m, epochs, settings.finetune_epochs, device=ctx.device,
-             lr=ctx.lr * FINETUNE_LR_SCALE, seed=ctx.seed, amp=ctx.train_amp,
+             lr=ctx.budget.lr * FINETUNE_LR_SCALE, seed=ctx.budget.seed, amp=ctx.budget.amp,
              on_progress=lambda f: ctx.progress("prune fine-tune", f))
 
     info: dict = {}

@@ -397,11 +397,11 @@ def _qat(model: nn.Module, settings: Int8Settings, ctx: Context) -> tuple[nn.Mod
 
     def train(prepared: nn.Module, data) -> None:
         fit(prepared, data, settings.qat_epochs, device=ctx.device,
-            lr=ctx.lr * FINETUNE_LR_SCALE,
-            seed=ctx.seed, on_progress=lambda f: ctx.progress("int8 qat", f))
+            lr=ctx.budget.lr * FINETUNE_LR_SCALE,
+            seed=ctx.budget.seed, on_progress=lambda f: ctx.progress("int8 qat", f))
 
     # The FX flow keeps its key, so weights cached before the pt2e fallback stay valid.
-    key = ("int8-qat", settings.qat_epochs, ctx.lr * FINETUNE_LR_SCALE, ctx.seed) + \
+    key = ("int8-qat", settings.qat_epochs, ctx.budget.lr * FINETUNE_LR_SCALE, ctx.budget.seed) + \
         (() if extra["path"] == "fx-qat" else (extra["path"],))
     prepared = copy.deepcopy(ctx.train_cached(key, build, train)).to(CPU)
     prepared.eval()  # not chained: an exported graph's eval() returns None
@@ -414,10 +414,10 @@ def apply(model: nn.Module, settings: Int8Settings, ctx: Context) -> Outcome:
     engine = select_engine()
     working = copy.deepcopy(model).to(CPU).eval()
     # The counter cannot see quantized kernels: the float graph's count stands for them.
-    flops = count_flops(working, ctx.example_input.to(CPU))
+    flops = count_flops(working, ctx.data.example_input.to(CPU))
     ctx.progress("int8", 0.0)
     if settings.mode == "dynamic":
-        quantized, extra = _dynamic(working, ctx.example_input[:1].to(CPU),
+        quantized, extra = _dynamic(working, ctx.data.example_input[:1].to(CPU),
                                     float_groups(working, settings))
     elif settings.mode == "static":
         quantized, extra = _static(working, settings, ctx)

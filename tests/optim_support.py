@@ -75,7 +75,7 @@ def make_context(train, epochs: int = 1, **overrides) -> Context:
                   in_channels=1, epochs=epochs, seed=0, build_model=_build,
                   default_student="seed_cnn_small")
     fields.update(overrides)
-    return Context(**fields)
+    return Context.of(**fields)
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +87,7 @@ def digits_split():
 def trained_cnn(digits_split):
     torch.manual_seed(0)
     model = seed_cnn()
-    fit(model, make_context(digits_split[0]).train.epochs(("trained_cnn",)), 1, seed=0)
+    fit(model, make_context(digits_split[0]).data.train.epochs(("trained_cnn",)), 1, seed=0)
     return model.eval()
 
 

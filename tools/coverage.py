@@ -172,7 +172,7 @@ def run_model(spec: str, cells: list[str]) -> None:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(SAMPLES, 3, size, size, generator=g)
     y = torch.randint(0, CLASSES, (SAMPLES,), generator=g)
-    ctx = Context(train=TrainData(x, y, BATCH, 0), example_input=x[:BATCH],
+    ctx = Context.of(train=TrainData(x, y, BATCH, 0), example_input=x[:BATCH],
                   num_classes=CLASSES, in_channels=3, epochs=1, teacher=model,
                   build_model=lambda name: build_model(name, CLASSES, 3, (size, size)),
                   default_student=student)

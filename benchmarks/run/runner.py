@@ -69,7 +69,7 @@ from benchmarks.zoo.datasets import DataBundle, load_dataset, stored_size
 from benchmarks.zoo.inputs import pipeline_record
 from benchmarks.zoo.models import build_model, check_input_fits, default_student, model_source
 from optimizers import registry
-from optimizers.base import Context, Outcome
+from optimizers.base import Budget, Context, Data, Hooks, Lineage, Outcome, Teaching
 from optimizers.training import fit
 
 __all__ = ["ACCURACY_BATCH", "PreparedSweep", "ProgressEvent", "prepare_sweep", "run_sweep"]
@@ -309,15 +309,16 @@ class PreparedSweep:
         d = self.data
         seed = self.spec.seed if seed is None else seed
         return Context(
-            train=d.train_data(self.spec.batch_size, seed),
-            example_input=self.example,
-            num_classes=d.num_classes, in_channels=d.in_channels, device=self.device,
-            epochs=self.spec.epochs, lr=self.spec.lr, seed=seed,
-            teacher=baseline if baseline is not None else self.baseline,
-            build_model=lambda name: self._build(name),
-            default_student=default_student(self.spec.model),
-            cached=self.cache, on_progress=on_phase, base_key=self.base_key(seed),
-            train_amp=self._train_amp(variant), shared=shared)
+            data=Data(train=d.train_data(self.spec.batch_size, seed), example_input=self.example,
+                      num_classes=d.num_classes, in_channels=d.in_channels),
+            device=self.device,
+            budget=Budget(epochs=self.spec.epochs, lr=self.spec.lr, seed=seed,
+                          amp=self._train_amp(variant)),
+            teaching=Teaching(teacher=baseline if baseline is not None else self.baseline,
+                              build_model=lambda name: self._build(name),
+                              default_student=default_student(self.spec.model)),
+            lineage=Lineage(base_key=self.base_key(seed)),
+            hooks=Hooks(cached=self.cache, on_progress=on_phase, shared=shared))
 
     def _train_amp(self, variant: VariantSpec | None) -> str | None:
         """The autocast dtype a chain's fine-tuning runs under, where one of its techniques

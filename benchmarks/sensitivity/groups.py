@@ -73,7 +73,7 @@ def _quantizer_groups(model, technique: str, ctx, model_name: str):
     else:
         info, why = {"scope": "fx"}, "FX's prepared graph holds no op with a weight"
     try:
-        found = quantizer_groups(model, ctx.example_input[:2], mode)
+        found = quantizer_groups(model, ctx.data.example_input[:2], mode)
     except Exception as exc:  # FX's symbolic trace raises many types
         raise ValueError(f"{technique} groups are the fused ops of FX's prepared graph, and "
                          f"FX cannot trace model {model_name}: {described(exc)}") from exc

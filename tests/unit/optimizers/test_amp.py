@@ -23,9 +23,9 @@ def test_amp_cpu_defaults_to_bf16_and_keeps_fp32_weights(ctx, trained_cnn, digit
                                   "memory_format": "contiguous", "requested": None}}
     assert all(p.dtype == torch.float32 for p in out.model.parameters())
     with torch.inference_mode(), out.autocast("cpu"):
-        assert out.model(ctx.example_input).dtype == torch.bfloat16
+        assert out.model(ctx.data.example_input).dtype == torch.bfloat16
     with torch.inference_mode():
-        assert out.model(ctx.example_input).dtype == torch.float32
+        assert out.model(ctx.data.example_input).dtype == torch.float32
     base = accuracy(trained_cnn, digits_split[1])
     assert accuracy(out.model, digits_split[1], out.autocast_dtype) >= base - 0.01
 
@@ -53,4 +53,4 @@ def test_amp_cuda_defaults_to_fp16(ctx, trained_cnn):
     assert out.autocast_dtype == torch.float16
     model = out.model.cuda()
     with torch.inference_mode(), out.autocast("cuda"):
-        assert model(ctx.example_input.cuda()).dtype == torch.float16
+        assert model(ctx.data.example_input.cuda()).dtype == torch.float16

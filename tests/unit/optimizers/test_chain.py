@@ -40,7 +40,7 @@ def test_full_chain_on_seed_cnn(ctx, trained_cnn):
     assert out.flops_hint and out.layer_sparsity
     assert int8_weight_modules(out.model)
     with torch.inference_mode():
-        assert out.model(ctx.example_input).shape == (32, 10)
+        assert out.model(ctx.data.example_input).shape == (32, 10)
 
 
 def test_channel_then_distill_then_amp(ctx, trained_cnn):
@@ -81,7 +81,7 @@ def test_user_model_through_every_technique(digits_split):
     for technique, settings in singles:
         out = apply_one(model, technique, settings, ctx)
         with torch.inference_mode(), out.autocast("cpu"):
-            assert out.model.eval()(ctx.example_input).shape == (32, 10), settings
+            assert out.model.eval()(ctx.data.example_input).shape == (32, 10), settings
     chained = apply_chain(model, [("prune", PruneSettings(0.5, "channel", 0)),
                                   ("int8", Int8Settings("static", calibration_batches=2))], ctx)
     assert set(chained.config) == {"prune", "int8"}

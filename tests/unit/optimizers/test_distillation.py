@@ -52,7 +52,7 @@ def test_distill_trains_student_and_leaves_teacher(ctx, trained_cnn):
 
 
 def test_student_choice_errors(ctx, trained_cnn):
-    ctx.default_student = None
+    ctx.teaching.default_student = None
     with pytest.raises(ValueError, match="student"):
         distillation.apply(trained_cnn, DistillSettings(epochs=1), ctx)
     with pytest.raises(ValueError, match="unknown model"):

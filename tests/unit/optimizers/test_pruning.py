@@ -67,7 +67,7 @@ def test_channel_shrinks_layers_keeps_classifier(ctx, trained_cnn):
     m = out.model
     assert m[0].out_channels == 32 and m[2].out_channels == 64
     assert m[5].out_features == 10 and m[5].in_features == 64 * 16
-    assert m(ctx.example_input).shape == (32, 10)
+    assert m(ctx.data.example_input).shape == (32, 10)
     cfg = out.config["prune"]
     assert cfg["params_after"] < 0.5 * cfg["params_before"]
     assert cfg["params_before"] == sum(p.numel() for p in trained_cnn.parameters())
@@ -82,7 +82,7 @@ def test_channel_on_user_model_with_se_and_depthwise(digits_split):
     assert_untouched(model, snap)
     assert out.model[-1].out_features == 10
     assert out.config["prune"]["params_after"] < out.config["prune"]["params_before"]
-    assert out.model(ctx.example_input).shape == (32, 10)
+    assert out.model(ctx.data.example_input).shape == (32, 10)
 
 
 @pytest.mark.parametrize("method", ["l1", "global"])
@@ -124,7 +124,7 @@ def test_second_run_trains_nothing(digits_split, trained_cnn):
 
 def test_torchvision_models_channel_prune():
     torchvision = pytest.importorskip("torchvision")
-    ctx = Context(train=TrainData(torch.empty(0, 3, 32, 32), torch.empty(0)),
+    ctx = Context.of(train=TrainData(torch.empty(0, 3, 32, 32), torch.empty(0)),
                   example_input=torch.randn(2, 3, 32, 32),
                   num_classes=10, in_channels=3)
     for model in (torchvision.models.mobilenet_v3_small(num_classes=10),
@@ -133,7 +133,7 @@ def test_torchvision_models_channel_prune():
                                                        num_classes=10)):
         out = pruning.apply(model, PruneSettings(0.5, "channel", 0), ctx)
         assert out.config["prune"]["params_after"] < out.config["prune"]["params_before"]
-        assert out.model(ctx.example_input).shape == (2, 10)
+        assert out.model(ctx.data.example_input).shape == (2, 10)
 
 
 def test_a_search_past_its_time_limit_is_given_up():
@@ -169,7 +169,7 @@ def test_a_model_whose_graph_search_does_not_end_is_pruned_block_by_block(monkey
     torch.manual_seed(0)
     model = build_model("timm:rexnet_100", 10, 3, (32, 32))
     x = torch.randn(4, 3, 32, 32)
-    context = Context(train=TrainData(x, torch.zeros(4, dtype=torch.long)), example_input=x,
+    context = Context.of(train=TrainData(x, torch.zeros(4, dtype=torch.long)), example_input=x,
                       num_classes=10, in_channels=3)
     out = pruning.apply(model, PruneSettings(0.5, "channel", 0), context)
     config = out.config["prune"]
@@ -187,7 +187,7 @@ def test_unstructured_fine_tune_through_multihead_attention(method):
     torch.manual_seed(0)
     model = build_model("vit_nano", 10, 1, (8, 8))
     x = torch.randn(16, 1, 8, 8)
-    context = Context(train=TrainData(x, torch.randint(0, 10, (16,)), 4), example_input=x[:4],
+    context = Context.of(train=TrainData(x, torch.randint(0, 10, (16,)), 4), example_input=x[:4],
                       num_classes=10, in_channels=1)
     out = pruning.apply(model, PruneSettings(0.5, method, 1), context)
     _no_masks(out.model)
@@ -216,7 +216,7 @@ def test_a_cancel_inside_channel_pruning_is_not_taken_for_a_failure():
                 raise Cancelled()
             return self.body(x)
     x = torch.randn(4, 1, 8, 8)
-    context = Context(train=TrainData(x, torch.zeros(4, dtype=torch.long)), example_input=x,
+    context = Context.of(train=TrainData(x, torch.zeros(4, dtype=torch.long)), example_input=x,
                       num_classes=10, in_channels=1)
     model = Interrupted()
     with pytest.raises(Cancelled):

@@ -44,7 +44,7 @@ def test_dynamic_int8_quantizes_linear_only(ctx, trained_cnn):
     assert out.config["int8"]["mode"] == "dynamic"
     assert int8_weight_modules(out.model) == {"5": torch.qint8}
     assert saved_size(out.model) < saved_size(trained_cnn)
-    assert out.model(ctx.example_input).shape == (32, 10)
+    assert out.model(ctx.data.example_input).shape == (32, 10)
 
 
 def test_dynamic_without_linear_is_one_line_error(ctx):
@@ -67,7 +67,7 @@ def test_qat_holds_int8_and_caches(ctx, trained_cnn):
         store[key] = {k: v.clone() for k, v in model.state_dict().items()}
         return model
 
-    ctx.cached = cached
+    ctx.hooks.cached = cached
     snap = snapshot(trained_cnn)
     a = quantization.apply(trained_cnn, Int8Settings("qat", qat_epochs=1), ctx)
     b = quantization.apply(trained_cnn, Int8Settings("qat", qat_epochs=1), ctx)
@@ -76,7 +76,7 @@ def test_qat_holds_int8_and_caches(ctx, trained_cnn):
     assert a.config["int8"]["path"] == "fx-qat" and a.config["int8"]["qat_epochs"] == 1
     assert _quantized_weight_dtypes(a.model) == {torch.qint8}
     with torch.inference_mode():
-        assert torch.equal(a.model(ctx.example_input), b.model(ctx.example_input))
+        assert torch.equal(a.model(ctx.data.example_input), b.model(ctx.data.example_input))
 
 
 @pytest.mark.parametrize("mode", ["static", "dynamic", "qat"])
@@ -88,7 +88,7 @@ def test_user_model_with_se_and_depthwise(digits_split, mode):
     assert_untouched(model, snap)
     assert torch.qint8 in _quantized_weight_dtypes(out.model)
     with torch.inference_mode():
-        assert out.model(ctx.example_input).shape == (32, 10)
+        assert out.model(ctx.data.example_input).shape == (32, 10)
 
 
 class ShapeBranch(nn.Module):
@@ -131,7 +131,7 @@ def test_static_falls_back_to_pt2e_when_fx_cannot_trace(ctx):
     assert cfg["path"] == "pt2e" and "TraceError" in cfg["fx_error"]
     assert torch.int8 in set(int8_weight_modules(out.model).values())
     with torch.inference_mode():
-        assert out.model(ctx.example_input).shape == (32, 10)
+        assert out.model(ctx.data.example_input).shape == (32, 10)
 
 
 @pytest.mark.slow
@@ -145,7 +145,7 @@ def test_an_fx_graph_that_fails_when_run_falls_back_to_pt2e(mode, path):
     torch.manual_seed(0)
     model = build_model("torchvision:shufflenet_v2_x0_5", 10, 3, (32, 32))
     x = torch.randn(9, 3, 32, 32)
-    context = Context(train=TrainData(x, torch.randint(0, 10, (9,)), 2), example_input=x[:2],
+    context = Context.of(train=TrainData(x, torch.randint(0, 10, (9,)), 2), example_input=x[:2],
                       num_classes=10, in_channels=3)
     out = quantization.apply(model, Int8Settings(mode, 2, 1), context)
     assert out.config["int8"]["path"] == path

@@ -39,7 +39,7 @@ class Scaled(nn.Module):
 
 
 def toy_apply(model: nn.Module, settings: ToySettings, ctx) -> Outcome:
-    before = [s.technique for s in ctx.prior]
+    before = [s.technique for s in ctx.lineage.prior]
     return Outcome(model=Scaled(copy.deepcopy(model), settings.scale, settings.bias),
                    config={"toy": {"scale": settings.scale, "bias": settings.bias,
                                    "after": before}})

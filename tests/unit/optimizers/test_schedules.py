@@ -15,7 +15,7 @@ from optimizers.settings import Int8Settings, PruneSettings
 
 
 def _ctx(x):
-    return Context(train=TrainData(x, torch.zeros(len(x), dtype=torch.long), 8),
+    return Context.of(train=TrainData(x, torch.zeros(len(x), dtype=torch.long), 8),
                    example_input=x[:4], num_classes=10, in_channels=1)
 
 

@@ -92,7 +92,7 @@ def test_a_pruned_layer_is_skipped_the_one_reading_it_is_compared():
     from optimizers.settings import PruneSettings
     base = _tiny()
     x = torch.randn(4, 1, 8, 8)
-    ctx = Context(train=TrainData(x, torch.zeros(4, dtype=torch.long)), example_input=x,
+    ctx = Context.of(train=TrainData(x, torch.zeros(4, dtype=torch.long)), example_input=x,
                   num_classes=10, in_channels=1)
     pruned = pruning.apply(base, PruneSettings(0.5, "channel", 0), ctx).model
     report = layer_diagnostics(base, pruned, x)

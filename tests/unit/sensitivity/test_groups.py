@@ -14,7 +14,7 @@ from optimizers.base import Context, TrainData
 
 def _ctx(shape=(1, 8, 8)):
     x = torch.randn(4, *shape)
-    return Context(train=TrainData(x, torch.zeros(4, dtype=torch.long)), example_input=x,
+    return Context.of(train=TrainData(x, torch.zeros(4, dtype=torch.long)), example_input=x,
                    num_classes=10, in_channels=shape[0])
 
 

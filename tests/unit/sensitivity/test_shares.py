@@ -34,7 +34,7 @@ def test_seed_cnns_shares_add_to_one_with_the_layer_both_groups_hold_split():
     from benchmarks.measure.latency import pinned_threads
     model = _seed_cnn()
     x = torch.randn(32, 1, 8, 8)
-    ctx = Context(train=TrainData(x[:4], torch.zeros(4, dtype=torch.long)),
+    ctx = Context.of(train=TrainData(x[:4], torch.zeros(4, dtype=torch.long)),
                   example_input=x[:4], num_classes=10, in_channels=1)
     groups, _ = find_groups(model, "prune.channel", ctx, "seed_cnn")
     # conv "2" loses input channels to group "0" and output channels to its own.
