@@ -95,13 +95,23 @@ class LatencyTracker:
     # The timed loop's wall time by the clock's host time (warm-up excluded, the device's
     # pending work included): calls / window is the rate sustained, preemptions and all.
     window_ms: float = 0.0
+    # Stop at the call that ends nearest ``min_time_s`` (once ``min_runs`` are in) rather than
+    # the first past it: an interleaved round's slice is often under two calls of a slow
+    # model, and going past it every visit doubled that model's timing.
+    nearest: bool = False
+    # Each warm-up call's host time (ms): what the first call after another model costs.
+    warmup_ms: list[float] = field(default_factory=list)
 
     def run(self, fn: Callable[[], object]) -> list[float]:
         wall0 = time.perf_counter()
         clock = self.clock
+        warm = []
         for _ in range(self.warmup):
+            t0 = clock.host_ms()
             fn()
+            warm.append(clock.host_ms() - t0)
         clock.synchronize()
+        self.warmup_ms = warm
         if clock.device_timed:
             host = []
             for _ in range(HOST_PROBES):
@@ -112,36 +122,51 @@ class LatencyTracker:
             clock.synchronize()
             self.host_samples_ms = host
         samples: list[float] = []
-        spent = 0.0
+        spent = last = 0.0
         window0 = clock.host_ms()
-        while len(samples) < self.min_runs or (spent < self.min_time_s * 1000.0
-                                               and len(samples) < self.max_runs):
+        while self._more(len(samples), spent, last):
             token = clock.start()
             fn()
             ms = clock.stop(token)
             samples.append(ms)
+            before = spent
             if clock.device_timed:
                 # Budget by host time for the loop; exact figures come from the events.
                 spent = (time.perf_counter() - wall0) * 1000.0
             else:
                 spent += ms
+            last = spent - before
         resolved = clock.finish()
         self.window_ms = clock.host_ms() - window0
         self.samples_ms = samples if resolved is None else resolved
         self.wall_s = time.perf_counter() - wall0
         return self.samples_ms
 
+    def _more(self, runs: int, spent_ms: float, last_ms: float) -> bool:
+        """Whether to time another call, ``spent_ms`` of the budget used, the last call
+        ``last_ms`` long."""
+        if runs < self.min_runs:
+            return True
+        budget = self.min_time_s * 1000.0
+        if runs >= self.max_runs or spent_ms >= budget:
+            return False
+        # Nearest: another call of about the last one's length overshoots the budget by
+        # less than stopping now falls short of it.
+        return not self.nearest or spent_ms + last_ms / 2 < budget
+
 
 def measure_latency(model: nn.Module | Callable, example: torch.Tensor,
                     device: torch.device, *, autocast: AbstractContextManager | None = None,
-                    min_runs: int = 10, min_time_s: float = 1.0, warmup: int = 3
-                    ) -> LatencyTracker:
-    """``model``: a module, or any callable of the batch (a runtime cell's session)."""
+                    min_runs: int = 10, min_time_s: float = 1.0, warmup: int = 3,
+                    nearest: bool = False) -> LatencyTracker:
+    """``model``: a module, or any callable of the batch (a runtime cell's session);
+    ``nearest``: ``LatencyTracker.nearest``."""
     x = example.to(device)
     if isinstance(model, nn.Module):
         model.eval()
     tracker = LatencyTracker(min_runs=min_runs, min_time_s=min_time_s, warmup=warmup,
-                             clock=CudaClock() if device.type == "cuda" else Clock())
+                             clock=CudaClock() if device.type == "cuda" else Clock(),
+                             nearest=nearest)
     ctx = autocast or nullcontext()
     with torch.inference_mode(), ctx:
         tracker.run(lambda: model(x))

@@ -124,7 +124,7 @@ def test_a_cuda_sweep_times_a_cpu_baseline_in_the_same_rounds(tmp_path, monkeypa
     results = list(sweep.run())
     visits = []
 
-    def fake_visit(b, runs, seconds, warmup):
+    def fake_visit(b, runs, seconds, warmup, nearest=False):
         visits.append((b.result.name, b.device.type))
         b.samples.extend([1.0 if b.device.type == "cuda" else 4.0] * runs)
         b.visits += 1

@@ -128,3 +128,15 @@ def test_comparison_rows_give_changes_against_the_baseline():
 def test_pareto_front_keeps_non_dominated_points():
     pts = [("a", 0.9, 10.0), ("b", 0.95, 20.0), ("c", 0.85, 15.0), ("d", 0.96, 30.0)]
     assert pareto_front(pts) == ["a", "b", "d"]
+
+
+def test_tracker_nearest_stops_at_the_call_nearest_the_budget():
+    # A 90 ms call against a 100 ms budget: one call falls 10 ms short, two go 80 ms over.
+    nearest = LatencyTracker(min_runs=1, min_time_s=0.1, warmup=0, clock=FakeClock([90.0]),
+                             nearest=True)
+    past = LatencyTracker(min_runs=1, min_time_s=0.1, warmup=0, clock=FakeClock([90.0]))
+    assert len(nearest.run(lambda: None)) == 1 and len(past.run(lambda: None)) == 2
+    # Short calls still fill the budget, within half a call of it.
+    filled = LatencyTracker(min_runs=1, min_time_s=0.1, warmup=0, clock=FakeClock([7.0]),
+                            nearest=True)
+    assert abs(sum(filled.run(lambda: None)) - 100.0) <= 3.5
