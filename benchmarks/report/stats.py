@@ -217,6 +217,17 @@ def _paired_difference(b: int, c: int, n: int, confidence: float, test: str | No
             "b": b, "c": c, "n": n}
 
 
+# Bump when ``paired_difference``'s figures for the same counts change (its tests, their grid
+# or tolerances): a result kept under ``paired_key`` is then computed again.
+PAIRED_VERSION = 1
+
+
+def paired_key(b: int, c: int, n: int, confidence: float = CONFIDENCE) -> str:
+    """The name a ``paired_difference`` result is kept under beside what it was computed
+    from (a sensitivity cell's measurement): an exact interval takes a tenth of a second."""
+    return f"{int(b)},{int(c)},{int(n)},{float(confidence)!r},v{PAIRED_VERSION}"
+
+
 def paired_bits(a_bits: str, b_bits: str, n: int, confidence: float = CONFIDENCE) -> dict:
     """``paired_difference`` of the first against the second, from their correctness bits."""
     return paired_difference(*discordant(unpack_bits(a_bits, n), unpack_bits(b_bits, n)), n,

@@ -159,8 +159,10 @@ def paired(right: list[bool], base_right: list[bool], confidence: float) -> dict
 
 
 def row(group: Group, level: float, measured: dict, base: Baseline, which: str,
-        confidence: float) -> dict:
-    """The map's row of a cell (the contract's shape, docs/ARCHITECTURE.md; accuracy changes in points)."""
+        confidence: float, tests: dict | None = None) -> dict:
+    """The map's row of a cell (the contract's shape, docs/ARCHITECTURE.md; accuracy changes
+    in points). ``tests``: paired tests already computed (``stats.paired_key``), read and
+    added to, so a map from the cache does not compute its exact intervals again."""
     _, base_right = base.sets[which]
     out = {"name": f"{group.root}@{level:g}", **group.to_dict(), "level": level,
            "evaluated_on": which, "error": measured.get("error")}
@@ -174,7 +176,10 @@ def row(group: Group, level: float, measured: dict, base: Baseline, which: str,
     right = stats.unpack_bits(measured["bits"], n)
     only_cell, only_base = stats.discordant(right, base_right)
     # The interval and the p-value from one test: exact where discordant pairs are few.
-    test = stats.paired_difference(only_cell, only_base, n, confidence)
+    tests = {} if tests is None else tests
+    key = stats.paired_key(only_cell, only_base, n, confidence)
+    test = tests.get(key) or stats.paired_difference(only_cell, only_base, n, confidence)
+    tests[key] = test
     after = measured["macs_after"]
     removed = {m: 1.0 - after[m] / base.macs[m] for m in after if base.macs.get(m)}
     # The leaves without weights the cell shrinks (a ReLU after a pruned convolution).

@@ -337,7 +337,12 @@ class _Cells:
     def _row(self, index: int, which: str) -> dict:
         group, level = self.cells[index]
         measured = self.measure(group, level, which)
-        return cells.row(group, level, measured, self.base, which, self.config.confidence)
+        tests = dict(measured.get("tests") or {})
+        out = cells.row(group, level, measured, self.base, which, self.config.confidence, tests)
+        if "error" not in measured and tests != measured.get("tests"):
+            # The cell's paired test kept with it: a map from the cache reads it back.
+            self.cache.put(self._key(group, level, which), {**measured, "tests": tests})
+        return out
 
     def composed(self, doc: dict) -> dict:
         """The whole schedule's change against the baseline on the screening examples

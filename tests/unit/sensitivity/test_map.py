@@ -125,6 +125,26 @@ def test_a_second_map_runs_from_the_cache(fragile):
     assert second_s < 0.35 * first_s, (second_s, first_s)
 
 
+def test_a_map_from_the_cache_reads_its_cells_paired_tests_back(fragile, monkeypatch):
+    """An exact interval takes a tenth of a second: kept with its cell, a map from the
+    cache (another process: no in-memory memo) computes none, and its rows are the same."""
+    import dataclasses
+
+    from benchmarks.report import stats
+    from benchmarks.sensitivity.mapper import build_map
+    sweep, first, _, config = fragile
+    computed = []
+
+    def counted(*args, **kwargs):
+        computed.append(args)
+        return stats._paired_difference.__wrapped__(*map(int, args[:3]), float(args[3]),
+                                                    None)
+    monkeypatch.setattr(stats, "paired_difference", counted)
+    again = build_map(sweep, dataclasses.replace(config, max_drop=None))  # no schedule checks
+    assert computed == []
+    assert again.rows == first.rows
+
+
 def test_the_map_is_stored_as_a_run_and_read_back(fragile, store):
     from benchmarks.sensitivity.record import StoredMap
     from benchmarks.views.sensitivity import heatmap_data
