@@ -42,6 +42,13 @@ import torch
 from benchmarks.measure import kernels as k
 from benchmarks.measure import machine_peaks
 from benchmarks.measure import precisions
+from benchmarks.measure.peak_records import (
+    best_candidates,
+    best_of,
+    faster_clock,
+    logged,
+    merged,
+)
 from benchmarks.measure.clock import sustained_clock_ghz
 from benchmarks.measure.latency import Clock, CudaClock, LatencyTracker, pinned_threads
 from benchmarks.measure.theory import theoretical
@@ -259,64 +266,6 @@ def stale_reason(peaks: dict, theory: dict | None, now: datetime | None = None
     return None
 
 
-def best_candidates(old: dict, fresh: dict) -> dict:
-    """Each precision's candidates at the best each was seen to do in either measurement (a
-    kernel that failed in one keeps the other's figure, or its reason where it never ran)."""
-    out = {}
-    for precision in set(old) | set(fresh):
-        mine = dict(old.get(precision) or {})
-        for kernel, value in (fresh.get(precision) or {}).items():
-            before = mine.get(kernel)
-            if not isinstance(value, float):
-                mine.setdefault(kernel, value)
-            elif not isinstance(before, float) or value > before:
-                mine[kernel] = value
-        out[precision] = mine
-    return out
-
-
-def _best_of(tried: dict) -> tuple[str, float] | None:
-    rates = {kernel: v for kernel, v in tried.items() if isinstance(v, float)}
-    if not rates:
-        return None
-    best = max(rates, key=rates.get)
-    return best, rates[best]
-
-
-def merged(old: dict, fresh: dict, precisions=None) -> dict:
-    """``fresh`` with each (or each of ``precisions``') peak the higher of the two: a peak is
-    the best the device was seen to do on these threads, and each candidate kernel's figure
-    the best it was seen to do, so the peak is the best of the candidates stored with it."""
-    out = dict(fresh)
-    gemm = dict(fresh.get("gemm_flops_per_s") or {})
-    method = dict(fresh.get("method") or {})
-    kernels = dict(method.get("kernels") or {})
-    fresh_tried = method.get("candidates") or {}
-    old_tried = (old.get("method") or {}).get("candidates") or {}
-    tried = dict(fresh_tried)
-    for precision in gemm.keys() | (old.get("gemm_flops_per_s") or {}).keys():
-        if precisions is not None and precision not in precisions:
-            continue
-        both = best_candidates({precision: old_tried.get(precision) or {}},
-                               {precision: fresh_tried.get(precision) or {}})[precision]
-        best = _best_of(both)
-        if best is not None:
-            tried[precision] = both
-            kernels[precision], gemm[precision] = best
-        else:  # stored without candidates (an older store): the higher figure alone
-            value = (old.get("gemm_flops_per_s") or {}).get(precision, 0)
-            if value > gemm.get(precision, 0):
-                gemm[precision] = value
-                kernels[precision] = ((old.get("method") or {}).get("kernels") or {}).get(
-                    precision, kernels.get(precision))
-    out["gemm_flops_per_s"] = gemm
-    out["method"] = {**method, "kernels": kernels, "candidates": tried}
-    out["memory_bytes_per_s"] = max(old.get("memory_bytes_per_s") or 0,
-                                    fresh.get("memory_bytes_per_s") or 0)
-    out["clock"] = faster_clock(old.get("clock"), fresh.get("clock"))
-    return out
-
-
 def above_theory(peaks: dict, theory: dict | None) -> dict[str, str]:
     """{precision: why} for each measured peak above its theoretical one: no kernel runs
     faster than the silicon, so the clock the theory was built on was read low."""
@@ -333,12 +282,6 @@ def clock_rechecked(device: torch.device, threads: int, peaks: dict) -> dict:
     out = {**peaks, "clock": faster_clock(peaks.get("clock"), measure_clock(device))}
     out["theoretical"] = peak_theory(device, threads, out)
     return out
-
-
-def faster_clock(old: dict | None, fresh: dict | None) -> dict | None:
-    """The clock record with the higher sustained clock (a chain read preempted reads low)."""
-    ghz = [(c.get("sustained_ghz") or 0.0, i, c) for i, c in enumerate((old, fresh)) if c]
-    return max(ghz)[2] if ghz else None
 
 
 def believe(peaks: dict, theory: dict | None, precisions,
@@ -365,20 +308,6 @@ def believe(peaks: dict, theory: dict | None, precisions,
         peaks["kernel_limited"] = limited
     else:
         peaks.pop("kernel_limited", None)
-    return peaks
-
-
-def _logged(peaks: dict, previous: dict | None, reason: str, precisions=None) -> dict:
-    log = list((previous or {}).get("remeasured") or [])
-    before = (previous or {}).get("gemm_flops_per_s") or {}
-    log.append({"at": peaks["measured_at"], "reason": reason,
-                "precisions": list(precisions) if precisions else "all",
-                "before": {p: v for p, v in before.items()
-                           if precisions is None or p in precisions},
-                "after": {p: v for p, v in peaks["gemm_flops_per_s"].items()
-                          if precisions is None or p in precisions}})
-    peaks["remeasured"] = log[-10:]
-    peaks["checked_at"] = peaks["measured_at"]
     return peaks
 
 
@@ -440,28 +369,28 @@ def cached_peaks(store, device: torch.device, threads: int) -> dict:
     fresh = measure_peaks(device, threads)
     if peaks is not None:
         keep_best = "below" in reason
-        fresh = _logged(merged(peaks, fresh) if keep_best else fresh, peaks, reason)
+        fresh = logged(merged(peaks, fresh) if keep_best else fresh, peaks, reason)
     if above_theory(fresh, peak_theory(device, threads, fresh)):
         fresh = clock_rechecked(device, threads, fresh)
     theory = peak_theory(device, threads, fresh)
     fresh["theoretical"] = theory
     low = implausible(fresh, theory)
     if low:  # measured beside other work: once more, each kernel keeping its better figure
-        return remeasure(store, device, threads, fresh, low, windows=BEST_OF, read_low=True)
+        return remeasure(store, device, threads, fresh, low, read_low=True)
     store.save_device_peaks(key, fresh)
     machine_peaks.keep(key, fresh)
     return fresh
 
 
 def remeasure(store, device: torch.device, threads: int, peaks: dict,
-              reasons: dict[str, str], windows: int = REMEASURE_BEST_OF,
-              read_low: bool = False) -> dict:
-    """Measure ``reasons``' precisions of ``device`` again with ``windows`` windows, after a
-    variant ran above their peaks or they read implausibly low: each candidate kernel keeps
-    the higher of its two figures and the peak is the best of them, the re-measurement is
-    logged, one still below half its theoretical peak is believed
-    (``believe``), and the store (where there is one) keeps the result. ``read_low``: measured
-    again for reading low, not for a variant above it (the clock is not checked again)."""
+              reasons: dict[str, str], read_low: bool = False) -> dict:
+    """Measure ``reasons``' precisions of ``device`` again, after a variant ran above their
+    peaks (``REMEASURE_BEST_OF`` windows, the clock checked too) or they read implausibly
+    low at their first measurement (``read_low``: ``BEST_OF`` windows more): each candidate
+    kernel keeps the higher of its two figures and the peak is the best of them, the
+    re-measurement is logged, one still below half its theoretical peak is believed
+    (``believe``), and the store (where there is one) keeps the result."""
+    windows = BEST_OF if read_low else REMEASURE_BEST_OF
     fresh = dict(peaks)
     gemm = dict(peaks.get("gemm_flops_per_s") or {})
     method = dict(peaks.get("method") or {})
@@ -475,7 +404,7 @@ def remeasure(store, device: torch.device, threads: int, peaks: dict,
             # Each candidate at the best it was seen to do, the peak the best of them.
             tried[precision] = best_candidates({precision: tried.get(precision) or {}},
                                                {precision: seen})[precision]
-            best = _best_of(tried[precision])
+            best = best_of(tried[precision])
             if best is not None and best[1] >= gemm.get(precision, 0.0):
                 kernels[precision], gemm[precision] = best
             elif rate > gemm.get(precision, 0.0):  # stored without candidates
@@ -484,7 +413,7 @@ def remeasure(store, device: torch.device, threads: int, peaks: dict,
                  method={**method, "kernels": kernels, "candidates": tried})
     if device.type == "cpu" and not read_low:  # a variant above a roof: above theory too?
         fresh = clock_rechecked(device, threads, fresh)
-    fresh = _logged(fresh, peaks, "; ".join(reasons.values()), list(reasons))
+    fresh = logged(fresh, peaks, "; ".join(reasons.values()), list(reasons))
     fresh = believe(fresh, fresh.get("theoretical"), list(reasons), windows)
     if store is not None:
         store.save_device_peaks(peaks_key(device, threads), fresh)
@@ -501,7 +430,7 @@ class MachineOnly:
         return machine_peaks.read(key)
 
     def save_device_peaks(self, key: dict, peaks: dict) -> None:
-        machine_peaks.keep(key, peaks)
+        pass  # every save of peaks writes the machine's file beside it (machine_peaks.keep)
 
 
 def sweep_peaks(store, device: torch.device, threads: int) -> dict:

@@ -317,8 +317,9 @@ class _Cells:
                 str(self.sweep.device))
 
     def measure(self, group: Group, level: float, which: str) -> dict:
-        parts = self._key(group, level, which)
-        found = self.cache.get(parts)
+        """The cell's measurement, from the cache or made now (kept by ``_row``, with its
+        paired test)."""
+        found = self.cache.get(self._key(group, level, which))
         if found is not None:
             self.from_cache += 1
             return found
@@ -326,13 +327,11 @@ class _Cells:
         try:
             model, device = cells.build_cell(self.base.model, self.config.technique, group,
                                              level, self.groups, self.ctx, self.config)
-            measured = cells.measure(model, device, self.base, group, self.sweep.data, which)
+            return cells.measure(model, device, self.base, group, self.sweep.data, which)
         except Cancelled:
             raise
         except Exception as exc:  # one cell's failure never sinks the map
             return {"error": described(exc)}
-        self.cache.put(parts, measured)
-        return measured
 
     def _row(self, index: int, which: str) -> dict:
         group, level = self.cells[index]
@@ -340,7 +339,7 @@ class _Cells:
         tests = dict(measured.get("tests") or {})
         out = cells.row(group, level, measured, self.base, which, self.config.confidence, tests)
         if "error" not in measured and tests != measured.get("tests"):
-            # The cell's paired test kept with it: a map from the cache reads it back.
+            # Kept with its paired test: a map from the cache computes neither again.
             self.cache.put(self._key(group, level, which), {**measured, "tests": tests})
         return out
 
