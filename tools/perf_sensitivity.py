@@ -243,17 +243,34 @@ def _compare(variants: list[dict], written: dict, found: dict, images: int,
         f">= -{MAX_DROP_PTS:g} pts", sched_change >= -MAX_DROP_PTS,
         f"levels {written['groups']}"))
     predicted = (written.get("predicted") or {}).get("saving")
-    measured = 1.0 - p50[scheduled["name"]] / p50["baseline"]
+    swept = stats.bootstrap_ratio([[x] for x in base["raw"]["round_p50_ms"]],
+                                  [[x] for x in scheduled["raw"]["round_p50_ms"]])
+    measured = 1.0 - 1.0 / swept["ratio"]
     in_map = written.get("measured") or {}
+    promised = in_map.get("saving")
+    # What a schedule says it saves is the map's timing of the whole schedule against the
+    # baseline (its `measured`); a run of the schedule's file must deliver that latency.
+    # Held as the schedule's latency over the baseline's (a relative margin on a saving of
+    # a few percent is finer than two runs' timing can resolve). The work model (each
+    # module's share times the work a cut removes) only ranks the knapsack's options; it
+    # is shown, not held (docs/performance-notes.md: narrow layers run less efficiently).
     checks.append(check(
-        "the schedule's latency saving: predicted by the map against measured by the "
-        "verification sweep (p50, same fine-tuning)",
-        "-" if predicted is None else f"predicted {predicted:.1%}, measured {measured:.1%}"
-        + ("" if in_map.get("saving") is None else
-           f" (the map's own timing: {in_map['saving']:.1%})"),
-        "within 25% of each other", predicted is not None and measured > 0
-        and abs(predicted / measured - 1) <= 0.25,
+        "the schedule's latency over the baseline's: the map's timing of the whole schedule "
+        "(the schedule's `measured`) against the verification sweep's (p50, same "
+        "fine-tuning, another run)",
+        "-" if promised is None else
+        f"map {1 - promised:.3f}{_interval([1 - x for x in in_map.get('saving_ci') or []])}"
+        f", sweep {1 - measured:.3f}{_interval([1 / x for x in swept['ci'] or []])}: "
+        f"{(1 - measured) / (1 - promised):.3f} of the map's",
+        "within 5% of each other", promised is not None
+        and abs((1 - measured) / (1 - promised) - 1) <= 0.05,
+        f"saving: map {0 if promised is None else promised:.1%}, sweep {measured:.1%}; "
         f"fine-tuning: {written.get('finetune_epochs', '-')} epochs in both"))
+    checks.append(check(
+        "the work model's saving (each module's share times the work a cut removes: how the "
+        "knapsack ranks its options) against the verification sweep's",
+        "-" if predicted is None else f"work model {predicted:.1%}, sweep {measured:.1%}",
+        "(no target: reported)", True))
     return {"images": images, "schedule": written,
             "uniform": {f"{r:g}": {"change_pts": change(v)[0], "p50_ms": p50[v["name"]]}
                         for r, v in sorted(uniform.items())},
@@ -261,6 +278,14 @@ def _compare(variants: list[dict], written: dict, found: dict, images: int,
                           "p50_ms": p50[scheduled["name"]]},
             "baseline_p50_ms": p50["baseline"], "rows": _compact(found["rows"]),
             "figures": _figures(found["rows"], figures_dir, "schedule"), "checks": checks}
+
+
+def _interval(bounds) -> str:
+    """An interval as " [low, high]" ("" where there is none)."""
+    if not bounds:
+        return ""
+    low, high = sorted(bounds)
+    return f" [{low:.3f}, {high:.3f}]"
 
 
 # -- figures and the report's lines -----------------------------------------------------------

@@ -86,11 +86,9 @@ def _file_digest(path: str | Path) -> str:
 
 def _dataset_identity(spec: SweepSpec, data: DataBundle) -> list:
     if spec.dataset.startswith("imagefolder:"):
-        root = Path(spec.dataset.split(":", 1)[1]).expanduser()
-        files = sorted((str(p.relative_to(root)), p.stat().st_size, int(p.stat().st_mtime))
-                       for p in root.rglob("*") if p.is_file())
-        return ["imagefolder", hashlib.sha256(repr(files).encode()).hexdigest()[:16],
-                list(data.input_shape)]
+        # What was decoded, not where the files are or when they were written: the key
+        # seeds the training's order too.
+        return ["imagefolder", data.provenance["sha256"][:16], list(data.input_shape)]
     if spec.dataset == "synthetic":
         return ["synthetic", list(data.input_shape), spec.seed]
     return [spec.dataset, list(data.input_shape)]

@@ -1,11 +1,15 @@
 """An image folder as a data set (``imagefolder:DIR``): one sub-folder per class, listed
 without reading an image (its size before loading), then decoded straight into one uint8
 array in split order so that the splits are views of it. ``--labels imagenet``: the folders
-are ImageNet-1k class ids scored by a pretrained model's own head.
+are ImageNet-1k class ids scored by a pretrained model's own head. The folder's identity
+in cache keys and seeds is the sha256 of what was decoded (classes, labels, pixels), so a copy
+of the same images elsewhere, or written again, is the same data set.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -101,8 +105,21 @@ def load_imagefolder(request: DataRequest) -> DataBundle:
         x[slot] = arr[None] if channels == 1 else arr.transpose(2, 0, 1)
     a, b = len(train), len(train) + len(val)
     splits = (np.arange(a), np.arange(a, b), np.arange(b, len(order)))
-    return make_bundle(f"imagefolder:{root}", x, y[order], num_classes, splits=splits,
-                   normalize=request.normalize, divisor=255.0)
+    bundle = make_bundle(f"imagefolder:{root}", x, y[order], num_classes, splits=splits,
+                         normalize=request.normalize, divisor=255.0)
+    bundle.provenance = {"folder": str(root), "images": len(order), "classes": len(classes),
+                         "sha256": content_digest(classes, y[order], x)}
+    return bundle
+
+
+def content_digest(classes: list[str], y: np.ndarray, x: np.ndarray) -> str:
+    """sha256 of a decoded folder: its class names, labels and pixels in split order. Not of
+    the files' names, sizes or times: the same images copied elsewhere, or written again,
+    train the same model (the training's order is seeded from it)."""
+    digest = hashlib.sha256(json.dumps(classes).encode())
+    digest.update(np.ascontiguousarray(y, dtype=np.int64).tobytes())
+    digest.update(memoryview(np.ascontiguousarray(x)).cast("B"))
+    return digest.hexdigest()
 
 
 def _class_index(root: Path, classes: list[str], labels: str | None) -> dict[str, int]:

@@ -80,6 +80,33 @@ def _wide_folder(root):
     return root
 
 
+def test_a_folder_copied_elsewhere_is_the_same_data_set_and_a_changed_pixel_is_not(tmp_path):
+    """The baseline's key (which also seeds its training order) is the decoded content's:
+    not the folder's path, nor its files' times (a copy, or images written again, trained
+    a different model when they were)."""
+    import os
+    import shutil
+
+    from PIL import Image
+
+    from benchmarks.run.runner import prepare_sweep
+    from benchmarks.spec.sweep import SweepSpec
+
+    def key(root):
+        spec = SweepSpec(dataset=f"imagefolder:{root}", input_shape=(3, 32, 32), model="mlp",
+                         epochs=1)
+        return prepare_sweep(spec).base_key(0)
+    first = _wide_folder(tmp_path / "first")
+    copy = Path(shutil.copytree(first, tmp_path / "elsewhere" / "copy"))
+    for f in copy.rglob("*.png"):
+        os.utime(f, (1e9, 1e9))
+    assert key(copy) == key(first)
+    pixels = np.asarray(Image.open(copy / "a" / "0.png")).copy()
+    pixels[16, 32] = 7
+    Image.fromarray(pixels).save(copy / "a" / "0.png")
+    assert key(copy) != key(first)
+
+
 def test_image_folders_keep_their_shape_unless_squash_is_asked_for(tmp_path):
     """Without weights, each image is covered and centre-cropped to the input shape (the
     aspect ratio kept: the 32 x 32 centre of a 64 x 32 image, all white); the old squash
@@ -112,10 +139,11 @@ def test_every_run_records_its_pipeline_and_the_weights_cache_keys_on_it(tmp_pat
         "origin": "--resize squash: resized straight to the input shape, the aspect ratio "
                   "lost"}
     assert digits.environment["data"]["pipeline"]["mode"] == "as loaded"
-    # An embedded set's source is on the environment card; a folder has none to name.
+    # An embedded set's source is on the environment card; a folder's, what was decoded.
     assert digits.environment["data"]["provenance"]["file"] == \
         "sklearn/datasets/data/digits.csv.gz"
-    assert crop.environment["data"]["provenance"] is None
+    assert crop.environment["data"]["provenance"]["images"] == 8
+    assert len(crop.environment["data"]["provenance"]["sha256"]) == 64
     # Squashed weights keep the keys they had before the option; cropped ones are new.
     assert "resize" not in squash.base_key(0) and crop.base_key(0)[-2:] == ("resize", "crop")
     assert "resize" not in digits.base_key(0)
