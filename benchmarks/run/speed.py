@@ -73,20 +73,21 @@ def probe() -> dict:
                      f"{PROBE_BATCH}, {torch.get_num_threads()} threads"}
 
 
-def zoo_work() -> dict[str, dict]:
+def zoo_work(only: set[str] | None = None) -> dict[str, dict]:
     """{"MODEL@DATASET": {"macs", "train", "test"}} for every zoo model on every embedded
-    data set: forward multiply-adds per example and the sizes of its training and test
-    splits, known before anything is loaded."""
+    data set (or the ``only`` entries of them): forward multiply-adds per example and the
+    sizes of its training and test splits, known before anything is loaded."""
     from benchmarks.spec.datasets import dataset_entries
     from benchmarks.zoo.datasets import split_sizes, stored_size
     from benchmarks.zoo.models import create_model, list_models
     work = {}
     for entry in dataset_entries():
-        if not entry.embedded:
+        names = [n for n in list_models() if only is None or f"{n}@{entry.name}" in only]
+        if not entry.embedded or not names:
             continue
         size = stored_size(entry.name)
         train, test = split_sizes(entry.name, size.samples)
-        for name in list_models():
+        for name in names:
             try:
                 with torch.device("meta"):  # shapes only: no weights made
                     model = create_model(name, size.classes, size.shape[0], size.shape[1:])
@@ -98,11 +99,12 @@ def zoo_work() -> dict[str, dict]:
     return work
 
 
-def machine_speed() -> dict:
-    """The probe's rates and the zoo's work per example. The global random state is left as
-    it was: what a worker runs next must not depend on whether it measured its speed first."""
+def machine_speed(only: set[str] | None = None) -> dict:
+    """The probe's rates and the zoo's work per example (``only``: of those entries; the
+    record says whether its work is the whole zoo's). The global random state is left as it
+    was: what a worker runs next must not depend on whether it measured its speed first."""
     with torch.random.fork_rng(devices=[]):
-        return {**probe(), "work": zoo_work()}
+        return {**probe(), "work": zoo_work(only), "work_complete": only is None}
 
 
 def speed_file(cache_dir: str | Path | None = None) -> Path:
@@ -113,18 +115,34 @@ def speed_file(cache_dir: str | Path | None = None) -> Path:
     return Path(cache_dir or default_cache_dir()) / name.replace("/", "_")
 
 
-def cached_speed(cache_dir: str | Path | None = None) -> dict:
-    """This machine's speed: measured the first time a worker starts here (about a second),
-    then read back; a file that does not read is measured again."""
+def cached_speed(cache_dir: str | Path | None = None, only: set[str] | None = None) -> dict:
+    """This machine's speed: measured the first time it is asked for here (the probe, a
+    tenth of a second), then read back; a file that does not read is measured again. The
+    zoo's work (a worker's card carries all of it, for the page's estimates: most of a
+    second) is counted per entry as it is first asked for: ``only`` ("MODEL@DATASET"
+    entries, a sweep's own) or all of it."""
     from benchmarks.spec.atomic import write_text
     path = speed_file(cache_dir)
+    speed = None
     try:
         speed = json.loads(path.read_text())
-        if isinstance(speed, dict) and speed.get("train_macs_per_s"):
-            return speed
+        if not (isinstance(speed, dict) and speed.get("train_macs_per_s")):
+            speed = None
     except (OSError, ValueError):
         pass
-    speed = machine_speed()
+    # A file written before ``work_complete`` was recorded holds the whole zoo's work.
+    if speed is not None and (speed.get("work_complete", True)
+                              or (only is not None and only <= set(speed.get("work") or {}))):
+        return speed
+    if speed is None:
+        speed = machine_speed(only)
+    else:  # the rates are kept; the work asked for is added (none: a model outside the zoo)
+        with torch.random.fork_rng(devices=[]):
+            added = zoo_work(only)
+        if only is not None and added.keys() <= set(speed.get("work") or {}):
+            return speed
+        speed = {**speed, "work": {**(speed.get("work") or {}), **added},
+                 "work_complete": only is None}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, json.dumps(speed))
@@ -140,6 +158,10 @@ def estimate_here(spec, store, baseline_cached: bool | None = None):
     from benchmarks.run.estimate import HISTORY_RUNS, estimate_sweep
     estimate = estimate_sweep(spec, store, baseline_cached)
     if estimate.seconds is None:
-        estimate = estimate_sweep(spec, store, baseline_cached, speed=cached_speed(),
-                                  earlier=store.runs(limit=HISTORY_RUNS, kind="sweep"))
+        earlier = store.runs(limit=HISTORY_RUNS, kind="sweep")
+        # The work of this sweep's model and of those the earlier runs refine it by.
+        specs = [spec if isinstance(spec, dict) else spec.to_dict()]
+        specs += [run.get("spec") or {} for run in earlier]
+        speed = cached_speed(only={f"{s.get('model')}@{s.get('dataset')}" for s in specs})
+        estimate = estimate_sweep(spec, store, baseline_cached, speed=speed, earlier=earlier)
     return estimate

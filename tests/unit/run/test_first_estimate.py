@@ -123,3 +123,20 @@ def test_measuring_the_speed_leaves_the_random_state_as_it_was(tmp_path):
     torch.manual_seed(123)
     cached_speed(tmp_path)  # measured here: the file is not there yet
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_sweep_counts_the_work_of_its_own_model_and_a_worker_the_whole_zoos(tmp_path):
+    """A CLI run's first estimate needs one model's work, not the zoo's (most of a second of
+    a cold run): counted per entry as asked for, the probe's rates measured once; a worker's
+    card then completes it."""
+    from benchmarks.run.speed import cached_speed, speed_file
+    own = cached_speed(tmp_path, only={"seed_cnn@digits", "mine.py:build@digits"})
+    assert set(own["work"]) == {"seed_cnn@digits"} and own["work_complete"] is False
+    rates = own["train_macs_per_s"]
+    more = cached_speed(tmp_path, only={"mlp@digits"})
+    assert set(more["work"]) == {"seed_cnn@digits", "mlp@digits"}
+    assert more["train_macs_per_s"] == rates  # read back, not probed again
+    whole = cached_speed(tmp_path)
+    assert whole["work_complete"] and len(whole["work"]) > 2
+    assert whole["work"]["seed_cnn@digits"] == own["work"]["seed_cnn@digits"]
+    assert json.loads(speed_file(tmp_path).read_text())["work"] == whole["work"]
