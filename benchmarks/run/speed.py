@@ -131,18 +131,20 @@ def cached_speed(cache_dir: str | Path | None = None, only: set[str] | None = No
     except (OSError, ValueError):
         pass
     # A file written before ``work_complete`` was recorded holds the whole zoo's work.
-    if speed is not None and (speed.get("work_complete", True)
-                              or (only is not None and only <= set(speed.get("work") or {}))):
+    if speed is not None and speed.get("work_complete", True):
         return speed
+    known = (speed or {}).get("work") or {}
+    wanted = None if only is None else only - set(known)  # what is not counted yet
     if speed is None:
-        speed = machine_speed(only)
+        speed = machine_speed(wanted)
+    elif wanted is not None and not wanted:
+        return speed
     else:  # the rates are kept; the work asked for is added (none: a model outside the zoo)
         with torch.random.fork_rng(devices=[]):
-            added = zoo_work(only)
-        if only is not None and added.keys() <= set(speed.get("work") or {}):
+            added = zoo_work(wanted)
+        if wanted is not None and not added:
             return speed
-        speed = {**speed, "work": {**(speed.get("work") or {}), **added},
-                 "work_complete": only is None}
+        speed = {**speed, "work": {**known, **added}, "work_complete": only is None}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, json.dumps(speed))

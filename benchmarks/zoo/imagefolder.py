@@ -107,7 +107,7 @@ def load_imagefolder(request: DataRequest) -> DataBundle:
     splits = (np.arange(a), np.arange(a, b), np.arange(b, len(order)))
     bundle = make_bundle(f"imagefolder:{root}", x, y[order], num_classes, splits=splits,
                          normalize=request.normalize, divisor=255.0)
-    bundle.provenance = {"folder": str(root), "images": len(order), "classes": len(classes),
+    bundle.provenance = {"images": len(order), "classes": len(classes),
                          "sha256": content_digest(classes, y[order], x)}
     return bundle
 

@@ -133,6 +133,10 @@ def test_a_sweep_counts_the_work_of_its_own_model_and_a_worker_the_whole_zoos(tm
     own = cached_speed(tmp_path, only={"seed_cnn@digits", "mine.py:build@digits"})
     assert set(own["work"]) == {"seed_cnn@digits"} and own["work_complete"] is False
     rates = own["train_macs_per_s"]
+    # Asked again (a model outside the zoo never has work): read back, nothing counted again.
+    path = speed_file(tmp_path)
+    path.write_text(json.dumps({**own, "marker": 1}))
+    assert cached_speed(tmp_path, only={"seed_cnn@digits", "mine.py:build@digits"})["marker"]
     more = cached_speed(tmp_path, only={"mlp@digits"})
     assert set(more["work"]) == {"seed_cnn@digits", "mlp@digits"}
     assert more["train_macs_per_s"] == rates  # read back, not probed again
