@@ -115,9 +115,9 @@ CASES: dict[str, Case] = {
         ready=lambda job: bool(job.run_id)),
     "sensitivity": Case(
         tiny=lambda run: _sensitivity([0.5]),
-        # Fine-tuned cells (~0.3 s each here): unfine-tuned ones take ~30 ms, and the cells
-        # an earlier test of the module measured come from the cache, so a map of those was
-        # over about when it was stopped.
+        # Fine-tuned cells (~0.3 s each here): unfine-tuned ones take ~30 ms, and those an
+        # earlier test on the same pytest worker measured come from the session's cell cache,
+        # so a map of those was over about when it was stopped.
         long=lambda run: _sensitivity([round(0.05 * i, 2) for i in range(1, 20)], 1),
         ready=lambda job: (job.progress or {}).get("phase") == "screening"),
     "lm": Case(  # a language model's run: tiny-lm on a few windows, then on thousands

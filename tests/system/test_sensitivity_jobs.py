@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from helpers import FAST, scaled, wait_until
+from helpers import FAST, scaled
 
 
 def test_a_map_job_is_cancelled_between_cells(store_path, monkeypatch):
