@@ -69,18 +69,27 @@ def fit(model: nn.Module, batches: Callable[[], Iterable[Batch]], epochs: int, *
 
 
 @torch.inference_mode()
-def correctness(model: nn.Module, batches: Iterable[Batch], device: torch.device | str = "cpu",
-                autocast_dtype: torch.dtype | None = None) -> list[bool]:
-    """Whether each example's top-1 prediction is right, in the batches' order: paired tests
-    compare two models example by example."""
+def outcomes(model: nn.Module, batches: Iterable[Batch], device: torch.device | str = "cpu",
+             autocast_dtype: torch.dtype | None = None) -> tuple[list[bool], list[int]]:
+    """(whether each example's top-1 prediction is right, that prediction), in the batches'
+    order: paired tests compare two models example by example, on correctness or on
+    agreement with each other."""
     device = torch.device(device)
     model.eval()
-    out: list[bool] = []
+    right: list[bool] = []
+    predicted: list[int] = []
     for x, y, *_ in iterate(batches, device):
         with autocast(device.type, autocast_dtype):
-            logits = model(x)
-        out.extend((logits.argmax(dim=1) == y).tolist())
-    return out
+            top = model(x).argmax(dim=1)
+        right.extend((top == y).tolist())
+        predicted.extend(top.tolist())
+    return right, predicted
+
+
+def correctness(model: nn.Module, batches: Iterable[Batch], device: torch.device | str = "cpu",
+                autocast_dtype: torch.dtype | None = None) -> list[bool]:
+    """Whether each example's top-1 prediction is right, in the batches' order."""
+    return outcomes(model, batches, device, autocast_dtype)[0]
 
 
 def evaluate(model: nn.Module, batches: Iterable[Batch], device: torch.device | str = "cpu",

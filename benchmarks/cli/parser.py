@@ -297,6 +297,10 @@ def _add_recommend(rec) -> None:
                      help=said("sampler"))
     rec.add_argument("--max-candidates", type=positive_int("--max-candidates"),
                      default=default["max_candidates"], help=said("max_candidates"))
+    rec.add_argument("--also", metavar="RISK[,...]", help=literal(about("also")))
+    rec.add_argument("--latency", metavar="LIMIT", help=about("latency"))
+    rec.add_argument("--min-speedup", type=finite_float("--min-speedup"),
+                     default=default["min_speedup"], help=said("min_speedup"))
     rec.add_argument("--runtime", type=runtime_list, default=("eager",),
                      metavar="RUNTIME[,...]",
                      help="runtimes a trial may run under: each recipe under each is a point "

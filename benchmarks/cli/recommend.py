@@ -30,7 +30,8 @@ def request_from_args(args):
         within=args.within, confidence=args.confidence, objective=args.objective,
         budget_s=parse_budget(args.budget), trials=args.trials,
         certify_fraction=args.certify_fraction, split_seed=args.split_seed,
-        sampler=args.sampler, patience=args.patience, max_candidates=args.max_candidates)
+        sampler=args.sampler, patience=args.patience, max_candidates=args.max_candidates,
+        also=args.also, latency=args.latency, min_speedup=args.min_speedup)
 
 
 def sweep_from_args(args):

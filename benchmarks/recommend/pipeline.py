@@ -25,14 +25,17 @@ import json
 import math
 from dataclasses import dataclass
 
-from benchmarks.recommend.certificate import Certificate, certify, order_candidates
+from benchmarks.recommend.certificate import SEARCH_ORDER, Certificate, certify, order_by_search
+from benchmarks.recommend.procedures import SHIPPED
 from benchmarks.recommend.memo import LOOKBACK_RUNS, Memo, context_key
 from benchmarks.recommend.power import certifiable_pts, check_power
 from benchmarks.recommend.recipe import recipe
-from benchmarks.recommend.search import Search, SearchLog, candidate_trials
+from benchmarks.recommend.search import Search, SearchLog
+from benchmarks.recommend.sequence import pick
 from benchmarks.recommend.split import accuracy_at, make_split
 from benchmarks.recommend.stopping import Stop
 from benchmarks.recommend.waves import Waves
+from benchmarks.report.answer import PAIRED
 from benchmarks.report.results import VariantResult
 from benchmarks.spec.cancel import Cancelled
 from benchmarks.spec.datasets import dataset_entries, dataset_entry
@@ -110,6 +113,9 @@ class Recommender:
         from benchmarks.run.checks import technique_preflight
         from benchmarks.run.runner import prepare_sweep
         check_labelled(spec.dataset)
+        if any(r.name == "nll" for r in request.risks):
+            raise ValueError("--also nll<=X bounds a language model's NLL increase per token; "
+                             "an image model takes --also agreement>=P%")
         # Chains that cannot apply to this model (distill with no student to distil into)
         # leave the space, said in its description; a technique asked for by name that no
         # chain can hold is refused here.
@@ -258,17 +264,17 @@ class Recommender:
         if self.on_trial is not None:
             self.on_trial(record)
 
-    def _candidates(self, log: SearchLog) -> list[dict]:
-        """What the certificate tests (``search.candidate_trials``)."""
-        front = candidate_trials(log.trials, self.request.max_candidates)
-        return [{"name": t.name, "ratio": t.ratio, "change_pts": t.search_change_pts,
-                 "variant": t.variant, "runtime": t.runtime} for t in front]
+    def _candidates(self, log: SearchLog) -> tuple[list[dict], list[dict]]:
+        """(what the certificate tests, the front members left out as not faster):
+        ``sequence.pick``."""
+        return pick(log.trials, log.results, self.base, self.split, self.margin_pts,
+                    self.request)
 
     def _certify(self, log: SearchLog) -> tuple[Certificate, dict, bool]:
         """(the certificate, the wave baselines of candidates not timed again, whether they
         were); ``self.timing_from`` names the run whose final timing a replay reused."""
-        chosen = self._candidates(log)
-        sequence = order_candidates(chosen)       # fixed before any certify bit is read
+        chosen, not_faster = self._candidates(log)
+        sequence = order_by_search(chosen)        # fixed before any certify bit is read
         results = {c["name"]: log.results[c["name"]] for c in chosen}
         by_name = {t.name: t for t in log.trials}
         references = {c["name"]: VariantResult.from_dict(log.waves[by_name[c["name"]].wave])
@@ -309,7 +315,10 @@ class Recommender:
         cert = certify(sequence, results, base, self.split, margin_pts=self.margin_pts,
                        margin=self.request.within, confidence=self.request.confidence,
                        objective=self.request.objective, references=references,
-                       smallest_margin_pts=self.smallest)
+                       smallest_margin_pts=self.smallest, procedure=SHIPPED,
+                       order_basis=SEARCH_ORDER, extra=self.request.risks,
+                       not_faster=not_faster, min_speedup=self.request.min_speedup,
+                       statistic=PAIRED)
         return cert, {k: v.to_dict() for k, v in references.items()}, final
 
     def _block(self, log: SearchLog, cert: Certificate, references: dict, final: bool) -> dict:

@@ -16,6 +16,12 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
+from benchmarks.recommend.risks import (
+    LATENCY_FORMS,
+    RISK_FORMS,
+    parse_also,
+    parse_latency,
+)
 from benchmarks.report.answer import OBJECTIVES
 from benchmarks.spec.margin import MARGIN_FORMS, MAX_MARGIN_PTS, Margin  # noqa: F401 (re-exported)
 from optimizers.settings import setting, setting_fields
@@ -29,6 +35,9 @@ DEFAULT_PATIENCE = 10
 # registry's default points count among them). A search cannot converge inside it: it ended
 # a 20-minute search after 11 trials in 87 s, when the model had proposed 3.
 STARTUP_TRIALS = 8
+# A candidate whose search speed-up interval does not clear this is "not faster": a 1.06x
+# fp16 autocast on a CPU opened the sequence and ended it.
+DEFAULT_MIN_SPEEDUP = 1.1
 DEFAULT_CERTIFY_FRACTION = 0.5
 CERTIFY_FRACTION_RANGE = (0.1, 0.9)
 # At most this many of the search's front go on to be certified: each is timed again with the
@@ -83,6 +92,15 @@ class RecommendRequest:
         low=1, nullable=True)
     max_candidates: int = setting(DEFAULT_MAX_CANDIDATES, "the search's front members "
                                   "certified at most", integer=True, low=1)
+    also: str | None = setting(
+        None, f"further risks certified with the margin: {RISK_FORMS}", text=True,
+        nullable=True, none_means="the accuracy margin alone", metavar="RISK[,...]")
+    latency: str | None = setting(
+        None, f"a latency limit certified on the final timing: {LATENCY_FORMS}", text=True,
+        nullable=True, none_means="no limit", metavar="LIMIT")
+    min_speedup: float = setting(
+        DEFAULT_MIN_SPEEDUP, "a candidate is certified only if its search speed-up is above "
+        "this beyond noise (its interval's lower end); >= 1", low=1.0)
 
     @classmethod
     def defaults(cls) -> dict:
@@ -119,6 +137,16 @@ class RecommendRequest:
                 or not 0 <= self.split_seed < 2**32:
             raise ValueError(f"--split-seed must be an integer in [0, 2^32); got "
                              f"{self.split_seed!r}")
+        # The risks in their own form, parsed once: refused in one line naming the forms.
+        object.__setattr__(self, "also", ",".join(r.text() for r in parse_also(self.also))
+                           or None)
+        latency = parse_latency(self.latency)
+        object.__setattr__(self, "latency", None if latency is None else latency.text())
+        m = self.min_speedup
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m) \
+                or m < 1:
+            raise ValueError(f"--min-speedup must be a ratio >= 1 (e.g. 1.1: 10% faster); got "
+                             f"{m!r}")
         if self.sampler not in SAMPLERS:
             raise ValueError(f"--sampler must be one of {'|'.join(SAMPLERS)}; got "
                              f"{self.sampler!r}")
@@ -145,6 +173,12 @@ class RecommendRequest:
         if self.patience is not None:
             return self.patience
         return None if self.budget_s is not None else DEFAULT_PATIENCE
+
+    @property
+    def risks(self) -> tuple:
+        """The risks beyond the accuracy margin (``risks.Risk``), the latency limit last."""
+        latency = parse_latency(self.latency)
+        return parse_also(self.also) + ((latency,) if latency is not None else ())
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -71,11 +71,20 @@ class Answer:
 COUNTED_OBJECTIVES = ("size", "memory")
 
 
-def objective_ratio(variant: VariantResult, base: VariantResult, objective: str
-                    ) -> tuple[float | None, list[float] | None]:
+# How a timed ratio's point is taken: the median of the paired rounds' ratios, the statistic
+# its interval resamples; "pooled" (every sample's median over every sample's median) is how
+# answers stored before the fifth wave took it, and how their certificates are recomputed.
+PAIRED, POOLED = "median of paired round ratios", "pooled medians"
+
+
+def objective_ratio(variant: VariantResult, base: VariantResult, objective: str,
+                    statistic: str = PAIRED) -> tuple[float | None, list[float] | None]:
     """(the objective's ratio, bigger is better, and its bootstrap interval over the timing
     rounds both were timed in; None where it has none): baseline over variant for latencies,
-    sizes and memory, variant over baseline for throughput."""
+    sizes and memory, variant over baseline for throughput. With two or more paired rounds
+    the point is the median of the rounds' ratios, the statistic the interval resamples (a
+    pooled median beside a paired interval stood outside it); p99 and one round take the
+    pooled figure, without an interval."""
     if objective in COUNTED_OBJECTIVES:  # counted, not timed: no noise to bound
         key = "size_bytes" if objective == "size" else "peak_memory_bytes"
         mine, ref = getattr(variant.cost, key), getattr(base.cost, key)
@@ -91,12 +100,18 @@ def objective_ratio(variant: VariantResult, base: VariantResult, objective: str
     else:
         figure = "p99" if objective == "p99" else "p50"
         point = getattr(ref, figure) / getattr(mine, figure)
+    if objective == "p99":
+        return point, None
     # Throughput at the median latency is batch / p50: its gain is the p50 ratio, so both
-    # resample baseline over variant (reference first: bootstrap_ratio's order).
-    boot = stats.bootstrap_ratio([[x] for x in base.timing.round_p50_ms],
-                                 [[x] for x in variant.timing.round_p50_ms])
-    ci = boot["ci"] if boot and objective != "p99" else None
-    return point, ci
+    # resample baseline over variant (reference first).
+    if statistic == POOLED:
+        boot = stats.bootstrap_ratio([[x] for x in base.timing.round_p50_ms],
+                                     [[x] for x in variant.timing.round_p50_ms])
+        return point, (boot["ci"] if boot else None)
+    paired = stats.paired_ratio(base.timing.round_p50_ms, variant.timing.round_p50_ms)
+    if paired is None or paired["ci"] is None:
+        return point, None
+    return paired["ratio"], paired["ci"]
 
 
 def candidate(variant: VariantResult, base: VariantResult, margin_pts: float,

@@ -175,6 +175,9 @@ class Scores:
     accuracy: float | None = None
     correct_bits: str | None = None  # test-split order
     n_test: int | None = None
+    # Each test example's top-1 class, packed (``stats.pack_labels``), test-split order: the
+    # certificate's agreement risk pairs them with the baseline's.
+    predictions: str | None = None
     seeds: list[int] = field(default_factory=list)
     seed_accuracies: list[float] = field(default_factory=list)
 

@@ -26,7 +26,7 @@ TOP_LEVEL = {Timing: {"timing": "how"},
 RAW = {Timing: ("latency_samples_ms", "batch_size", "cpu_latency_samples_ms", "host_samples_ms",
                 "sample_stats", "round_p50_ms", "cpu_round_p50_ms", "timed_calls",
                 "timed_window_s"),
-       Scores: ("correct_bits", "n_test", "seeds", "seed_accuracies"),
+       Scores: ("correct_bits", "n_test", "seeds", "seed_accuracies", "predictions"),
        Cost: ("peak_memory_bytes", "traffic_bytes", "size_bytes", "size_gzip_bytes",
               "layer_sparsity"),
        Provenance: ("started_at", "wall_s", "phase_s", "cache")}
@@ -136,6 +136,8 @@ class VariantResult:
             kept = asdict(record)
             raw.update({k: kept[k] for k in RAW[type(record)]})
         out["raw"] = {k: raw[k] for k in RAW_ORDER}
+        if scores.predictions is not None:  # rows without them keep the bytes they had
+            out["raw"]["predictions"] = scores.predictions
         return out
 
     @classmethod

@@ -59,6 +59,27 @@ def unpack_bits(text: str, n: int) -> list[bool]:
     return [bool(value >> i & 1) for i in range(n)]
 
 
+def pack_labels(labels) -> str:
+    """Per-example class indices as ``u1:``/``u2:``/``u4:`` and base64 of their little-endian
+    bytes (one byte each for up to 256 classes: 2,500 digits take 3.4 KB)."""
+    labels = [int(x) for x in labels]
+    if any(x < 0 for x in labels):
+        raise ValueError("class indices must be >= 0")
+    top = max(labels, default=0)
+    width = 1 if top < 2 ** 8 else 2 if top < 2 ** 16 else 4
+    raw = b"".join(x.to_bytes(width, "little") for x in labels)
+    return f"u{width}:" + base64.b64encode(raw).decode("ascii")
+
+
+def unpack_labels(text: str) -> list[int]:
+    head, _, body = text.partition(":")
+    width = {"u1": 1, "u2": 2, "u4": 4}.get(head)
+    if width is None:
+        raise ValueError(f"packed labels start with u1:, u2: or u4:; got {text[:8]!r}")
+    raw = base64.b64decode(body)
+    return [int.from_bytes(raw[i:i + width], "little") for i in range(0, len(raw), width)]
+
+
 def flipped(reference_bits: str, bits: str, n: int, limit: int | None = None) -> dict:
     """The examples (test-split indices) that became wrong, and those that became right,
     against the reference, with their counts; at most ``limit`` indices of each listed."""
@@ -165,6 +186,35 @@ def bootstrap_ratio(reference: list[list[float]], candidate: list[list[float]],
     return {"ratio": ratio, "ci": [low, high], "rounds": rounds, "resamples": resamples}
 
 
+def paired_ratio(reference: list[float], candidate: list[float],
+                 confidence: float = CONFIDENCE, resamples: int = 2000, seed: int = 0
+                 ) -> dict | None:
+    """The median over timing rounds of reference[r] / candidate[r] (each round's p50: a
+    speed-up when both are latencies), with a percentile bootstrap interval of that same
+    median over resampled rounds: the point and its interval are one statistic. Rounds are
+    paired: the two were timed in the same ones, where host drift lives. None without a
+    round; the interval is None with fewer than two."""
+    rounds = min(len(reference), len(candidate))
+    ratios = [r / c for r, c in zip(reference[:rounds], candidate[:rounds]) if c > 0]
+    if not ratios:
+        return None
+    point = statistics.median(ratios)
+    if len(ratios) < 2:
+        return {"ratio": point, "ci": None, "rounds": len(ratios), "resamples": 0}
+    import random
+    rng = random.Random(seed)
+    k = len(ratios)
+    draws = sorted(statistics.median(ratios[rng.randrange(k)] for _ in range(k))
+                   for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    low = draws[int(math.floor(tail * (resamples - 1)))]
+    high = draws[int(math.ceil((1 - tail) * (resamples - 1)))]
+    # The percentile interval of a median holds the sample median but for a resampling
+    # accident with very few rounds: the interval is widened to it, never shown beside it.
+    return {"ratio": point, "ci": [min(low, point), max(high, point)], "rounds": k,
+            "resamples": resamples}
+
+
 def exact_rule(b: int, c: int) -> tuple[bool, str]:
     """(whether the exact test is used, why): the rule every table and the certificate
     share."""
@@ -258,6 +308,36 @@ def _noninferiority(b: int, c: int, n: int, margin: float, confidence: float,
         lower = tango_lower(b, c, n, confidence, anchor=-margin, reject=p < alpha)
     return {"lower": lower, "p_value": p, "rejected": p < alpha,
             "test": EXACT_TEST if exact else SCORE_TEST, "why": why}
+
+
+@functools.lru_cache(maxsize=65536)
+def noninferiority_rejects(b: int, c: int, n: int, margin: float, level: float,
+                           test: str | None = None) -> bool:
+    """Whether ``noninferiority``'s test rejects H0 theta <= -margin at ``level``: a decision
+    alone, as a multiple-testing procedure asks it at each candidate's share of alpha (the
+    exact test decides a level without refining its p-value: a few milliseconds)."""
+    if level <= 0:
+        return False
+    if margin >= 1:
+        return True
+    exact, _ = _chosen(b, c, test)
+    if exact:
+        return exact_p_upper(b, c, n, -margin, versus=level) < level
+    from scipy.stats import norm
+    return float(norm.sf(_tango_z(b, c, n, -margin))) < level
+
+
+@functools.lru_cache(maxsize=65536)
+def noninferiority_p(b: int, c: int, n: int, margin: float, test: str | None = None) -> float:
+    """The p-value of H0 theta <= -margin (``noninferiority``'s test), to the exact test's
+    own precision (its grid's slack, 0.001): what orders candidates, not what decides them."""
+    if margin >= 1:
+        return 0.0
+    exact, _ = _chosen(b, c, test)
+    if exact:
+        return exact_p_upper(b, c, n, -margin)
+    from scipy.stats import norm
+    return float(norm.sf(_tango_z(b, c, n, -margin)))
 
 
 @functools.lru_cache(maxsize=1024)

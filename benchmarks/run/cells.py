@@ -39,7 +39,7 @@ from benchmarks.measure import precisions
 from benchmarks.measure.memory import measure_peak_memory, measure_traffic
 from benchmarks.report.records import Provenance, Timing
 from benchmarks.report.results import VariantResult
-from benchmarks.report.stats import pack_bits
+from benchmarks.report.stats import pack_bits, pack_labels
 from benchmarks.run.checks import ACCURACY_BATCH
 from benchmarks.run.phases import Report
 from benchmarks.run.rounds import Built, release_memory
@@ -263,8 +263,8 @@ class Cells:
                                    eager_logits, ready, key.runtime)
             r.provenance.phase_s["accuracy"] = time.perf_counter() - t0
         figures = scored[key.runtime]
-        for name in ("accuracy", "correct_bits", "n_test"):
-            setattr(r.scores, name, figures[name])
+        for name in ("accuracy", "correct_bits", "n_test", "predictions"):
+            setattr(r.scores, name, figures.get(name))
         if r.scores.accuracy is not None:
             r.scores.seeds, r.scores.seed_accuracies = [self.sweep.spec.seed], [r.scores.accuracy]
         r.provenance.phase_s["prepare"] = ready.prepare_s
@@ -394,11 +394,13 @@ class Cells:
         reference, labels = eager_logits[batch]
         logits, _ = _logits(_under(ready.fn, b, graph), data, batch, b.device)
         figures = parity(reference, logits, labels if data.labelled else None)
-        out = {"parity": figures, "accuracy": None, "correct_bits": None, "n_test": None}
+        out = {"parity": figures, "accuracy": None, "correct_bits": None, "n_test": None,
+               "predictions": None}
         if data.labelled:
-            right = (logits.argmax(1) == labels).tolist()
+            top = logits.argmax(1)
+            right = (top == labels).tolist()
             out.update(accuracy=sum(right) / len(right), correct_bits=pack_bits(right),
-                       n_test=len(right))
+                       n_test=len(right), predictions=pack_labels(top.tolist()))
         return out, logits, batch
 
 

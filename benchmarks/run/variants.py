@@ -17,7 +17,7 @@ from benchmarks.measure.memory import measure_peak_memory, measure_traffic
 from benchmarks.measure.size import serialized_size
 from benchmarks.report.records import Provenance, Timing
 from benchmarks.report.results import VariantResult
-from benchmarks.report.stats import pack_bits
+from benchmarks.report.stats import pack_bits, pack_labels
 from benchmarks.run.checks import ACCURACY_BATCH, check_near_chance
 from benchmarks.run.phases import PhaseTracker, ProgressFn, Report
 from benchmarks.run.rounds import Built, release_memory
@@ -27,7 +27,7 @@ from benchmarks.spec.cancel import Cancelled
 from benchmarks.spec.variant import VariantSpec
 from optimizers.counting import count_flops, count_params
 from optimizers.errors import described
-from optimizers.training import correctness
+from optimizers.training import correctness, outcomes
 
 __all__ = ["build_and_measure", "other_seeds"]
 
@@ -61,10 +61,11 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
         b.model = None  # resident only once every phase succeeded
         with tracker.track("accuracy"):
             if sweep.data.labelled:
-                right = correctness(model, sweep.data.batches("test", ACCURACY_BATCH), device,
-                                    b.autocast_dtype)
+                right, predicted = outcomes(model, sweep.data.batches("test", ACCURACY_BATCH),
+                                            device, b.autocast_dtype)
                 result.scores.accuracy = sum(right) / len(right) if right else None
                 result.scores.correct_bits, result.scores.n_test = pack_bits(right), len(right)
+                result.scores.predictions = pack_labels(predicted) if predicted else None
                 result.scores.seeds = [spec.seed]
                 result.scores.seed_accuracies = [result.scores.accuracy]
                 if not variant.techniques:

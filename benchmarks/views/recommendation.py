@@ -22,14 +22,26 @@ from benchmarks.report.style import (
 )
 
 WINNER_COLOR = "#ca8a04"
+DASH = "—"
 # In words a newcomer reads (the JSON keeps b, c, n and lower_pts): gained is b, images it
 # got right where the baseline was wrong; lost is c, the reverse; checked is n.
-CANDIDATE_COLUMNS = ("order", "candidate", "search Δ pts", "search ratio", "gained", "lost",
-                     "checked", "Δ pts [interval]", "worst case (pts)", "p", "test", "verdict",
-                     "ratio [interval]")
-# The test's short name in the table (its full name and why it was chosen: the JSON's
-# ``test`` and ``test_why``, and the summary lines).
-TEST_SHORT = {EXACT_TEST: "exact", SCORE_TEST: "Tango score"}
+CANDIDATE_COLUMNS = ("order", "candidate", "runs under", "search Δ pts", "search ratio",
+                     "gained", "lost", "checked", "Δ pts [interval]", "worst case (pts)", "p",
+                     "test", "verdict", "ratio [interval]")
+# The test in a reader's words (its reference, and why it was chosen: ``TEST_REFERENCES``,
+# the JSON's ``test`` and ``test_why``; the page shows the reference on hover).
+TEST_WORDS = {EXACT_TEST: "an exact test (few differing images)",
+              SCORE_TEST: "a score test (many differing images)"}
+TEST_SHORT = {EXACT_TEST: "exact", SCORE_TEST: "score"}
+TEST_REFERENCES = {
+    EXACT_TEST: "exact unconditional test of paired non-inferiority (Sidik 2003, Stat Med "
+                "22:265-278), nuisance restricted as Berger and Boos 1994; used with fewer "
+                "than 50 discordant pairs, where a score interval's size is not guaranteed",
+    SCORE_TEST: "Tango's score test for paired proportions (Tango 1998, Stat Med "
+                "17:891-908); used with 50 or more discordant pairs"}
+ORDER_WORDS = {"speed": "slowest first",
+               "search p-value at the margin": "in order of how likely they are to pass "
+                                               "(their test on the search split)"}
 
 
 def _interval(values, fmt: str = "{:+.2f}") -> str:
@@ -48,44 +60,93 @@ def _verdict(t: Tested, cert: Certificate) -> str:
     if t.certified:
         return "certified" + (" (winner)" if t.name == cert.winner else "")
     if t.tested:
-        return "failed: the sequence stops here"
+        if cert.procedure == "fixed-sequence":
+            return "failed: the sequence stops here"
+        return f"not certified at its share of alpha ({t.level:.2g})" if t.level else \
+            "not certified"
     after = cert.stopped_at is not None and t.order > cert.stopped_at
     return "not tested (after the stop)" if after else "not tested"
 
 
-def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.2f}"
+def _signed(value: float | None, why: str = "not tested") -> str:
+    return f"{DASH} ({why})" if value is None else f"{value:+.2f}"
+
+
+def _number(value, fmt: str, why: str = "not tested") -> str:
+    return f"{DASH} ({why})" if value is None else format(value, fmt)
 
 
 def candidate_rows(rec: Recommended) -> list[dict]:
     """The sequence as a table: each candidate's test on the certify split, in order."""
     cert = rec.certificate
+    won = (rec.recipe or {}).get("runtime")
     rows = []
     for t in cert.candidates:
-        ratio = "-" if t.ratio is None else f"{t.ratio:.2f}x " + _interval(t.ratio_ci,
-                                                                            "{:.2f}")
+        timed = "not certified" if t.tested else "not tested"
+        ratio = f"{DASH} ({timed})" if t.ratio is None else \
+            f"{t.ratio:.2f}x " + _interval(t.ratio_ci, "{:.2f}")
+        # Where it runs: its own runtime, else the winner's recipe's (eager included).
+        runtime = t.runtime or (won if t.name == cert.winner else None) or _runtime_of(t.name)
+        why = "not tested" if not t.tested else "not measured"
         rows.append({
-            "order": t.order + 1, "candidate": t.name,
-            "search Δ pts": _signed(t.search_change_pts),
-            "search ratio": "-" if t.search_ratio is None else f"{t.search_ratio:.2f}x",
-            "gained": t.b, "lost": t.c, "checked": t.n,
-            "Δ pts [interval]": "-" if t.theta_pts is None
+            "order": t.order + 1, "candidate": t.name, "runs under": runtime,
+            "search Δ pts": _signed(t.search_change_pts, "not measured"),
+            "search ratio": _number(t.search_ratio, ".2f", "not timed") +
+            ("x" if t.search_ratio is not None else ""),
+            "gained": _number(t.b, "d", why), "lost": _number(t.c, "d", why),
+            "checked": _number(t.n, "d", why),
+            "Δ pts [interval]": f"{DASH} ({why})" if t.theta_pts is None
             else f"{t.theta_pts:+.2f} " + _interval(t.interval_pts),
-            "worst case (pts)": _signed(t.lower_pts),
+            "worst case (pts)": _signed(t.lower_pts, why),
             # Rows stored before the exact test carry no p-value and no test: Tango's.
-            "p": "-" if t.p_value is None else f"{t.p_value:.3g}",
-            "test": "-" if not t.tested else TEST_SHORT.get(t.test, t.test or "Tango score"),
-            "verdict": _verdict(t, cert) + ("; " + "; ".join(t.notes) if t.notes else ""),
+            "p": (f"{DASH} (stored without one)" if t.tested else f"{DASH} ({why})")
+            if t.p_value is None else f"{t.p_value:.3g}",
+            "test": f"{DASH} ({why})" if not t.tested else TEST_SHORT.get(t.test, t.test or
+                                                                         "score"),
+            "verdict": _verdict(t, cert) + "".join(f"; {risk_note(name, figures)}" for
+                                                   name, figures in t.risks.items())
+            + ("; " + "; ".join(t.notes) if t.notes else ""),
             "ratio [interval]": ratio})
     return rows
 
 
+def _runtime_of(name: str) -> str:
+    """A trial's runtime from its name (``recipe@runtime``; a bare recipe runs eagerly)."""
+    return name.rsplit("@", 1)[1] if "@" in name else "eager"
+
+
+def risk_note(name: str, figures: dict) -> str:
+    """One risk's test of a candidate, in a reader's words."""
+    if figures.get("missing"):
+        return f"{name}: not testable (its data are missing)"
+    if name == "agreement":
+        return (f"agreement {100 * figures['estimate']:.2f}% (at least "
+                f"{100 * figures['lower']:.2f}%, p={figures['p']:.3g})")
+    if name == "latency":
+        upper = figures.get("upper_ms")
+        return (f"p{100 * figures['quantile']:g} latency {figures['estimate_ms']:.3g} ms "
+                f"(at most {upper:.3g} ms" if upper is not None else
+                f"p{100 * figures['quantile']:g} latency {figures['estimate_ms']:.3g} ms "
+                f"(too few calls to bound it") + f", p={figures['p']:.3g})"
+    if name == "nll":
+        return (f"NLL increase {figures['estimate']:+.4f} per token (at most "
+                f"{figures['upper']:+.4f}, p={figures['p']:.3g})")
+    return f"{name}: p={figures.get('p', 1):.3g}"
+
+
 def sequence_line(rec: Recommended) -> str:
-    """How many candidates were tested, and where the sequence stopped."""
+    """How many candidates were tested, in which order, by which procedure, and where a
+    fixed sequence stopped."""
     cert = rec.certificate
-    return (f"{len(cert.candidates)} candidate(s) tested slowest first"
-            + (f", the sequence stopped at #{cert.stopped_at + 1}"
-               if cert.stopped_at is not None else ", none failed"))
+    order = ORDER_WORDS.get(cert.order_basis, cert.order_basis)
+    tested = sum(1 for t in cert.candidates if t.tested)
+    if cert.procedure == "fixed-sequence":
+        return (f"{len(cert.candidates)} candidate(s) tested {order}"
+                + (f", the sequence stopped at #{cert.stopped_at + 1}"
+                   if cert.stopped_at is not None else ", none failed"))
+    from benchmarks.recommend.procedures import DESCRIPTIONS
+    return (f"{tested} candidate(s) tested {order}, by the {cert.procedure} procedure: "
+            f"{DESCRIPTIONS.get(cert.procedure, '')}; {len(cert.certified)} certified")
 
 
 def summary_lines(rec: Recommended, environment: dict | None = None) -> list[str]:
@@ -116,7 +177,17 @@ def summary_lines(rec: Recommended, environment: dict | None = None) -> list[str
     whys = which_tests(cert.candidates)
     if whys:
         lines.append("test: " + "; ".join(whys) + " (the worst case is above -margin exactly "
-                     "when p < alpha)")
+                     "when p is below the candidate's share of alpha)")
+    for risk in cert.risks:
+        if risk.get("name") != "accuracy":
+            from benchmarks.recommend.risks import Risk
+            lines.append(f"also certified: {Risk.from_dict(risk).words()} (each candidate "
+                         f"passes only when every risk's test does)")
+    if cert.not_faster:
+        names = ", ".join(f"{t['name']} ({t['search_ratio']:.2f}x)" if t.get("search_ratio")
+                          else t["name"] for t in cert.not_faster)
+        lines.append(f"not faster, not tested: {names}: their search speed-up was not above "
+                     f"{cert.min_speedup or 1:g}x beyond its noise")
     beyond = faster_outside(rec)
     if beyond:
         lines.append(beyond)
@@ -154,6 +225,8 @@ def not_certified(rec: Recommended) -> list[str]:
     lost on the certify split and its worst case against the margin, and how many faster
     candidates after it were never tested (the sequence ends at its first failure)."""
     cert = rec.certificate
+    if cert.procedure != "fixed-sequence":
+        return _not_certified_each(rec)
     failed = next((t for t in cert.candidates if t.tested and not t.certified), None)
     if failed is None or failed.theta_pts is None:
         return []
@@ -168,6 +241,30 @@ def not_certified(rec: Recommended) -> list[str]:
                  f"{'were' if len(after) != 1 else 'was'} not tested (the sequence ends at "
                  f"its first failure, which is what keeps one error rate for all)")
     return [line]
+
+
+def _not_certified_each(rec: Recommended) -> list[str]:
+    """A procedure that goes on past a failure: each candidate faster than the winner (all,
+    with none) that was tested and not certified, with what it missed by."""
+    cert = rec.certificate
+    winner = next((t for t in cert.candidates if t.name == cert.winner), None)
+    floor = (winner.search_ratio or 0) if winner is not None else 0
+    lines = []
+    for t in sorted(cert.candidates, key=lambda t: -(t.search_ratio or 0)):
+        if not t.tested or t.certified or (t.search_ratio or 0) <= floor:
+            continue
+        speed = f" ({t.search_ratio:.2f}x in the search)" if t.search_ratio else ""
+        why = []
+        if t.lower_pts is not None and t.lower_pts <= -cert.margin_pts:
+            why.append(f"changed accuracy by {t.theta_pts:+.2f} points on the certify split, "
+                       f"worst case {t.lower_pts:+.2f}: beyond the {cert.margin_pts:g}-point "
+                       f"margin")
+        why += [risk_note(name, figures) for name, figures in t.risks.items()
+                if figures.get("missing") or figures.get("p", 1) >= (t.level or 0)]
+        lines.append(f"faster, not certified: {t.name}{speed} "
+                     + ("; ".join(why) or f"p={t.p_value:.3g} is not below its share of "
+                                          f"alpha, {t.level:.2g}"))
+    return lines
 
 
 def int8_roof(rec: Recommended, environment: dict | None) -> str | None:
@@ -257,5 +354,6 @@ def which_tests(candidates: list[Tested]) -> list[str]:
                    f"approximation holds")
         else:
             why = "; ".join(sorted(whys - {""}))
-        out.append(f"{test} for {len(mine)} of {len(tested)}" + (f" ({why})" if why else ""))
+        out.append(f"{TEST_WORDS.get(test, test)} for {len(mine)} of {len(tested)}"
+                   + (f" ({why})" if why else ""))
     return out

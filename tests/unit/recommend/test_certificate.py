@@ -470,14 +470,16 @@ def test_a_certificate_stored_before_the_exact_test_recomputes_with_tangos():
 def test_the_summary_names_each_test_once_with_how_many_candidates_it_judged():
     """Five candidates judged by the exact test read as one clause, not five near-copies
     differing only in their counts of discordant pairs."""
-    from benchmarks.views.recommendation import which_tests
+    from benchmarks.views.recommendation import TEST_WORDS, which_tests
     from benchmarks.report.stats import exact_rule
     candidates = [Candidate(i, f"c{i}", None, None, tested=True,
                          test=EXACT_TEST if exact_rule(b, 0)[0] else SCORE_TEST,
                          test_why=exact_rule(b, 0)[1])
                   for i, b in enumerate((12, 16, 18, 6, 80))]
     lines = which_tests(candidates + [Candidate(5, "untested", None, None)])
-    assert lines == [f"{EXACT_TEST} for 4 of 5 (fewer than 50 images where it and the "
-                     f"baseline differ: the score interval's size is not guaranteed there)",
-                     f"{SCORE_TEST} for 1 of 5 (50 or more images where it and the baseline "
-                     f"differ: its normal approximation holds)"]
+    # In a reader's words (the references on hover, TEST_REFERENCES), not "Sidik 2003".
+    assert lines == [f"{TEST_WORDS[EXACT_TEST]} for 4 of 5 (fewer than 50 images where it and "
+                     f"the baseline differ: the score interval's size is not guaranteed there)",
+                     f"{TEST_WORDS[SCORE_TEST]} for 1 of 5 (50 or more images where it and the "
+                     f"baseline differ: its normal approximation holds)"]
+    assert "an exact test (few differing images)" in lines[0] and "Sidik" not in lines[0]

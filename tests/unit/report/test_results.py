@@ -90,7 +90,7 @@ def test_every_records_field_round_trips_under_its_flat_name():
                "cpu_round_p50_ms": [3.0], "timed_calls": 2, "timed_window_s": 0.1,
                "sample_stats": {"host_samples_ms": host},
                "accuracy": 0.5, "correct_bits": "AQ==", "n_test": 2, "seeds": [0, 1],
-               "seed_accuracies": [0.5, 0.4],
+               "seed_accuracies": [0.5, 0.4], "predictions": "u1:AAE=",
                "size_bytes": 10, "size_gzip_bytes": 5, "params": 3, "nonzero_params": 2,
                "flops": 7, "flops_effective": 6, "layer_sparsity": {"0": 0.1},
                "peak_memory_bytes": 9, "memory_method": "live", "traffic_bytes": 8,
