@@ -69,6 +69,9 @@ def _private_cache(tmp_path_factory):
     os.environ["HF_HOME"] = str(tmp_path_factory.mktemp("hf-home"))
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("COMPRESSION_BENCH_STORE", str(cache / "default-store.db"))
+    # The cores timings claim (benchmarks.measure.cores), the session's own: the parallel
+    # files' runs would share the machine's, and each say so on the stderr tests read.
+    os.environ["COMPRESSION_BENCH_CORE_LOCKS"] = str(tmp_path_factory.mktemp("core-locks"))
     # Run as root (a container), the suite keeps its workers as root: its private folders
     # live under pytest's 0700 temporary root, which an unprivileged worker could not enter.
     # tests/system/test_worker_user.py starts a root server whose worker runs as another user.

@@ -49,6 +49,10 @@ def cmd_run_lm(args, spec, choices: dict) -> int:
                                                                            position))
         run_id = recorder.run_id
     records = [v.to_dict() for v in variants]
+    from benchmarks.measure.cores import shared_notes
+    for note in shared_notes((c.get("timing") or {}).get("pinning")
+                             for v in records for c in v["cells"]):
+        print(f"warning: {note}", file=sys.stderr)
     answer = lm_answer(records)
     print(lm_table(records))
     print(f"answer: {answer.line}")

@@ -124,6 +124,11 @@ def cmd_run(args) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     results, run_id = _measure(sweep, spec, store, quiet=args.quiet,
                                cache_enabled=not args.no_cache)
+    from benchmarks.measure.cores import shared_notes
+    # Known once the cores are claimed: the sweep's, and each --isa profile process's.
+    for note in shared_notes([sweep.environment.get("pinning"),
+                              *(r.timing.how.get("pinning") for r in results)]):
+        print(f"warning: {note}", file=sys.stderr)
     report = RunReport(environment=sweep.environment, spec=spec.to_dict(), variants=results,
                        baseline="baseline", run_id=run_id, model=spec.model,
                        dataset=spec.dataset, device=str(sweep.device))

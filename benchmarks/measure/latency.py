@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from benchmarks.measure.cores import claimed_cores
+
 
 class Clock:
     """perf_counter on a CPU. Swappable, so tests can check the statistics with a fake clock."""
@@ -175,23 +177,27 @@ def measure_latency(model: nn.Module | Callable, example: torch.Tensor,
 
 @contextmanager
 def pinned_threads(threads: int, pin: bool = True):
-    """Run with a fixed intra-op thread count on as many fixed cores, restoring both after.
+    """Run with a fixed intra-op thread count on as many fixed cores, restoring both after;
+    yields the cores' claim (``benchmarks.measure.cores.CoreClaim``), None unpinned.
 
-    The cores are the last ones the process may use: the OS and its interrupts favour the
-    first. Pinning steadied ResNet-18's p50 across repeats here (CV 2.8-4.3% pinned against
-    5.5-6.1% free to migrate). ``pin=False`` sets only the count, for processes that share a
-    machine with others doing the same (Ray nodes on one host would all take the last core)."""
+    The cores are claimed from the last the process may use down (the OS and its interrupts
+    favour the first), skipping those another timing process of the product holds: two runs
+    on one machine are timed on cores of their own, and a run that finds none free says so
+    (``CoreClaim.shared``). Pinning steadied ResNet-18's p50 across repeats here (CV 2.8-4.3%
+    pinned against 5.5-6.1% free to migrate). ``pin=False`` sets only the count."""
     before = torch.get_num_threads()
     affinity = _affinity() if pin else None
     torch.set_num_threads(threads)
-    if affinity and threads < len(affinity):
-        os.sched_setaffinity(0, sorted(affinity)[-threads:])
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-        if affinity and threads < len(affinity):
-            os.sched_setaffinity(0, affinity)
+    with claimed_cores(threads, affinity) if affinity else nullcontext() as claim:
+        moved = claim is not None and set(claim.cores) != affinity
+        try:
+            if moved:
+                os.sched_setaffinity(0, claim.cores)
+            yield claim
+        finally:
+            torch.set_num_threads(before)
+            if moved:
+                os.sched_setaffinity(0, affinity)
 
 
 def _affinity() -> set[int] | None:

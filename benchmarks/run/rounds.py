@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from benchmarks.measure.cores import current_claim
 from benchmarks.measure.latency import measure_latency
 from benchmarks.report.results import VariantResult
 from benchmarks.run.phases import Report
@@ -100,7 +101,10 @@ def _finish(b: Built, timing: dict) -> None:
     b.result.timing.round_p50_ms = [round(x, 6) for x in b.rounds]
     if b.calls:
         b.result.timing.timed_calls, b.result.timing.timed_window_s = b.calls, round(b.window_s, 6)
-    b.result.timing.how = timing
+    claim = current_claim()
+    # The cores it ran on, a shared one named: a profile's process or a cluster's node
+    # claims its own, and its rows carry them back.
+    b.result.timing.how = {**timing, "pinning": claim} if claim else timing
     b.model = None
 
 

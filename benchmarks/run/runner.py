@@ -346,8 +346,9 @@ class PreparedSweep:
             on_environment: Callable[[dict], None] | None = None
             ) -> Iterator[VariantResult]:
         """Every variant's result, in the spec's order, once it is fully measured. (The
-        environment is known before the run here; ``on_environment`` is for executors whose
-        timing node is only known once they run.)"""
+        environment is known before the run here but for the cores its threads claim:
+        ``on_environment`` gets it with them, as it does an executor's timing node, known
+        only once it runs.)"""
         stop = should_stop or (lambda: False)
         report = reporter(on_progress, len(self.spec.variants))
         built: list[Built] = []
@@ -358,7 +359,11 @@ class PreparedSweep:
             deployment = Cells(self)
         # Training too runs on the pinned threads: on two cores, two threads contending with
         # the OS trained 5x slower than one.
-        with pinned_threads(self.threads):
+        with pinned_threads(self.threads) as claim:
+            if claim is not None:  # the cores are known once claimed, here
+                self.environment["pinning"] = claim.to_dict()
+                if on_environment is not None:
+                    on_environment(self.environment)
             try:
                 self.load_baseline(on_progress, stop)
                 if self.executor is not None:

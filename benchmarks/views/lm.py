@@ -23,6 +23,7 @@ class LMAnswer:
     delta_nll: float | None
     delta_nll_interval: list | None
     line: str
+    threads: int | None = None  # the cells' thread count (None: a record from before it)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -42,6 +43,9 @@ def lm_answer(variants: list[dict]) -> LMAnswer:
               and v["quality"].get("nll_within_noise") and c.get("decode_speedup")]
     faster = [(v, c) for v, c in within
               if (c["decode_speedup"].get("ci") or [0])[0] > 1]
+    threads = _threads(variants)
+    # A decode speed-up holds at the thread count it was timed on: named beside the kernels.
+    count = "" if threads is None else f"{threads} thread{'s' if threads != 1 else ''}"
     if not faster:
         kernels = sorted({_kernel(v) for v, _ in _cells(variants)
                           if v["name"] != baseline and _kernel(v)})
@@ -54,16 +58,24 @@ def lm_answer(variants: list[dict]) -> LMAnswer:
         else:
             reason = (f"of the {len(within)} cell(s) whose variant's NLL change is within "
                       f"noise, none decodes faster than the baseline in its mode beyond the "
-                      f"speed-up's interval on this CPU{why}")
-        return LMAnswer(None, None, None, None, None, None, f"No faster variant: {reason}.")
+                      f"speed-up's interval on this CPU{' at ' + count if count else ''}{why}")
+        return LMAnswer(None, None, None, None, None, None, f"No faster variant: {reason}.",
+                        threads)
     v, c = max(faster, key=lambda vc: vc[1]["decode_speedup"]["ratio"])
     q, s = v["quality"], c["decode_speedup"]
-    line = (f"{v['name']} ({c['mode']}): decodes {s['ratio']:.2f}x the baseline's speed "
+    how = ", ".join(filter(None, (c["mode"], count)))
+    line = (f"{v['name']} ({how}): decodes {s['ratio']:.2f}x the baseline's speed "
             f"[{s['ci'][0]:.2f}, {s['ci'][1]:.2f}], NLL change {q['delta_nll']:+.4f} per token "
             f"[{q['delta_nll_interval'][0]:+.4f}, {q['delta_nll_interval'][1]:+.4f}] "
             f"(within noise: its interval holds 0)")
     return LMAnswer(v["name"], c["mode"], s["ratio"], s["ci"], q["delta_nll"],
-                    q["delta_nll_interval"], line)
+                    q["delta_nll_interval"], line, threads)
+
+
+def _threads(variants: list[dict]) -> int | None:
+    """The thread count the cells were timed on (one per run)."""
+    counts = {c["threads"] for _, c in _cells(variants) if c.get("threads")}
+    return counts.pop() if len(counts) == 1 else None
 
 
 def _kernel(variant: dict) -> str | None:

@@ -2,6 +2,7 @@
 machine cannot hold, in process (the memory check runs before anything is allocated)."""
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -49,6 +50,35 @@ def test_synthetic_run(tmp_path, cli):
     assert p.returncode == 0, p.stderr
     (v,) = json.loads(out.read_text())["variants"]
     assert v["accuracy"] is None and v["latency_ms"]["p50"] > 0
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="cores are pinned on Linux")
+def test_a_run_that_finds_every_core_held_says_which_it_shared(tmp_path, cli):
+    import fcntl
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    # Every core this run may use, held as another timing process would hold it.
+    held = [os.open(locks / f"core-{core}.lock", os.O_RDONLY | os.O_CREAT)
+            for core in os.sched_getaffinity(0)]
+    try:
+        for fd in held:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        out = tmp_path / "r.json"
+        p = cli("run", "--model", "mlp", "--dataset", "synthetic", "--input-shape", "3,16,16",
+                "--store", str(tmp_path / "s.db"), "--json", str(out), "--quiet", *FAST,
+                env={"COMPRESSION_BENCH_CORE_LOCKS": str(locks)})
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(out.read_text())
+    pinning = report["environment"]["pinning"]
+    # The last cores, as with none held; each said shared, on the card and the row's timing.
+    assert pinning["cores"] == pinning["shared"] == sorted(os.sched_getaffinity(0))[
+        -report["environment"]["threads"]:]
+    assert report["variants"][0]["timing"]["pinning"] == pinning
+    core = pinning["cores"][-1]
+    assert "warning: timed on core" in p.stderr and f"{core}, shared" in p.stderr
 
 
 def test_list(cli):

@@ -12,6 +12,7 @@ import pytest
 import torch
 from helpers import run_cli
 
+from benchmarks.measure.environment import default_threads
 from benchmarks.measure.lm_quality import PairedOutcomes
 from benchmarks.measure.memory import state_bytes
 from benchmarks.views.lm import lm_answer
@@ -68,6 +69,18 @@ def test_every_cell_is_built_and_carries_quality_speed_memory_and_size(grid):
         "path": "torchao"}
 
 
+def test_the_cells_are_timed_on_all_cores_but_one_pinned_as_an_image_sweep(grid):
+    document, _, _ = grid
+    # The documented rule (one thread on two cores): taking every core, INT8 decoded no
+    # faster than fp32 where at one thread of two it reached 1.28x.
+    threads = document["environment"]["threads"]
+    assert threads == default_threads()
+    for v in document["variants"]:
+        (cell,) = v["cells"]
+        assert cell["threads"] == threads
+        assert len(cell["timing"]["pinning"]["cores"]) == threads
+
+
 def test_int8_weight_only_barely_changes_nll_and_packs_smaller(grid):
     document, _, _ = grid
     by = {v["name"]: v for v in document["variants"]}
@@ -121,6 +134,11 @@ def test_the_answer_names_a_variant_only_when_it_is_faster_beyond_its_interval(g
     assert (named.variant, named.mode, named.decode_speedup) == ("int8-weight-only", "eager",
                                                                  1.8)
     assert "1.80x" in named.line and "[1.50, 2.10]" in named.line
+    # A speed-up holds at the threads it was timed on: the answer names them.
+    threads = document["environment"]["threads"]
+    at = f"{threads} thread{'s' if threads > 1 else ''}"
+    assert named.threads == threads and named.line.startswith(f"int8-weight-only (eager, "
+                                                                f"{at}): ")
     # Faster but its quality change outside noise: not an answer.
     variants[2]["quality"]["nll_within_noise"] = False
     assert lm_answer(variants).variant is None
@@ -129,6 +147,7 @@ def test_the_answer_names_a_variant_only_when_it_is_faster_beyond_its_interval(g
     cell["decode_speedup"]["ci"] = [0.98, 2.1]
     refused = lm_answer(variants)
     assert refused.variant is None and "Int8Tensor" in refused.line
+    assert f"on this CPU at {at} (kernels that ran: " in refused.line
     for v in variants[1:]:
         v["quality"]["nll_within_noise"] = False
     assert "no variant's NLL change is within noise of zero" in lm_answer(variants).line
