@@ -185,8 +185,8 @@ def run_report(run: dict, key: str, *, url=None, export: bool = False,
 
 def _first_variant(rows: list[dict]) -> str | None:
     from benchmarks.report.style import is_baseline
-    return next((r["variant"] for r in rows if not is_baseline(r) and not r.get("error")),
-                rows[0]["variant"])
+    return next((r["variant"] for r in rows if not is_baseline(r) and not r.get("error")
+                 and not r.get("not_applicable")), rows[0]["variant"])
 
 
 def _selected(key: str, names: list[str], default: str | None, url) -> str | None:
@@ -385,7 +385,8 @@ def export_panel(run: dict, key: str, chosen: str | None = None) -> None:
     downloaded as one zip. The page only submits and reads files: it never imports torch."""
     from benchmarks.export.files import CARD_NAME, archive_path, export_folder, used
     from dashboard.jobs_view import track_job
-    names = [v["name"] for v in run.get("variants") or [] if not v.get("error")]
+    names = [v["name"] for v in run.get("variants") or [] if not v.get("error")
+             and not v.get("not_applicable")]
     if run.get("kind", "sweep") != "sweep" or not names:
         return
     st.subheader("Take a model away")

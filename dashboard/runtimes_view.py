@@ -18,9 +18,11 @@ from benchmarks.report.style import PLOTLY_CONFIG
 
 
 def grid_frame(grid: dict):
-    """One grid as a table: a row per variant, a column per runtime, and its best runtime."""
+    """One grid as a table: a row per variant, a column per runtime ("n/a (why)" where a
+    profile could not preview it), and its best runtime."""
     import pandas as pd
-    return pd.DataFrame([{"variant": v, **{rt: runtimes.cell_text(grid["cells"][v].get(rt))
+    return pd.DataFrame([{"variant": v, **{rt: runtimes.cell_text(grid["cells"][v].get(rt),
+                                                                  why=True)
                                            for rt in grid["runtimes"]},
                           "best runtime": grid["best"].get(v, "-")}
                          for v in grid["variants"]])

@@ -44,7 +44,8 @@ TABLE_COLUMNS = [
     "peak_memory_mb", "peak_memory_mb_vs_base", "memory_method", "size_mb", "size_mb_vs_base",
     "size_gzip_mb", "size_gzip_mb_vs_base", "params", "nonzero_params",
     "nonzero_params_vs_base", "flops", "flops_effective", "flops_vs_base",
-    "achieved_flops_per_s", "arithmetic_intensity", "bound", "error"]
+    "achieved_flops_per_s", "arithmetic_intensity", "bound", "error", "not_applicable",
+    "under_cap"]
 
 
 def _number(label: str, fmt: str, help: str):
@@ -147,6 +148,11 @@ TABLE_CONFIG = {
                                     "roofline"),
     "bound": _text("Roofline bound", "Memory- or compute-bound, from the roofline"),
     "error": _text("Error", "Why the variant failed"),
+    "not_applicable": _text("n/a", "Why an instruction-set profile has no preview of this "
+                                   "cell: its kernels ignore the cap (not a failure)"),
+    "under_cap": _number("Under the cap", "percent", "The share of its multiply-adds whose "
+                         "kernels obeyed its instruction-set profile's cap (read from the "
+                         "kernels that ran)"),
 }
 
 PAIRED_CONFIG = {

@@ -58,8 +58,9 @@ def locate(store, run_id: str, variant: str) -> tuple[dict, object]:
                          f"{', '.join(names) or 'none yet'}")
     result = VariantResult.from_dict(run["variants"][names.index(variant)])
     if not result.ok:
-        raise ValueError(f"variant {variant} failed in run {run_id} ({result.error}); there is "
-                         f"no model to export")
+        raise ValueError(f"variant {variant} {'failed' if result.failed else 'was n/a'} in run "
+                         f"{run_id} ({result.error or result.not_applicable}); there is no "
+                         f"model to export")
     return run, result
 
 

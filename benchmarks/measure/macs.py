@@ -60,11 +60,13 @@ def _macs(module: nn.Module, inputs, output) -> int:
     return output.numel() * (x.shape[1] // groups) * prod(kernel)
 
 
-def mac_census(model: nn.Module, example: torch.Tensor, device=None,
-               autocast_dtype: torch.dtype | None = None) -> dict | None:
-    """{"macs": {precision: multiply-adds per batch}, "precision": the one most run in,
-    "share": its fraction, "source"}; None where no convolution or linear layer ran."""
-    counts: dict[str, int] = {}
+def layer_macs(model: nn.Module, example: torch.Tensor, device=None,
+               autocast_dtype: torch.dtype | None = None) -> list[dict] | None:
+    """Every convolution and linear layer one forward of ``example`` ran, in call order:
+    [{"layer": its name, "type": its class, "precision", "macs": per batch}]; None where the
+    model has no such layer or the forward fails."""
+    names = {m: name for name, m in model.named_modules()}
+    layers: list[dict] = []
 
     def hook(module, inputs, output):
         n = _macs(module, inputs, output)
@@ -72,7 +74,8 @@ def mac_census(model: nn.Module, example: torch.Tensor, device=None,
             # (a dynamic INT8 linear returns fp32 but multiplies in int8: its class says so)
             precision = precisions.quantized() if _quantized(module) else \
                 dtype_precision(output.dtype)
-            counts[precision] = counts.get(precision, 0) + int(n)
+            layers.append({"layer": names.get(module, "?"), "type": type(module).__name__,
+                           "precision": precision, "macs": int(n)})
 
     handles = [m.register_forward_hook(hook) for m in model.modules() if _leaf_compute(m)]
     if not handles:
@@ -83,11 +86,21 @@ def mac_census(model: nn.Module, example: torch.Tensor, device=None,
     try:
         with torch.inference_mode(), autocast:
             model(x)
-    except Exception:  # the census is a placement hint: a model it cannot run keeps its label
+    except Exception:  # a placement hint: a model it cannot run keeps its label
         return None
     finally:
         for h in handles:
             h.remove()
+    return layers
+
+
+def mac_census(model: nn.Module, example: torch.Tensor, device=None,
+               autocast_dtype: torch.dtype | None = None) -> dict | None:
+    """{"macs": {precision: multiply-adds per batch}, "precision": the one most run in,
+    "share": its fraction, "source"}; None where no convolution or linear layer ran."""
+    counts: dict[str, int] = {}
+    for layer in layer_macs(model, example, device, autocast_dtype) or []:
+        counts[layer["precision"]] = counts.get(layer["precision"], 0) + layer["macs"]
     total = sum(counts.values())
     if not total:
         return None

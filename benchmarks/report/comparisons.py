@@ -57,6 +57,8 @@ def comparison_rows(results: list[VariantResult], baseline: str | None = None) -
         # Time against the eager baseline at the row's own batch size and threads.
         timed_ref = references.get(_deployment(result))
         time_row = timed_ref.flat_row() if timed_ref is not None else base_row
+        if timed_ref is None and _deployment(result)[2] != "native":
+            time_row = {}  # a profile's baseline n/a or failed: no ratio across profiles
         if timed_ref is not None and timed_ref is not base:
             same_device = _device_type(result.device) == _device_type(timed_ref.device)
         for key in COMPARED:

@@ -404,7 +404,7 @@ def format_cells(row: dict, columns: list[tuple], marks=None) -> list[str]:
 
 def format_table(rows: list[dict], columns: list[tuple], marks=None) -> str:
     """The one text-table formatter: aligned columns, "-" for a missing value, then one line
-    per failed row naming its error."""
+    per failed row naming its error and one per n/a row, "variant: n/a (why)"."""
     body = [format_cells(row, columns, marks) for row in rows]
     heads = [h for _, h, _ in columns]
     widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(heads)]
@@ -413,6 +413,9 @@ def format_table(rows: list[dict], columns: list[tuple], marks=None) -> str:
     for row in rows:
         if row.get("error"):
             lines.append(f"! {row.get('variant') or row.get('name')}: {row['error']}")
+        elif row.get("not_applicable"):
+            lines.append(f"{row.get('variant') or row.get('name')}: n/a "
+                         f"({row['not_applicable']})")
     return "\n".join(lines)
 
 

@@ -165,7 +165,9 @@ def display_rows(rows: list[dict], keys: list[str] | None = None,
             if k == "error":
                 line[header(k)] = "" if not r.get(k) else str(r[k])
                 continue
-            why = "the run failed" if failed else reasons.get(k, NOT_MEASURED)
+            why = "the run failed" if failed else \
+                f"n/a: {r['not_applicable']}" if r.get("not_applicable") else \
+                reasons.get(k, NOT_MEASURED)
             line[header(k)] = cell(k, r.get(k), why)
         out.append(line)
     return out

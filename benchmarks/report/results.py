@@ -44,6 +44,10 @@ class VariantResult:
     # Where the variant sits on each swept setting: {"prune.ratio": 0.6, ...}.
     axes: dict = field(default_factory=dict)
     error: str | None = None
+    # Why the row has no figure though nothing failed: a cell an instruction-set profile
+    # cannot preview (its kernels ignore the cap: ``benchmarks.run.profiles``). Shown as
+    # "n/a (why)"; not a failure (``failed``), not a measurement (``ok``).
+    not_applicable: str | None = None
     warnings: list[str] = field(default_factory=list)
     timing: Timing = field(default_factory=Timing)
     scores: Scores = field(default_factory=Scores)
@@ -72,7 +76,12 @@ class VariantResult:
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        """Measured: neither failed nor not applicable."""
+        return self.error is None and self.not_applicable is None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
 
     def roofline(self, environment: dict) -> dict:
         """This variant on its device's roofline, against the peaks the run's environment card
@@ -113,6 +122,7 @@ class VariantResult:
             "flops": cost.flops,
             "error": self.error,
             # Extensions (schema 1 readers ignore what they do not know).
+            **({"not_applicable": self.not_applicable} if self.not_applicable else {}),
             "flops_effective": cost.flops_effective,
             "axes": dict(self.axes),
             "accuracy_ci": None if ci is None else list(ci),
@@ -219,6 +229,9 @@ def runtime_columns(result: VariantResult) -> dict:
             "batch_size": result.timing.batch_size, "threads": rt.get("threads"),
             "profile": (rt.get("profile") or {}).get("name"),
             "profile_label": (rt.get("profile") or {}).get("label"),
+            "not_applicable": result.not_applicable,
+            # The share of its multiply-adds whose kernels obeyed its profile's cap.
+            "under_cap": ((rt.get("profile") or {}).get("kernels") or {}).get("obey"),
             "runtime_precision": rt.get("precision"), "prepare_s": rt.get("prepare_s"),
             "first_call_ms": rt.get("first_call_ms"),
             "parity_top1_agree": parity.get("top1_agree"),

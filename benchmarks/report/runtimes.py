@@ -37,7 +37,10 @@ LEGEND = ("close/off: parity with eager below 99%/95% top-1 agreement (or a sign
           "input: random weights); name-only: INT8 in name only (most convs and matmuls on "
           "float kernels); ≠: accuracy verdict differs from eager's; best: the runtime faster "
           "than every other beyond noise (a paired bootstrap over the shared timing rounds), "
-          "else tie with the speed-up's interval")
+          "else tie with the speed-up's interval; under an instruction-set profile, N% capped: "
+          "the share of its multiply-adds whose kernels obeyed the cap (the rest ran at this "
+          "CPU's own speed), and n/a alone: no preview, its kernels ignore the cap (its row "
+          "says why)")
 
 
 def has_cells(rows: list[dict]) -> bool:
@@ -63,6 +66,7 @@ def _shape(row: dict) -> tuple:
 def cell(row: dict, eager: dict | None) -> dict:
     """One grid cell from its comparison row (and its variant's eager row at the same shape)."""
     out = {"name": row["variant"], "error": row.get("error"), "speedup": speedup(row),
+           "not_applicable": row.get("not_applicable"), "under_cap": num(row.get("under_cap")),
            "p50_ms": num(row.get("p50_ms")), "throughput": num(row.get("throughput")),
            "precision": row.get("runtime_precision"), "badge": row.get("parity_badge"),
            "top1_agree": num(row.get("parity_top1_agree")),
@@ -231,12 +235,17 @@ def profile_verdicts(rows: list[dict]) -> list[str]:
 
 # -- as text (the CLI) and as figures (the page, the report) ------------------------------------
 
-def cell_text(c: dict | None) -> str:
+def cell_text(c: dict | None, why: bool = False) -> str:
+    """A cell as the grids write it; ``why``: an n/a cell with its reason, "n/a (why)"."""
     if c is None:
         return "-"
     if c["error"]:
         return "failed"
+    if c.get("not_applicable"):
+        return f"n/a ({c['not_applicable']})" if why else "n/a"
     text = "-" if c["speedup"] is None else f"{c['speedup']:.2f}x"
+    if c.get("under_cap") is not None and c["under_cap"] < 1:
+        text += f" {c['under_cap']:.0%} capped"
     if c["badge"] and c["badge"] != "ok":
         text += f" {c['badge']}"
     if c["name_only"]:
@@ -285,6 +294,7 @@ def grid_chart(grid: dict) -> go.Figure:
             row_z.append(math.log2(s) if s else None)
             row_t.append(cell_text(c))
             row_h.append("not measured" if c is None else c["error"] or
+                         c.get("not_applicable") or
                          f"{c['name']}<br>{cell_text(c)}<br>ran in {c['precision']}; "
                          f"census: {c['verdict']} ({c['int_kernels']} int / "
                          f"{c['float_kernels']} float convs+matmuls)")

@@ -48,7 +48,8 @@ def is_baseline(row: dict) -> bool:
 
 
 def ok_rows(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if not r.get("error")]
+    """The measured rows: neither failed nor n/a (a profile's cell it could not preview)."""
+    return [r for r in rows if not r.get("error") and not r.get("not_applicable")]
 
 
 def short(name: str, limit: int = SHORT_LABEL) -> str:

@@ -191,6 +191,10 @@ class PreparedSweep:
         # {variant index: runtimes}: the only runtime cells a run builds (a recommendation's
         # wave asks each trial's runtime of its own variant); None: every cell of the spec.
         self.cell_plan: dict | None = None
+        # Called with (a variant's Built, it or one of its cells) while its model is resident,
+        # before it is timed: a capped profile's process reads the kernels each runs
+        # (``benchmarks.run.profiles``). None: nothing is read.
+        self.on_resident: Callable[[Built, Built], None] | None = None
 
     def _admit(self, memory_share: float | None, input_shape):
         """Refuse, before the data set is loaded or a weight allocated, a sweep whose
@@ -407,6 +411,10 @@ class PreparedSweep:
                 raise Cancelled()
             b = build_and_measure(self, index, variant, report, shared=shared, stop=stop)
             mine = deployment.build(b, variant, report, stop) if deployment is not None else []
+            if self.on_resident is not None:
+                for one in [b, *mine]:
+                    if one.model is not None:
+                        self.on_resident(b, one)
             if b.model is not None:
                 held = state_bytes(b.model) + sum(c.result.cost.size_bytes or 0 for c in mine
                                                   if c.model is not None and c.model is not b.model)

@@ -2,10 +2,13 @@
 
 A profile caps the instruction sets the kernels may use, through oneDNN's
 ``ONEDNN_MAX_CPU_ISA`` (read once, at oneDNN's first dispatch: a capped profile is timed in a
-process of its own). Which runtimes obey the cap was measured, not assumed
-(docs/performance-notes.md): PyTorch's oneDNN kernels (eager, compile) and OpenVINO (through
-its oneDNN) do; ONNX Runtime's MLAS dispatches on CPUID alone, so an ORT cell under a cap
-would be the native one mislabelled, and is refused with one line instead.
+process of its own). Only oneDNN's kernels obey it, so whether a cell is a preview is read
+from the kernels it ran, not assumed per runtime: a PyTorch cell's (eager, compile) from
+oneDNN's verbose log in the profile's process (``benchmarks.measure.onednn``: PyTorch also
+runs FBGEMM's quantized kernels and MKL's float matmuls, which dispatch on the CPU's own
+flags). What that log cannot see is known from measurement (``KNOWN``,
+docs/performance-notes.md): OpenVINO obeys through its own oneDNN; ONNX Runtime's MLAS
+dispatches on CPUID alone, so its cell under a cap would be the native one mislabelled.
 
 ``native`` is the machine as it is. A cap at or above what the CPU has is no preview: it is
 this machine's own figure (said so). A cap needs the CPU to have the instruction set it names
@@ -44,8 +47,31 @@ PROFILES = {p.name: p for p in (
             "AMX (Sapphire Rapids and later Xeons)"),
 )}
 PROFILE_NAMES = tuple(PROFILES)
-# The runtimes whose kernels obey the cap (measured: docs/performance-notes.md).
-HONOURED_BY = ("eager", "compile", "compile-freeze", "openvino")
+
+# The runtimes whose kernels are read per cell, from oneDNN's verbose log in the profile's
+# process: PyTorch's own.
+READ_BY_KERNELS = ("eager", "compile", "compile-freeze")
+# The runtimes PyTorch's oneDNN log cannot see into, as measured (docs/performance-notes.md):
+# None where the kernels obey the cap, else why they do not. A runtime in neither is not
+# known to obey it: no preview of it.
+KNOWN = {
+    # Its CPU plugin's own oneDNN reads ONEDNN_MAX_CPU_ISA: 46 ms, 120 under SSE41's cap.
+    "openvino": None,
+    # 40 ms, 42 under SSE41's cap.
+    "ort": "ONNX Runtime's MLAS kernels dispatch on CPUID alone",
+}
+# oneDNN implementation names end in the instruction set their kernel was generated for
+# (``brg_conv_fwd:avx512_core_vnni``, ``jit_uni_int8:avx2``), ranked as the profiles are;
+# oneDNN never dispatches above its cap, so a tag above it would mean the cap was not read.
+ONEDNN_ISA_RANK = {
+    "sse41": 10, "avx": 15, "avx2": 20, "avx2_vnni": 25, "avx2_vnni_2": 26, "avx512_core": 30,
+    "avx512_core_vnni": 40, "avx512_core_bf16": 50, "avx512_core_fp16": 55, "avx10_1_512": 55,
+    "avx512_core_amx": 60, "avx10_1_512_amx": 60, "avx512_core_amx_fp16": 65,
+    "avx10_1_512_amx_fp16": 65, "avx10_2_512": 70, "avx10_2_512_amx_2": 75,
+}
+# Implementation names inside oneDNN that carry no instruction set: its own gemm ("gemm:jit",
+# whose kernels go through the same capped dispatch) and its reference code ("ref:any").
+ONEDNN_GENERIC = ("jit", "any", "uni", "ref")
 
 
 def cpu_flags() -> set[str]:
@@ -97,3 +123,28 @@ def label(name: str, flags: set[str] | None = None) -> dict:
     else:
         said = f"{name}: this machine's own instruction sets (the cap changes nothing)"
     return {"name": name, "cap": profile.cap, "preview": preview, "label": said}
+
+
+def cap_rank(name: str) -> int:
+    """The rank of a profile's cap (``native``: above every instruction set)."""
+    profile = get(name)
+    return profile.rank if profile.cap else max(ONEDNN_ISA_RANK.values()) + 1
+
+
+def known_reason(runtime: str) -> str | None:
+    """Why a runtime's cells are no preview, known before they run (``KNOWN``); None for
+    one whose kernels are read (PyTorch's) or known to obey the cap (OpenVINO)."""
+    if runtime in READ_BY_KERNELS:
+        return None
+    if runtime in KNOWN:
+        return KNOWN[runtime]
+    return f"{runtime}'s kernels are not known to obey ONEDNN_MAX_CPU_ISA"
+
+
+def onednn_obeys(implementation: str, rank: int) -> bool:
+    """Whether a oneDNN implementation (``jit:avx2``, ``x64:gemm:jit``, ``ref:any``) runs at
+    or below a cap of ``rank``; a name this does not know is not assumed to."""
+    tag = implementation.rsplit(":", 1)[-1]
+    if tag in ONEDNN_GENERIC:
+        return True
+    return ONEDNN_ISA_RANK.get(tag, rank + 1) <= rank

@@ -63,6 +63,7 @@ def _table(rows: list[dict], columns: list[tuple], marks=None) -> dict:
     return {"heads": [h for _, h, _ in columns],
             "rows": [{"cells": format_cells(r, columns, marks),
                       "baseline": bool(r.get("is_baseline")), "error": r.get("error"),
+                      "not_applicable": r.get("not_applicable"),
                       "variant": r.get("variant")} for r in rows]}
 
 
