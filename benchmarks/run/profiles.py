@@ -7,8 +7,10 @@ set), its variants from the weights cache the native sweep filled (nothing retra
 row and its baseline timed together in that process's interleaved rounds: a profile's
 speed-ups are against its own baseline, never across profiles. Each row is named
 ``variant [profile]`` and its ``runtime.profile`` says its cap and whether it is a preview
-(a cap below this CPU's widest) or this machine's own figure. A runtime that does not obey
-the cap (ONNX Runtime's MLAS) gets one failed row per variant saying so; a profile whose
+(a cap below this CPU's widest) or this machine's own figure, and carries the roofs measured
+under the cap in that process (``runtime.profile.peaks``, kept per machine and cap): a
+preview's % peak is against the capped roof, never the native one. A runtime that does not
+obey the cap (ONNX Runtime's MLAS) gets one failed row per variant saying so; a profile whose
 process fails, one failed row per variant with its last line.
 """
 
@@ -90,12 +92,14 @@ def run_profile(spec, profile: str, *, cache_enabled: bool = True,
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             return _refused(spec, profile, f"the {profile} profile's process failed: "
                                            f"{last}", like=like) + rows
-        found = [VariantResult.from_dict(d) for d in json.loads(out_file.read_text())]
+        written = json.loads(out_file.read_text())
+        found = [VariantResult.from_dict(d) for d in written["rows"]]
+    roofs = capped_roofs(written.get("peaks"))
     variants = {v.name: v for v in spec.variants}
     for r in found:
         entry = dict(r.runtime or {"name": "eager", "variant": r.name})
         entry.setdefault("variant", r.name)
-        entry["profile"] = label(profile)
+        entry["profile"] = {**label(profile), **({"peaks": roofs} if roofs else {})}
         r.runtime, r.name = entry, profile_name(r.name, profile)
         variant = variants.get(entry["variant"])
         if entry["name"] in TORCH_RUNTIMES and variant is not None and r.error is None and \
@@ -108,15 +112,32 @@ def run_profile(spec, profile: str, *, cache_enabled: bool = True,
     return found + rows
 
 
+def capped_roofs(peaks: dict | None) -> dict | None:
+    """{device: what the roofline reads of its peaks} from a capped process's environment
+    card: its compute and memory roofs, the theoretical ones of the instruction sets the cap
+    leaves, and why a precision has none."""
+    if not peaks:
+        return None
+    kept = ("isa_cap", "gemm_flops_per_s", "memory_bytes_per_s", "unsupported", "measured_at")
+    return {device: {**{k: p.get(k) for k in kept},
+                     "theoretical": {"gemm_flops_per_s": (p.get("theoretical") or {})
+                                     .get("gemm_flops_per_s")}}
+            for device, p in peaks.items()}
+
+
 def _child(argv: list[str]) -> int:
-    """The profile's own process: the sweep as given, its rows written as JSON."""
+    """The profile's own process: the sweep as given, timed and held to the roofs of its cap
+    (measured under it the first time on this machine, a few seconds); its rows and those
+    roofs written as JSON."""
     from benchmarks.run.cache import WeightsCache
     from benchmarks.run.runner import prepare_sweep
     from benchmarks.spec.sweep import SweepSpec
     spec = SweepSpec.from_dict(json.loads(Path(argv[0]).read_text()))
     sweep = prepare_sweep(spec, cache=WeightsCache(enabled="--no-cache" not in argv))
+    sweep.attach_peaks(None)  # the machine's file beside the weights cache, keyed by the cap
     rows = [r.to_dict() for r in sweep.run()]
-    Path(argv[1]).write_text(json.dumps(rows, default=str))
+    Path(argv[1]).write_text(json.dumps({"rows": rows, "peaks": sweep.environment.get("peaks")},
+                                        default=str))
     return 0
 
 
