@@ -8,8 +8,10 @@ runs several times faster than a bf16 ``torch.mm``. So each precision lists its 
 (``candidates``) and the peak is the best of them.
 
 Each kernel is made at a scale ``n``: an n x n x n GEMM, or a 3x3 convolution of n/4
-channels on 14x14 maps (batch 4), the shape of a ResNet stage. FLOPs count two per
-multiply-add, integer ones alike.
+channels on 14x14 maps (batch 4, padded by one), the shape of a ResNet stage. FLOPs count two
+per multiply-add, integer ones alike; a convolution's multiply-adds are those of the taps that
+touch the input (``optimizers.counting.conv_macs``, as the variants' are counted): the 10% of
+taps on its zero padding, which oneDNN skips, had put its fp32 peak above the theoretical one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from dataclasses import dataclass
 
 import torch
 
-CONV_MAP, CONV_BATCH, CONV_KERNEL = 14, 4, 3
+from optimizers.counting import conv_macs
+
+CONV_MAP, CONV_BATCH, CONV_KERNEL, CONV_PADDING = 14, 4, 3, 1
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,14 @@ class Kernel:
     name: str
     flops: Callable[[int], float]                      # FLOPs of one call at scale n
     make: Callable[[torch.device, int], Callable]      # the timed call at scale n
+    # Whether it runs under an instruction-set cap (``spec.isa``), so a capped process's roof
+    # may be the best of it. Measured at n = 256 on an AVX-512 Zen 4, one thread, native
+    # against ONEDNN_MAX_CPU_ISA=SSE41: oneDNN's (the fp32 convolution 0.54 -> 2.94 ms, the bf16
+    # ones, torch._int_mm 0.09 -> 0.35) obey it; MKL's fp32 sgemm behind torch.mm (0.33 ->
+    # 0.40) and FBGEMM's quantized linear (0.13 -> 0.13) do not. The quantized convolution
+    # obeyed it there and did not on a Zen 3 (docs/performance-notes.md): which library runs
+    # it is the engine's choice, so it is left out too.
+    obeys_cap: bool = True
 
 
 def _gemm_flops(n: int) -> float:
@@ -40,7 +52,8 @@ def _conv_channels(n: int) -> int:
 
 def _conv_flops(n: int) -> float:
     c = _conv_channels(n)
-    return 2.0 * CONV_BATCH * c * c * CONV_MAP * CONV_MAP * CONV_KERNEL ** 2
+    return 2.0 * conv_macs((CONV_BATCH, c, CONV_MAP, CONV_MAP),
+                           (c, c, CONV_KERNEL, CONV_KERNEL), padding=CONV_PADDING)
 
 
 def _randn(*shape, device) -> torch.Tensor:
@@ -78,7 +91,7 @@ def _conv(dtype: torch.dtype | None) -> Callable:
 
         def call():
             with _autocast(device, dtype):
-                return torch.nn.functional.conv2d(x, w, padding=1)
+                return torch.nn.functional.conv2d(x, w, padding=CONV_PADDING)
         return call
     return make
 
@@ -123,14 +136,15 @@ def _quantized_conv(device: torch.device, n: int):
                                   0.05, 64, torch.quint8)
     w = torch.quantize_per_tensor(_randn(c, c, CONV_KERNEL, CONV_KERNEL, device=device),
                                   0.05, 0, torch.qint8)
-    packed = torch.ops.quantized.conv2d_prepack(w, None, [1, 1], [1, 1], [1, 1], 1)
+    packed = torch.ops.quantized.conv2d_prepack(w, None, [1, 1], [CONV_PADDING] * 2, [1, 1],
+                                                1)
     return lambda: torch.ops.quantized.conv2d(x, packed, 1.0, 0)
 
 
 # Every kernel a precision's roof can be the best of, by the name the precision registry
 # (``benchmarks.measure.precisions``) lists it under.
 KERNELS = {
-    "mm_fp32": Kernel("torch.mm", _gemm_flops, _mm(None)),
+    "mm_fp32": Kernel("torch.mm", _gemm_flops, _mm(None), obeys_cap=False),
     "mm_bf16": Kernel("torch.mm", _gemm_flops, _mm(torch.bfloat16)),
     "mm_fp16": Kernel("torch.mm", _gemm_flops, _mm(torch.float16)),
     "int_mm": Kernel("torch._int_mm", _gemm_flops, _int_mm),
@@ -138,8 +152,10 @@ KERNELS = {
     "autocast_conv_bf16": Kernel("conv2d 3x3 (autocast bf16)", _conv_flops,
                                  _conv(torch.bfloat16)),
     "conv_fp32": Kernel("conv2d 3x3", _conv_flops, _conv(None)),
-    "quantized_linear": Kernel("quantized.linear", _gemm_flops, _quantized_linear),
-    "quantized_conv": Kernel("quantized.conv2d 3x3", _conv_flops, _quantized_conv),
+    "quantized_linear": Kernel("quantized.linear", _gemm_flops, _quantized_linear,
+                               obeys_cap=False),
+    "quantized_conv": Kernel("quantized.conv2d 3x3", _conv_flops, _quantized_conv,
+                             obeys_cap=False),
 }
 
 

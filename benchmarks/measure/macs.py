@@ -14,12 +14,12 @@ falls back on the runtime's kernel census or the technique's declared precision.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from math import prod
 
 import torch
 from torch import nn
 
 from benchmarks.measure import precisions
+from optimizers.counting import DENSE_LAYERS, layer_macs
 
 # Class names of the layers counted (torch.nn, torch.ao.nn.quantized, .dynamic, .intrinsic).
 CONV = ("Conv1d", "Conv2d", "Conv3d", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "ConvAdd2d",
@@ -40,67 +40,75 @@ def _quantized(module: nn.Module) -> bool:
 
 
 def _leaf_compute(module: nn.Module) -> bool:
-    """A layer that multiplies itself (a float fused container's own conv is its child)."""
-    name = type(module).__name__
-    if name not in CONV + LINEAR:
+    """A layer that multiplies itself: a quantized one, or a float one with a weight of its
+    own (a float fused container's conv is its child; a QAT conv's weight is its own)."""
+    if type(module).__name__ not in CONV + LINEAR and not isinstance(module, DENSE_LAYERS):
         return False
-    return _quantized(module) or not any(True for _ in module.children())
+    return _quantized(module) or isinstance(getattr(module, "weight", None), torch.Tensor)
 
 
-def _macs(module: nn.Module, inputs, output) -> int:
-    if not isinstance(output, torch.Tensor) or not inputs or not isinstance(inputs[0],
-                                                                            torch.Tensor):
-        return 0
-    x = inputs[0]
-    if type(module).__name__ in LINEAR:
-        return output.numel() * x.shape[-1]
-    groups = getattr(module, "groups", 1) or 1
-    kernel = getattr(module, "kernel_size", (1,))
-    kernel = kernel if isinstance(kernel, tuple) else (kernel,)
-    return output.numel() * (x.shape[1] // groups) * prod(kernel)
+def layer_calls(model: nn.Module, example: torch.Tensor,
+                autocast_dtype: torch.dtype | None = None) -> list[tuple[str, int, str]]:
+    """(layer name, multiply-adds, precision) of each call of a convolution or linear layer
+    in one forward of ``example``, in call order (a layer called twice, twice)."""
+    calls: list[tuple[str, int, str]] = []
 
-
-def layer_macs(model: nn.Module, example: torch.Tensor, device=None,
-               autocast_dtype: torch.dtype | None = None) -> list[dict] | None:
-    """Every convolution and linear layer one forward of ``example`` ran, in call order:
-    [{"layer": its name, "type": its class, "precision", "macs": per batch}]; None where the
-    model has no such layer or the forward fails."""
-    names = {m: name for name, m in model.named_modules()}
-    layers: list[dict] = []
-
-    def hook(module, inputs, output):
-        n = _macs(module, inputs, output)
-        if n:
+    def hook(name):
+        def count(module, inputs, output):
+            if not isinstance(output, torch.Tensor) or not inputs or \
+                    not isinstance(inputs[0], torch.Tensor):
+                return
             # (a dynamic INT8 linear returns fp32 but multiplies in int8: its class says so)
             precision = precisions.quantized() if _quantized(module) else \
                 dtype_precision(output.dtype)
-            layers.append({"layer": names.get(module, "?"), "type": type(module).__name__,
-                           "precision": precision, "macs": int(n)})
+            calls.append((name, layer_macs(module, inputs[0], output), precision))
+        return count
 
-    handles = [m.register_forward_hook(hook) for m in model.modules() if _leaf_compute(m)]
+    handles = [m.register_forward_hook(hook(name)) for name, m in model.named_modules()
+               if _leaf_compute(m)]
     if not handles:
-        return None
-    x = example.to(device) if device is not None else example
-    autocast = (torch.autocast(x.device.type, dtype=autocast_dtype)
+        return calls
+    autocast = (torch.autocast(example.device.type, dtype=autocast_dtype)
                 if autocast_dtype is not None else nullcontext())
     try:
         with torch.inference_mode(), autocast:
-            model(x)
-    except Exception:  # a placement hint: a model it cannot run keeps its label
-        return None
+            model(example)
     finally:
         for h in handles:
             h.remove()
-    return layers
+    return calls
+
+
+def layers_run(model: nn.Module, example: torch.Tensor, device=None,
+               autocast_dtype: torch.dtype | None = None) -> list[dict] | None:
+    """Every convolution and linear layer one forward of ``example`` ran, in call order:
+    [{"layer": its name, "type": its class, "precision", "macs": per batch}] (what a kernel
+    census matches oneDNN's primitives against); None where the model has no such layer or
+    the forward fails."""
+    x = example.to(device) if device is not None else example
+    types = {name: type(m).__name__ for name, m in model.named_modules()}
+    try:
+        calls = layer_calls(model, x, autocast_dtype)
+    except Exception:  # a placement hint: a model it cannot run keeps its label
+        return None
+    layers = [{"layer": name, "type": types.get(name, "?"), "precision": precision,
+               "macs": int(n)} for name, n, precision in calls if n]
+    return layers or None
 
 
 def mac_census(model: nn.Module, example: torch.Tensor, device=None,
                autocast_dtype: torch.dtype | None = None) -> dict | None:
     """{"macs": {precision: multiply-adds per batch}, "precision": the one most run in,
     "share": its fraction, "source"}; None where no convolution or linear layer ran."""
+    x = example.to(device) if device is not None else example
+    try:
+        calls = layer_calls(model, x, autocast_dtype)
+    except Exception:  # the census is a placement hint: a model it cannot run keeps its label
+        return None
     counts: dict[str, int] = {}
-    for layer in layer_macs(model, example, device, autocast_dtype) or []:
-        counts[layer["precision"]] = counts.get(layer["precision"], 0) + layer["macs"]
+    for _, n, precision in calls:
+        if n:
+            counts[precision] = counts.get(precision, 0) + int(n)
     total = sum(counts.values())
     if not total:
         return None

@@ -8,7 +8,7 @@ A kernel outside oneDNN prints nothing: FBGEMM's quantized linears (and convolut
 PyTorch's x86 engine gives them to it), MKL's float matmuls; they dispatch on the CPU's own
 flags whatever the cap. Each convolution, inner product and matmul in the log has its
 multiply-adds taken from its shape and is matched to the model's convolution or linear layer
-of the same count (``macs.layer_macs``): a layer obeyed the cap when a oneDNN kernel at or
+of the same count (``macs.layers_run``): a layer obeyed the cap when a oneDNN kernel at or
 below it ran it; one that no oneDNN primitive ran is named as outside.
 """
 
@@ -25,7 +25,7 @@ from math import prod
 
 import torch
 
-from benchmarks.measure.macs import layer_macs
+from benchmarks.measure.macs import layers_run
 from benchmarks.spec.isa import onednn_obeys
 
 COMPUTE = ("convolution", "inner_product", "matmul")
@@ -101,7 +101,7 @@ def census(fn, model: torch.nn.Module, example: torch.Tensor, rank: int,
     kernels at or below the cap, "macs": the layers', "primitives": {dtype: executions},
     "isa": the implementations, "above_cap": any above it, "outside": the layers no oneDNN
     primitive ran, "how"}; {"obey": None, "why"} where it cannot be read."""
-    layers = layer_macs(model, example, autocast_dtype=autocast_dtype)
+    layers = layers_run(model, example, autocast_dtype=autocast_dtype)
     if not layers:
         return {"obey": None, "how": HOW, "why": "no convolution or linear layer to weigh its "
                                                  "kernels against"}

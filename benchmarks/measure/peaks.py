@@ -17,7 +17,7 @@ with the peaks beside the stated one; a GPU's data sheet). Measured once per mac
 ``cached_peaks`` keeps them in the results store keyed by host, device, torch version and
 threads (``ResultsStore.device_peaks``) and beside the weights cache (``machine_peaks``: a
 new store reads them there), and measures them again (``stale_reason``) when they
-are older than ``MAX_AGE_DAYS``, were stored by a version without best-of windows, or a
+are older than ``MAX_AGE_DAYS``, were measured by an older method (``OLDER_METHODS``), or a
 precision the device has instructions for sits below ``PLAUSIBLE_FRACTION`` of its
 theoretical peak. A precision still that low after measuring it again with more windows is
 believed: the best kernel torch has for it reaches no more here (AMX's bf16 and int8 tiles
@@ -28,6 +28,10 @@ more windows (``remeasure``, called by ``benchmarks.run.roofs``); every re-measu
 logged in the peaks' ``remeasured`` list. A peak is the best each kernel was seen to do: the
 candidates' figures are kept at their maxima across measurements, so the peak is always the
 best of the candidates stored beside it.
+
+A process under an instruction-set cap (``benchmarks.spec.isa``: a profile's preview) has roofs
+of its own, kept under a key that names the cap: the best of the kernels that obey it, and the
+theoretical peaks of the instruction sets it leaves.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from benchmarks.measure.peak_records import (
 from benchmarks.measure.clock import sustained_clock_ghz
 from benchmarks.measure.latency import Clock, CudaClock, LatencyTracker, pinned_threads
 from benchmarks.measure.theory import theoretical
+from benchmarks.spec.isa import CAP_VARIABLE, process_cap
 
 # The largest kernel scale: big enough for the kernels' steady state, small enough that a
 # whole measurement takes seconds (a CPU runs 1024^3 fp32 multiply-adds in ~10-20 ms).
@@ -83,7 +88,11 @@ MAX_AGE_DAYS = 30
 # one measured beside other jobs reached 40%), at most once per RETRY_HOURS while it stays so.
 PLAUSIBLE_FRACTION = 0.5
 RETRY_HOURS = 1.0
-METHOD_VERSION = 2  # 1: one median per precision, torch._int_mm for int8
+METHOD_VERSION = 3
+# What each older method got wrong: its peaks are measured again, none of its figures kept.
+OLDER_METHODS = {1: "took one median and torch._int_mm for int8",
+                 2: "counted the convolution kernels' taps on the zero padding (10% too many "
+                    "FLOPs)"}
 
 
 def _clock(device: torch.device) -> Clock:
@@ -139,10 +148,16 @@ def gemm_call(device: torch.device, precision: str, n: int) -> tuple[str, object
 def precision_peak(device: torch.device, precision: str, windows: int = BEST_OF
                    ) -> tuple[str, float, dict]:
     """(best kernel, its FLOP/s, every candidate's FLOP/s or why it could not run); a
-    RuntimeError naming the first reason when none could run."""
+    RuntimeError naming the first reason when none could run. In a process under an
+    instruction-set cap, only the candidates that obey it (``Kernel.obeys_cap``)."""
     rates, reasons = {}, {}
+    cap = process_cap() if device.type == "cpu" else None
     with fp32_matmuls(device, precisions.get(precision).matmul_mode):
         for kernel in k.candidates(device, precision):
+            if cap and not kernel.obeys_cap:
+                reasons[kernel.name] = (f"dispatches on the CPU's own flags, not under "
+                                        f"{CAP_VARIABLE}={cap}: no capped roof is its")
+                continue
             try:
                 rates[k.kernel_label(kernel)] = kernel_flops_per_s(device, kernel, windows)
             except RuntimeError as exc:
@@ -190,6 +205,7 @@ def measure_peaks(device: torch.device, threads: int, windows: int = BEST_OF) ->
     with the theoretical peaks beside them (at the clock measured first, ``clock``). A
     precision the device cannot run is left out and named in ``unsupported``."""
     gemm, kernels, tried, unsupported = {}, {}, {}, {}
+    cap = process_cap() if device.type == "cpu" else None
     clock = measure_clock(device)
     with pinned_threads(threads):
         for precision in device_precisions(device):
@@ -202,6 +218,7 @@ def measure_peaks(device: torch.device, threads: int, windows: int = BEST_OF) ->
     return {
         "device": str(device), "device_name": device_name(device),
         "host": socket.gethostname(), "torch": torch.__version__, "threads": threads,
+        **({"isa_cap": cap} if cap else {}),
         "gemm_flops_per_s": gemm, "memory_bytes_per_s": bandwidth, "unsupported": unsupported,
         "theoretical": peak_theory(device, threads, {"clock": clock}), "clock": clock,
         "method": {"version": METHOD_VERSION, "best_of": windows,
@@ -245,8 +262,9 @@ def stale_reason(peaks: dict, theory: dict | None, now: datetime | None = None
                  ) -> str | None:
     """Why stored peaks must be measured again, or None to keep them."""
     now = now or _now()
-    if (peaks.get("method") or {}).get("version", 1) < METHOD_VERSION:
-        return "stored by a version that took one median and torch._int_mm for int8"
+    version = (peaks.get("method") or {}).get("version", 1)
+    if version < METHOD_VERSION:
+        return f"stored by a version that {OLDER_METHODS.get(version, 'measured otherwise')}"
     if "gemm_flops_per_s" in peaks:
         device = str(peaks.get("device") or "cpu").split(":")[0]
         stored = {**peaks["gemm_flops_per_s"], **(peaks.get("unsupported") or {})}
@@ -340,9 +358,14 @@ def device_name(device: torch.device) -> str:
 
 
 def peaks_key(device: torch.device, threads: int) -> dict:
-    """What a device's peaks are cached under: the same machine, device, torch and threads."""
-    return {"host": socket.gethostname(), "device": str(device), "device_name": device_name(device),
-            "torch": torch.__version__, "threads": int(threads)}
+    """What a device's peaks are cached under: the same machine, device, torch and threads,
+    and on a CPU the instruction-set cap the process runs under (a capped profile's own
+    roofs, never the machine's native ones)."""
+    key = {"host": socket.gethostname(), "device": str(device),
+           "device_name": device_name(device), "torch": torch.__version__,
+           "threads": int(threads)}
+    cap = process_cap() if device.type == "cpu" else None
+    return {**key, "isa_cap": cap} if cap else key
 
 
 def cached_peaks(store, device: torch.device, threads: int) -> dict:

@@ -25,6 +25,10 @@ Beside the measured roof each point carries the device's theoretical peak for it
 machine); a point above that one is flagged too (``above_theoretical``): it would mean the
 FLOP count or the theoretical roof is wrong, and the chart says so rather than draw it as a
 plain point.
+
+A row timed under an instruction-set cap (a profile's preview, ``benchmarks.run.profiles``) is
+held to the roofs measured under that cap in its own process (``row_peaks``), never to the
+native ones; where it has none its figures against a roof are None and ``peak_note`` says why.
 """
 
 from __future__ import annotations
@@ -91,6 +95,21 @@ def device_peaks(peaks: dict, device: str) -> dict | None:
     return (peaks or {}).get(str(device))
 
 
+def row_peaks(environment: dict, device: str, runtime: dict | None
+              ) -> tuple[dict | None, str | None]:
+    """(the peaks a row is held to, why it has none): the environment card's for its device,
+    or for a row timed under an instruction-set cap (``runtime.profile``) the ones measured
+    under the cap, which its profile carries."""
+    profile = (runtime or {}).get("profile") or {}
+    if not profile.get("cap"):
+        return device_peaks(environment.get("peaks"), device), None
+    capped = device_peaks(profile.get("peaks"), device)
+    if capped is None:
+        return None, (f"no roof was measured under the {profile.get('name')} profile's cap "
+                      f"({profile['cap']}); the native one is not its roof")
+    return capped, None
+
+
 def point(*, flops: int | None, batch_size: int, p50_ms: float | None,
           traffic_bytes: int | None, precision: str, peaks: dict | None) -> dict:
     """One variant on its device's roofline. Every figure is None where an input is missing
@@ -99,7 +118,8 @@ def point(*, flops: int | None, batch_size: int, p50_ms: float | None,
     out = {"precision": precision, "achieved_flops_per_s": None, "arithmetic_intensity": None,
            "percent_of_peak": None, "peak_flops_per_s": None, "roof_flops_per_s": None,
            "bound": None, "traffic_bytes": traffic_bytes, "above_peak": None,
-           "theoretical_peak_flops_per_s": None, "above_theoretical": None}
+           "theoretical_peak_flops_per_s": None, "above_theoretical": None,
+           "peak_note": None}
     if not precisions.known(precision):
         out["roofline_warning"] = unknown_precision(precision)  # never held to the fp32 roof
         return out
@@ -113,6 +133,9 @@ def point(*, flops: int | None, batch_size: int, p50_ms: float | None,
     peak = (peaks.get("gemm_flops_per_s") or {}).get(precision)
     bandwidth = peaks.get("memory_bytes_per_s")
     out["peak_flops_per_s"] = peak
+    why = (peaks.get("unsupported") or {}).get(precision)
+    if peak is None and why and out["achieved_flops_per_s"] is not None:
+        out["peak_note"] = f"no {precision} roof: {why}"
     out["theoretical_peak_flops_per_s"] = ((peaks.get("theoretical") or {})
                                            .get("gemm_flops_per_s") or {}).get(precision)
     if peak and out["achieved_flops_per_s"] is not None:

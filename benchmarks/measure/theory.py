@@ -41,6 +41,7 @@ import re
 from pathlib import Path
 
 from benchmarks.measure import precisions
+from benchmarks.spec.isa import CAP_VARIABLE, capped_flags, process_cap
 
 CPUINFO = Path("/proc/cpuinfo")
 MAX_FREQ = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
@@ -163,15 +164,17 @@ def cpu_clock_ghz(info: dict, max_freq_khz: float | None = None) -> tuple[float 
 
 def cpu_theoretical(threads: int, cpuinfo_text: str | None = None,
                     max_freq_khz: float | None = None,
-                    sustained_ghz: float | None = None) -> dict | None:
+                    sustained_ghz: float | None = None, cap: str | None = None) -> dict | None:
     """The CPU's theoretical peaks on ``threads`` cores (one thread per core: SMT siblings
     share the FMA pipes, so threads beyond the physical cores add nothing); None where the
     clock or the instruction set is unknown. Reads this machine when no text is given.
     ``sustained_ghz``: the clock measured on it (``measure.clock``), used where it is above the
-    stated one."""
+    stated one. ``cap``: the instruction-set cap the kernels run under (``spec.isa``), whose
+    withheld instruction sets the peaks are not built on."""
     if cpuinfo_text is None:
         cpuinfo_text, max_freq_khz = _read_cpu()
     info = parse_cpuinfo(cpuinfo_text)
+    info["flags"] = capped_flags(info["flags"], cap)
     nominal, clock_source = cpu_clock_ghz(info, max_freq_khz)
     ghz = nominal
     if sustained_ghz and (nominal is None or sustained_ghz > nominal):
@@ -196,8 +199,9 @@ def cpu_theoretical(threads: int, cpuinfo_text: str | None = None,
             "cores": cores, "clock_ghz": ghz, "clock_source": clock_source,
             "nominal_clock_ghz": nominal, "sustained_clock_ghz": sustained_ghz,
             "isa": " ".join(isa) or "none of the vector extensions the rules know",
-            "cpu": info["name"], "derivation": derivation,
-            "source": "cores x clock x FLOP/cycle for the instruction set /proc/cpuinfo names"}
+            "cpu": info["name"], "derivation": derivation, "cap": cap,
+            "source": "cores x clock x FLOP/cycle for the instruction set /proc/cpuinfo names"
+                      + (f" (capped: {CAP_VARIABLE}={cap})" if cap else "")}
 
 
 def clock_text(theory: dict | None) -> str:
@@ -243,7 +247,8 @@ def gpu_theoretical(name: str) -> dict | None:
 def theoretical(device_type: str, device_name: str, threads: int,
                 sustained_ghz: float | None = None) -> dict | None:
     """The theoretical peaks of a device: the CPU's from its instruction set (at the clock
-    measured on it, where given and higher than the stated one), a GPU's from the table."""
+    measured on it, where given and higher than the stated one, and under this process's
+    instruction-set cap), a GPU's from the table."""
     if device_type == "cuda":
         return gpu_theoretical(device_name)
-    return cpu_theoretical(threads, sustained_ghz=sustained_ghz)
+    return cpu_theoretical(threads, sustained_ghz=sustained_ghz, cap=process_cap())

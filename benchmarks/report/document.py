@@ -18,6 +18,7 @@ from benchmarks.report.records import CONTENTION_FRACTION
 from benchmarks.report.results import VariantResult
 from benchmarks.report import stats
 from benchmarks.report.seeds import seeds_note, seeds_shown, shown_rows
+from benchmarks.spec.isa import NATIVE
 
 SCHEMA = 1
 # The roofline's figures each comparison row carries (``VariantResult.roofline``).
@@ -25,7 +26,8 @@ SCHEMA = 1
 FLIPS_LISTED = 100
 ROOFLINE_FIELDS = ("precision", "achieved_flops_per_s", "arithmetic_intensity",
                    "percent_of_peak", "peak_flops_per_s", "roof_flops_per_s", "bound",
-                   "above_peak", "theoretical_peak_flops_per_s", "above_theoretical")
+                   "above_peak", "theoretical_peak_flops_per_s", "above_theoretical",
+                   "peak_note")
 
 
 @dataclass
@@ -275,7 +277,16 @@ def table_notes(rows: list[dict]) -> list[str]:
                      "overhead, not kernels")
     if any(r.get("percent_of_peak") is not None for r in rows):
         notes.append("% peak: achieved FLOP/s over the device's measured peak for the "
-                     "precision the variant ran in (the best of the kernels it runs)")
+                     "precision the variant ran in (the best of the kernels it runs)"
+                     + ("; a capped profile's rows, over the peak measured under its cap"
+                        if any(r.get("profile") not in (None, NATIVE) for r in rows)
+                        else ""))
+    unheld: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("peak_note"):
+            unheld.setdefault(r["peak_note"], []).append(r["variant"])
+    for why, variants in unheld.items():
+        notes.append(f"- on % peak ({', '.join(variants)}): {why}")
     return notes
 
 

@@ -85,16 +85,20 @@ class VariantResult:
 
     def roofline(self, environment: dict) -> dict:
         """This variant on its device's roofline, against the peaks the run's environment card
-        holds (``benchmarks.measure.roofline.point``: figures are None where an input is
-        missing)."""
+        holds, or those of the instruction-set cap it was timed under
+        (``benchmarks.measure.roofline``: figures are None where an input is missing)."""
         lat = self.timing.latency
-        return roofline.point(
+        peaks, why = roofline.row_peaks(environment, self.device, self.runtime)
+        out = roofline.point(
             flops=self.cost.flops, batch_size=self.timing.batch_size,
             p50_ms=lat.p50 if lat else None, traffic_bytes=self.cost.traffic_bytes,
             precision=roofline.variant_precision(self.config, environment, self.device,
                                                  census=self.cost.mac_census,
                                                  runtime=self.runtime),
-            peaks=roofline.device_peaks(environment.get("peaks"), self.device))
+            peaks=peaks)
+        if why and out["achieved_flops_per_s"] is not None and not out.get("roofline_warning"):
+            out["peak_note"] = why
+        return out
 
     def to_dict(self) -> dict:
         timing, scores, cost = self.timing, self.scores, self.cost

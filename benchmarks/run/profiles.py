@@ -7,7 +7,9 @@ process of its own (``python -m benchmarks.run.profiles SPEC OUT --profile NAME`
 (nothing retrains), every row and its baseline timed together in that process's interleaved
 rounds: a profile's speed-ups are against its own baseline, never across profiles. Each row
 is named ``variant [profile]`` and its ``runtime.profile`` says its cap and whether it is a
-preview (a cap below this CPU's widest) or this machine's own figure.
+preview (a cap below this CPU's widest) or this machine's own figure, and carries the roofs
+measured under the cap in that process (``runtime.profile.peaks``, kept per machine and cap):
+a preview's % peak is against the capped roof, never the native one.
 
 Only oneDNN's kernels obey the cap, so that process reads the kernels each PyTorch cell ran
 (``measure.onednn.census``, one forward under oneDNN's verbose log, before the timing) into
@@ -140,7 +142,9 @@ def run_profile(spec, profile: str, *, cache_enabled: bool = True,
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             return _rows(spec, profile, like=like, error=f"the {profile} profile's process "
                                                           f"failed: {last}") + rows
-        found = [VariantResult.from_dict(d) for d in json.loads(out_file.read_text())]
+        written = json.loads(out_file.read_text())
+        found = [VariantResult.from_dict(d) for d in written["rows"]]
+    roofs = capped_roofs(written.get("peaks"))
     out = []
     for r in found:
         entry = {"name": "eager", **(r.runtime or {})}  # a sweep without cells has none
@@ -148,7 +152,8 @@ def run_profile(spec, profile: str, *, cache_enabled: bool = True,
         if like is not None:  # the threads it ran on: in its profile's grid, not beside it
             entry.setdefault("threads", (like.runtime or {}).get("threads"))
         kernels = entry.pop("kernels", None)
-        entry["profile"] = {**label(profile), "kernels": kernels or _known(entry["name"])}
+        entry["profile"] = {**label(profile), "kernels": kernels or _known(entry["name"]),
+                            **({"peaks": roofs} if roofs else {})}
         r.runtime, r.name = entry, profile_name(r.name, profile)
         if r.error is None:  # a failure stays one
             why = not_previewed(entry["name"], kernels)
@@ -189,8 +194,23 @@ def read_kernels(profile: str):
     return read
 
 
+def capped_roofs(peaks: dict | None) -> dict | None:
+    """{device: what the roofline reads of its peaks} from a capped process's environment
+    card: its compute and memory roofs, the theoretical ones of the instruction sets the cap
+    leaves, and why a precision has none."""
+    if not peaks:
+        return None
+    kept = ("isa_cap", "gemm_flops_per_s", "memory_bytes_per_s", "unsupported", "measured_at")
+    return {device: {**{k: p.get(k) for k in kept},
+                     "theoretical": {"gemm_flops_per_s": (p.get("theoretical") or {})
+                                     .get("gemm_flops_per_s")}}
+            for device, p in peaks.items()}
+
+
 def _child(argv: list[str]) -> int:
-    """The profile's own process: the sweep as given, its rows written as JSON."""
+    """The profile's own process: the sweep as given, timed and held to the roofs of its cap
+    (measured under it the first time on this machine, a few seconds); its rows and those
+    roofs written as JSON."""
     from benchmarks.run.cache import WeightsCache
     from benchmarks.run.runner import prepare_sweep
     from benchmarks.spec.sweep import SweepSpec
@@ -198,8 +218,10 @@ def _child(argv: list[str]) -> int:
     sweep = prepare_sweep(spec, cache=WeightsCache(enabled="--no-cache" not in argv))
     if "--profile" in argv:
         sweep.on_resident = read_kernels(argv[argv.index("--profile") + 1])
+    sweep.attach_peaks(None)  # the machine's file beside the weights cache, keyed by the cap
     rows = [r.to_dict() for r in sweep.run()]
-    Path(argv[1]).write_text(json.dumps(rows, default=str))
+    Path(argv[1]).write_text(json.dumps({"rows": rows, "peaks": sweep.environment.get("peaks")},
+                                        default=str))
     return 0
 
 

@@ -21,6 +21,8 @@ import time
 import torch
 from torch import nn
 
+from benchmarks.measure.macs import layer_calls
+
 OTHER = ""  # the key of the time no leaf module ran ("" is the root's name, never a leaf's)
 MIN_ROUNDS = 15
 MAX_ROUNDS = 400
@@ -170,32 +172,12 @@ def module_work(model: nn.Module, example: torch.Tensor) -> dict[str, int]:
 
 def module_macs(model: nn.Module, example: torch.Tensor) -> dict[str, int]:
     """{module name: multiply-adds per sample} of every convolution and linear layer the
-    forward calls (the first call of a module shared by several places)."""
+    forward calls (the first call of a module shared by several places), counted as the
+    roofline's census counts them (``benchmarks.measure.macs``)."""
+    batch = max(example.shape[0], 1)
     macs: dict[str, int] = {}
-    handles = []
-
-    def count(name):
-        def hook(module, args, output):
-            if name in macs or not isinstance(output, torch.Tensor):
-                return
-            out = output.dequantize() if output.is_quantized else output
-            batch = max(out.shape[0], 1)
-            if isinstance(module, nn.Linear):
-                macs[name] = out.numel() // batch * module.in_features
-            else:
-                kernel = module.weight.shape[1:].numel()
-                macs[name] = out.numel() // batch * kernel
-        return hook
-
-    for name, module in model.named_modules():
-        if isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)):
-            handles.append(module.register_forward_hook(count(name)))
-    try:
-        with torch.inference_mode():
-            model(example)
-    finally:
-        for h in handles:
-            h.remove()
+    for name, n, _ in layer_calls(model, example):
+        macs.setdefault(name, n // batch)
     return macs
 
 

@@ -13,14 +13,19 @@ dispatches on CPUID alone, so its cell under a cap would be the native one misla
 ``native`` is the machine as it is. A cap at or above what the CPU has is no preview: it is
 this machine's own figure (said so). A cap needs the CPU to have the instruction set it names
 (a preview of AMX needs an AMX machine): refused in one line otherwise. Torch-free.
+
+A capped process's roofs are its own (``process_cap``): its peaks are measured under the cap
+and its theoretical ones built on the instruction sets the cap leaves (``capped_flags``).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 NATIVE = "native"
+CAP_VARIABLE = "ONEDNN_MAX_CPU_ISA"
 
 
 @dataclass(frozen=True)
@@ -30,21 +35,26 @@ class Profile:
     flags: tuple[str, ...]    # /proc/cpuinfo flags the CPU needs to run it (all of them)
     rank: int                 # wider instruction sets rank higher
     description: str
+    # The /proc/cpuinfo flags of what it adds to the narrower profiles: a cap below it
+    # withholds them.
+    adds: tuple[str, ...] = ()
 
 
 PROFILES = {p.name: p for p in (
     Profile(NATIVE, None, (), 100, "this machine as it is: no cap"),
     Profile("sse41", "SSE41", ("sse4_1",), 10, "SSE4.1: a CPU without AVX"),
     Profile("avx2", "AVX2", ("avx2",), 20, "AVX2 without VNNI (a Zen 3, a Haswell-Skylake "
-                                           "client)"),
+                                           "client)", ("avx", "avx2", "fma", "f16c")),
     Profile("avx512", "AVX512_CORE", ("avx512f", "avx512bw"), 30, "AVX-512 without VNNI "
-                                                                   "(a Skylake-SP Xeon)"),
+                                                                   "(a Skylake-SP Xeon)",
+            ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")),
     Profile("avx512_vnni", "AVX512_CORE_VNNI", ("avx512_vnni",), 40,
-            "AVX-512 with VNNI (Cascade Lake, a Zen 4 without bf16 use)"),
+            "AVX-512 with VNNI (Cascade Lake, a Zen 4 without bf16 use)",
+            ("avx512_vnni", "avx_vnni")),
     Profile("avx512_bf16", "AVX512_CORE_BF16", ("avx512_bf16",), 50,
-            "AVX-512 with VNNI and bf16 (Cooper Lake, Zen 4)"),
+            "AVX-512 with VNNI and bf16 (Cooper Lake, Zen 4)", ("avx512_bf16",)),
     Profile("amx", "AVX512_CORE_AMX", ("amx_int8", "amx_bf16"), 60,
-            "AMX (Sapphire Rapids and later Xeons)"),
+            "AMX (Sapphire Rapids and later Xeons)", ("amx_int8", "amx_bf16", "amx_tile")),
 )}
 PROFILE_NAMES = tuple(PROFILES)
 
@@ -90,6 +100,28 @@ def machine_rank(flags: set[str]) -> int:
     """The widest profile this CPU can run (by rank); 0 where it has none of them."""
     return max((p.rank for p in PROFILES.values() if p.cap and set(p.flags) <= flags),
                default=0)
+
+
+def process_cap(flags: set[str] | None = None) -> str | None:
+    """The cap this process's oneDNN runs under (``ONEDNN_MAX_CPU_ISA``), where it withholds
+    an instruction set this CPU (``flags``) has; None where there is none or it changes
+    nothing, and this process's roofs are the machine's own."""
+    cap = os.environ.get(CAP_VARIABLE) or None
+    flags = cpu_flags() if flags is None else flags
+    return cap if cap and capped_flags(flags, cap) != flags else None
+
+
+def capped_flags(flags: set[str], cap: str | None) -> set[str]:
+    """The CPU's flags less those a cap withholds: what every profile ranked above it adds.
+    A cap no profile names (set by hand) withholds nothing: the theoretical roofs built on
+    the flags stay an upper bound."""
+    capping = next((p for p in PROFILES.values() if p.cap and p.cap == (cap or "").upper()),
+                   None)
+    if capping is None:
+        return set(flags)
+    withheld = {f for p in PROFILES.values() if p.cap and p.rank > capping.rank
+                for f in p.adds}
+    return set(flags) - withheld
 
 
 def get(name: str) -> Profile:

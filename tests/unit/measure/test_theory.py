@@ -157,3 +157,17 @@ def test_the_clock_a_card_states():
         "at 4.04 GHz (measured; stated 2.60)"
     assert theory.clock_text(theory.cpu_theoretical(1, stated)) == "at 2.60 GHz (stated)"
     assert theory.clock_text(theory.gpu_theoretical("NVIDIA H200")) == ""
+
+
+def test_a_capped_process_is_held_to_the_instruction_sets_its_cap_leaves():
+    """A profile's preview (ONEDNN_MAX_CPU_ISA, ``spec.isa``) on an AMX Xeon: the roofs of
+    what the cap leaves, not of the CPU's widest."""
+    def rates(cap):
+        return theory.cpu_theoretical(1, SAPPHIRE, cap=cap)["flop_per_cycle"]
+    assert rates(None) == {"fp32": 64, "bf16": 1024, "int8": 2048}
+    assert rates("AVX512_CORE_VNNI") == {"fp32": 64, "bf16": 64, "int8": 256}
+    assert rates("AVX2") == {"fp32": 32, "bf16": 32, "int8": 64}
+    assert rates("SSE41") == {"fp32": 8, "bf16": 8}
+    capped = theory.cpu_theoretical(1, SAPPHIRE, cap="AVX2")
+    assert capped["native"]["bf16"] is False and capped["cap"] == "AVX2"
+    assert capped["source"].endswith("(capped: ONEDNN_MAX_CPU_ISA=AVX2)")
