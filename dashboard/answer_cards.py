@@ -166,7 +166,7 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
     if on_each:  # the verdict per instruction set, where the run timed several
         st.caption(md(f"{name} on each instruction set: " + "; ".join(on_each) + "."))
     if not name:
-        st.caption(f"No answer: {md(cert.get('reason') if cert else answer.reason)}.")
+        st.caption(f"No answer: {md(cert.reason if cert else answer.reason)}.")
     elif not cert:
         st.caption("Exploratory: the same test examples chose this variant and judge it, so "
                    "its confidence is not a guarantee; `compression-bench recommend` keeps "

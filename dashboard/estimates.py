@@ -47,11 +47,16 @@ def describe_estimate(spec) -> str:
 
 
 def describe_recommend_estimate(model: str, dataset: str, trials: int,
-                                budget_s: float | None) -> str:
-    """"about T (from ...)" for a planned recommendation, from this worker's earlier runs."""
+                                budget_s: float | None, spec: dict | None = None) -> str:
+    """"about T (from ...)" for a planned recommendation, from this worker's earlier runs;
+    before any, from the machine's speed and the work of ``spec`` (the page's sweep on the
+    recommendation's data)."""
     from benchmarks.run.estimate import estimate_recommend
     try:
         runs = _history(str(store_path()), model, dataset, _mark())
+        earlier = _any_history(str(store_path()), _mark())
     except Exception:
-        runs = []
-    return estimate_recommend(trials, runs, budget_s).describe()
+        runs, earlier = [], []
+    speed = (worker_card("cpu") or {}).get("speed")
+    return estimate_recommend(trials, runs, budget_s, spec=spec, speed=speed,
+                              earlier=earlier).describe()

@@ -81,7 +81,8 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
     model = _page_model(sweep_fields)
     if model and data:
         st.caption("Expected duration: " + md(estimates.describe_recommend_estimate(
-            model, data, int(trials), 60.0 * minutes if minutes else None)))
+            model, data, int(trials), 60.0 * minutes if minutes else None,
+            _planned(_on_data(sweep_fields, data, page_data)))))
     job_id = state.current_job_id(JOB_KEY, "recommend")  # the one just submitted, too
     if not job_id:
         return
@@ -90,6 +91,16 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
         run = state.store().run(job.run_id)
         if run and run.get("recommendation"):
             show(run, key=f"rec-{job.run_id}", device=device)
+
+
+def _planned(sweep_fields) -> dict | None:
+    """The page's sweep on the recommendation's data, as a dict (its variants the kind of
+    trial the search starts from): what a first estimate counts the work of."""
+    from benchmarks.spec.sweep import SweepSpec
+    try:
+        return SweepSpec(**sweep_fields()).to_dict()
+    except (ValueError, TypeError):
+        return None
 
 
 def _page_dataset(sweep_fields) -> str | None:
@@ -226,11 +237,40 @@ def _submit(sweep_fields, choices, enabled, device, asked: dict, free: bool) -> 
         st.error(f"The job could not be submitted: {state.one_line(exc)}")
 
 
+def _next_steps(run: dict, rec, key: str, device: str) -> None:
+    """Nothing certified: what to try next, each one click (a new recommendation of the same
+    model, data and space, its request changed; ``views.recommendation.next_steps``)."""
+    from benchmarks.views.recommendation import next_steps
+    steps = next_steps(rec)
+    if not steps:
+        return
+    if not state.may_run_on(run, "recommend"):  # a shared link: read-only, as the queue is
+        st.caption("Next: " + "; ".join(md(f"{s.label} ({s.why})") for s in steps) + ".")
+        return
+    st.markdown("**What to try next**")
+    for column, step in zip(st.columns(len(steps)), steps):
+        if column.button(step.label, key=f"{key}-next-{step.key}", help=step.why):
+            _ask_again(run, step.changes, device)
+
+
+def _ask_again(run: dict, changes: dict, device: str) -> None:
+    from benchmarks.recommend.job import asked_again
+    try:
+        job = asked_again(run, changes)
+        st.session_state[JOB_KEY] = state.submit("recommend", job, device)
+    except ValueError as exc:
+        st.error(md(str(exc)))
+    except Exception as exc:
+        st.error(f"The job could not be submitted: {md(state.one_line(exc))}")
+    else:
+        st.rerun()
+
+
 def show(run: dict, key: str, device: str = "cpu") -> None:
     """A stored recommendation: its answer, certificate, trials, and *Run this*."""
     from benchmarks.recommend.record import Recommended
-    from benchmarks.views.recommendation import candidate_rows, headline, summary_lines, \
-        trials_figure
+    from benchmarks.views.recommendation import COLUMN_HELP, candidate_rows, \
+        certificate_caption, headline, summary_lines, trials_figure
     rec = Recommended.from_dict(run["recommendation"])
     own = state.owns(run)  # others see the recipe without the server's paths
 
@@ -240,17 +280,14 @@ def show(run: dict, key: str, device: str = "cpu") -> None:
         st.success(shown(headline(rec)))
     else:
         st.warning(shown(headline(rec)))
+        _next_steps(run, rec, key, device)
     st.markdown("  \n".join(shown(line) for line in summary_lines(
         rec, run.get("environment"))[1:]))
     rows = candidate_rows(rec)
     if rows:
-        st.markdown("**The certificate**: the best variants of the search, checked one by one "
-                    "on the unseen half, slowest first (an order fixed before the check, so "
-                    "the confidence holds for all of them); the first that fails ends it. "
-                    "*gained* and *lost*: images it got right where the baseline was wrong, "
-                    "and the reverse; *worst case*: the accuracy change it is certified "
-                    "not to fall below.")
-        st.dataframe(rows, hide_index=True, key=f"{key}-candidates")
+        st.markdown(certificate_caption(rec))
+        st.dataframe(rows, hide_index=True, key=f"{key}-candidates", column_config={
+            name: st.column_config.Column(help=text) for name, text in COLUMN_HELP.items()})
     st.plotly_chart(trials_figure(rec), key=f"{key}-trials")
     recipe = rec.recipe
     if recipe:

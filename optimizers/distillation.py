@@ -54,8 +54,9 @@ def teacher_logits(teacher: nn.Module, ctx: Context) -> torch.Tensor:
                 out[idx] = frozen(x.to(ctx.device)).float().cpu()
         return out
     # The teacher object is the sweep's baseline (or a chain's unpruned input): its identity
-    # names its weights for the life of the sweep.
-    return ctx.memo(("teacher_logits", id(teacher)), compute)
+    # names its weights, and the memo holds it beside its logits, so no other model can take
+    # its id while the memo lives (a sweep's may outlive one run: a recommendation's waves).
+    return ctx.memo(("teacher_logits", id(teacher)), lambda: (teacher, compute()))[1]
 
 
 def _kd_loss_fn(logits: torch.Tensor, settings: DistillSettings):

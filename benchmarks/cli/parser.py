@@ -197,10 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
         "recommend", help="search for the fastest variant provably within a margin of the "
                           "baseline, and certify it on test examples the search never saw",
         description="Search the techniques' settings (Optuna) on a search split of the test "
-                    "examples, then certify the candidates on a certify split, once: "
-                    "paired non-inferiority (an exact unconditional test where discordant "
-                    "pairs are few, Tango's score test otherwise), fixed-sequence over the "
-                    "candidates, the speed-up with a bootstrap interval."))
+                    "examples, then certify the candidates faster than --min-speedup on a "
+                    "certify split, once: paired non-inferiority (an exact unconditional test "
+                    "where discordant pairs are few, Tango's score test otherwise) and any "
+                    "--also/--latency risk, in order of how likely each is to pass on the "
+                    "search split, by a graphical procedure that goes on past a failure; the "
+                    "speed-up with a bootstrap interval."))
     _add_listing(sub)
     _add_handoff(sub)
     _add_distributed(sub.add_parser(

@@ -41,13 +41,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from benchmarks.recommend import procedures
-from benchmarks.recommend.risks import Accuracy, Risk, RiskTest, image_tests
+from benchmarks.recommend.risks import Risk, RiskTest, image_tests
 from benchmarks.recommend.sequence import search_p
 from benchmarks.recommend.split import Split
 from benchmarks.report import stats
 from benchmarks.report.answer import (
     COUNTED_OBJECTIVES,
-    FEW_DISCORDANT,
     POOLED,
     objective_ratio,
 )
@@ -215,22 +214,14 @@ def decide(cert: Certificate, tests: dict[str, list[RiskTest] | None]) -> None:
 
 
 def _fill(tested: Tested, found: list[RiskTest], level: float, confidence: float) -> None:
-    """A tested row's figures: the accuracy test's in its own fields, the others' in
-    ``risks``, its p-value the largest."""
+    """A tested row's figures: the accuracy test's in its own fields (``fill``), the other
+    risks' in ``risks``; its p-value the largest."""
     ps = []
     for test in found:
         figures = test.figures(level)
         ps.append(figures["p"])
-        if isinstance(test, Accuracy):
-            tested.b, tested.c, tested.n = test.b, test.c, test.n
-            tested.theta_pts = 100 * (test.b - test.c) / test.n
-            two_sided = stats.paired_difference(test.b, test.c, test.n, confidence,
-                                                test.forced)
-            tested.interval_pts = two_sided["ci_pts"]
-            tested.lower_pts = figures["lower_pts"]
-            tested.test, tested.test_why = figures["test"], figures["why"]
-            if test.b + test.c < FEW_DISCORDANT:
-                tested.notes.append(f"few discordant pairs ({test.b + test.c})")
+        if test.name == "accuracy":
+            test.fill(tested, figures, confidence)
         else:
             tested.risks[test.name] = figures
     tested.p_value = max(ps)
@@ -325,10 +316,12 @@ def _choose(cert: Certificate, results: dict[str, VariantResult]) -> None:
                                      if best.ratio_ci else ""))
     also = "".join(f", {Risk.from_dict(r).words()}" for r in cert.risks
                    if r.get("name") != "accuracy")
+    # In a reader's words; a certificate stored before the fifth wave (no risks) as it was.
+    test = (stats.TEST_WORDS.get(best.test, best.test) if cert.risks else f"{best.test} test")
     cert.reason = (f"{best.name} is within {cert.margin_pts:g} points of the baseline"
                    + also + f" at {cert.confidence:.0%} confidence (lower limit "
                    f"{best.lower_pts:+.2f} points, n={best.n}"
-                   + (f", {best.test} test, p={best.p_value:.3g}" if best.test else "")
+                   + (f", {test}, p={best.p_value:.3g}" if best.test else "")
                    + f") and {claim} {word} in {cert.objective}"
                    + ("" if faster(best) else f", not {word} beyond its noise"))
 

@@ -36,3 +36,23 @@ def from_payload(data: dict):
                for key, v in (data.get("choices") or {}).items()}
     return request, spec, search_space(choices, data.get("enabled") or (),
                                        tuple(data.get("runtimes") or ("eager",)))
+
+
+def asked_again(run: dict, changes: dict) -> dict:
+    """The payload of a stored recommendation (``run``: a store's run with its
+    ``recommendation``) asked again with ``changes`` to its request (more trials, another
+    margin, a new split seed): its model, data, budgets and space as they were. One line
+    where the run predates what this needs (its space's ``asked``)."""
+    block = run.get("recommendation") or {}
+    asked = (block.get("space") or {}).get("asked")
+    if asked is None:
+        raise ValueError("this recommendation was stored before its space could be asked "
+                         "again: run it from the Recommend panel")
+    request = RecommendRequest.from_dict({**(block.get("request") or {}), **changes})
+    spec = SweepSpec.from_dict({k: v for k, v in (run.get("spec") or {}).items()
+                                if k != "recommend"})
+    choices = {tuple(key.split(".", 1)): tuple(v) if isinstance(v, list) else v
+               for key, v in (asked.get("choices") or {}).items()}
+    return payload(spec, request, choices, asked.get("enabled") or (),
+                   runtimes=tuple(asked.get("runtimes") or ("eager",)))
+

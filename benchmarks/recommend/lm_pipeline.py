@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import time
 
-from benchmarks.recommend.certificate import order_candidates
+from benchmarks.recommend.certificate import SEARCH_ORDER, order_by_search
 from benchmarks.recommend.lm_certificate import (
     COUNTED,
     accuracy_on,
+    candidates_of,
     cell_ratio,
     cells_of,
     certify_lm,
     change_pts,
     check_objective,
 )
+from benchmarks.recommend.procedures import SHIPPED
+from benchmarks.recommend.sequence import faster_beyond_noise
 from benchmarks.recommend.recipe import recipe
 from benchmarks.recommend.split import make_split
 
@@ -59,6 +62,10 @@ def check_request(request) -> None:
     if request.sampler != "tpe":
         raise ValueError("a language model's recommend measures the whole grid: drop "
                          "--sampler")
+    for risk in request.risks:
+        if risk.name != "nll":
+            raise ValueError(f"a language model's recommend takes --also nll<=X; "
+                             f"{risk.text()} is an image model's risk")
 
 
 class LMRecommender:
@@ -112,10 +119,11 @@ class LMRecommender:
         for name, (record, cell) in cells.items():
             if name == self.reference:
                 continue
-            ratio, _, _ = cell_ratio(cell, base_cell, record, base_record, request.objective)
+            ratio, ratio_ci, _ = cell_ratio(cell, base_cell, record, base_record,
+                                            request.objective)
             change = change_pts(record["outcomes"]["variant"], base, split.search)
             trials.append({"name": name, "variant": record["name"], "runtime": cell["mode"],
-                           "state": "complete", "ratio": ratio,
+                           "state": "complete", "ratio": ratio, "ratio_ci": ratio_ci,
                            "search_change_pts": round(change, 6),
                            "search_accuracy": accuracy_on(record["outcomes"]["variant"],
                                                           split.search)})
@@ -130,14 +138,22 @@ class LMRecommender:
         feasible = [t for t in trials if t["state"] == "complete" and t["ratio"] is not None
                     and t["ratio"] > 1 and t["search_change_pts"] >= -margin_pts]
         feasible.sort(key=lambda t: (-t["ratio"], t["name"]))  # the fastest first
-        chosen = feasible[:request.max_candidates]
+        faster = [t for t in feasible if faster_beyond_noise(
+            t["ratio"], t.get("ratio_ci"), request.objective, request.min_speedup)]
+        not_faster = [{"name": t["name"], "search_ratio": t["ratio"],
+                       "search_ratio_ci": t.get("ratio_ci")}
+                      for t in feasible[:request.max_candidates] if t not in faster]
+        chosen = faster[:request.max_candidates]
         for t in trials:
             t["front"] = t in chosen
-        sequence = order_candidates([{"name": t["name"], "ratio": t["ratio"],
-                                 "change_pts": t["search_change_pts"]} for t in chosen])
+        extra = request.risks
+        sequence = order_by_search(candidates_of(chosen, records, split, margin_pts,
+                                                 self.reference, extra))
         cert = certify_lm(sequence, records, split, margin_pts=margin_pts,
                           margin=request.within, confidence=request.confidence,
-                          objective=request.objective, reference=self.reference)
+                          objective=request.objective, reference=self.reference,
+                          procedure=SHIPPED, order_basis=SEARCH_ORDER, extra=extra,
+                          not_faster=not_faster, min_speedup=request.min_speedup)
         won = next((t for t in trials if t["name"] == cert.winner), None)
         return {
             "schema": SCHEMA, "kind": "lm", "request": request.to_dict(),

@@ -65,6 +65,8 @@ class Recommended:
     final_timing: bool                  # the candidates timed again with the baseline
     timing_from: str | None             # the run whose final timing a replay replayed
     reference: str | None               # a language model's speed-ups' reference cell
+    request: dict | None = None         # what was asked (``RecommendRequest.to_dict``)
+    asked_again: bool = False           # its space says how to ask again (``job.asked_again``)
 
     @property
     def measured(self) -> list[Trial]:
@@ -89,4 +91,5 @@ class Recommended:
             runtimes=tuple((block.get("space") or {}).get("runtimes") or ["eager"]),
             recipe=block.get("recipe"), stopped=block.get("stopped"),
             final_timing=bool(block.get("final_timing")), timing_from=block.get("timing_from"),
-            reference=block.get("reference"))
+            reference=block.get("reference"), request=block.get("request"),
+            asked_again=bool((block.get("space") or {}).get("asked")))

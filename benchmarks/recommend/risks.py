@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from benchmarks.recommend.split import Split, discordant_at
 from benchmarks.report import stats
+from benchmarks.report.answer import FEW_DISCORDANT
 
 RISKS = ("agreement", "nll")
 RISK_FORMS = ("agreement>=P% (top-1 agreement with the baseline, P in (50, 100)) or "
@@ -192,6 +193,19 @@ class Accuracy(RiskTest):
                                      self.forced)
         return {"p": found["p_value"], "lower_pts": 100 * found["lower"],
                 "test": found["test"], "why": found["why"]}
+
+    def fill(self, tested, figures: dict, confidence: float) -> None:
+        """A certificate row's accuracy fields (``certificate.Tested``): the counts, the
+        change with its two-sided interval at ``confidence``, the lower limit at the level."""
+        b, c, n = self.b, self.c, self.n
+        tested.b, tested.c, tested.n = b, c, n
+        tested.theta_pts = 100 * (b - c) / n
+        tested.interval_pts = stats.paired_difference(b, c, n, confidence,
+                                                      self.forced)["ci_pts"]
+        tested.lower_pts = figures["lower_pts"]
+        tested.test, tested.test_why = figures["test"], figures["why"]
+        if b + c < FEW_DISCORDANT:
+            tested.notes.append(f"few discordant pairs ({b + c})")
 
 
 class Agreement(RiskTest):

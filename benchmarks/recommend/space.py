@@ -105,6 +105,9 @@ class SearchSpace:
     # runtime, scored and timed from that runtime's own outputs (issue 34). Eager alone: the
     # search is over recipes, as before.
     runtimes: tuple[str, ...] = ("eager",)
+    # What it was made from ({"choices", "enabled", "runtimes"}, as a job's payload holds
+    # them): a stored recommendation's next step asks again with them (``job.asked_again``).
+    asked: dict | None = field(default=None, compare=False)
 
     def fitted(self, refusal) -> "SearchSpace":
         """The space without the chains that cannot apply to this model, asked of each
@@ -231,7 +234,8 @@ class SearchSpace:
         return {"techniques": list(self.techniques), "chains": list(self.chains),
                 "knobs": [k.to_dict() for k in self.knobs], "size": self.size(),
                 "fixed": {f"{t}.{f}": v for (t, f), v in self.fixed.items()},
-                "left_out": dict(self.left_out), "runtimes": list(self.runtimes)}
+                "left_out": dict(self.left_out), "runtimes": list(self.runtimes),
+                **({"asked": self.asked} if self.asked is not None else {})}
 
 
 def search_space(choices: dict, enabled, runtimes=("eager",)) -> SearchSpace:
@@ -268,8 +272,11 @@ def search_space(choices: dict, enabled, runtimes=("eager",)) -> SearchSpace:
             knob = _knob(technique, field_name, meta, given)
             if knob is not None:
                 knobs.append(knob)
+    asked = {"choices": {f"{t}.{f}": list(v) if isinstance(v, (list, tuple)) else v
+                         for (t, f), v in choices.items()},
+             "enabled": sorted(choices_enabled), "runtimes": list(runtimes)}
     space = SearchSpace(techniques, tuple(knobs), fixed, implicit=not choices_enabled,
-                        runtimes=runtimes)
+                        runtimes=runtimes, asked=asked)
     if space.size() == 1:
         flags = ", ".join(registry.get(t).switch_flag for t in techniques)
         raise ValueError(f"the search space has no sweepable knob: {flags} with every setting "

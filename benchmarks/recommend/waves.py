@@ -43,6 +43,13 @@ class Waves:
         self.on_progress = on_progress
         self.count = 0
         self.measure_s: list[float] = []  # per variant, what a wave spends but training
+        # A sweep run here remembers, wave to wave, what it measured of each variant (the
+        # baseline's scores, a candidate's for its final timing) and the work its techniques
+        # share (the teacher's logits): ``PreparedSweep.known``. A Ray sweep (no ``known``)
+        # builds and scores on its nodes, each wave whole.
+        self.local = hasattr(sweep, "known")
+        if self.local:
+            sweep.known, sweep.shared = {}, {}
 
     def _set(self, spec) -> None:
         self.sweep.spec = spec
@@ -89,6 +96,10 @@ class Waves:
         for r in results[len(unique) + 1:]:  # a runtime's first cell: the wave's batch, threads
             cells.setdefault(((r.runtime or {}).get("variant"), (r.runtime or {}).get("name")), r)
         base = by_index.get(0)
+        if self.local and not cut:
+            for v, r in zip((BASELINE, *unique.values()), results):
+                if r is not None and r.ok and r.scores.correct_bits and r.runtime is None:
+                    self.sweep.known[v.stable_hash()] = r
         trials = [by_index.get(index[v.name]) if runtime == EAGER
                   else cells.get((v.name, runtime)) for v, runtime in zip(variants, runtimes)]
         if cut:  # a variant whose timing the cancel cut off has no ratio: not measured

@@ -227,6 +227,9 @@ def exact_rule(b: int, c: int) -> tuple[bool, str]:
 
 EXACT_TEST = "exact unconditional (Sidik 2003, Berger-Boos restricted)"
 SCORE_TEST = "Tango score"
+# Each test in a reader's words (its reference stays in the JSON's ``test`` and on hover).
+TEST_WORDS = {EXACT_TEST: "an exact test (few differing images)",
+              SCORE_TEST: "a score test (many differing images)"}
 
 
 def _chosen(b: int, c: int, test: str | None) -> tuple[bool, str]:

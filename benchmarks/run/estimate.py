@@ -302,13 +302,24 @@ def _trials_searched(run: dict) -> int:
         ((run.get("spec") or {}).get("recommend") or {}).get("trials") or 0)
 
 
-def estimate_recommend(trials: int, history, budget_s: float | None = None
+# The search's waves time each trial beside the baseline; the final timing, the candidates
+# and the baseline over more rounds (pipeline.FINAL_ROUNDS_MIN and up): in ``min_time_s``s.
+WAVE_ROWS, FINAL_ROWS = 2, 1.5
+
+
+def estimate_recommend(trials: int, history, budget_s: float | None = None, *,
+                       spec: dict | None = None, speed: dict | None = None,
+                       earlier: list[dict] | None = None, max_candidates: int = 6
                        ) -> RecommendEstimate:
     """``trials`` trials of a recommendation, from ``history`` (stored runs of the same model
     and data set, newest first). Earlier recommendations here give their time per built
     variant (their trials and the baseline), whatever the search tried; without one, the
     sweeps' median variant (its training and measuring) stands in for a trial, and the
-    search's own timing rounds and final timing come on top, so it says "at least"."""
+    search's own timing rounds and final timing come on top, so it says "at least". Without
+    either, ``spec`` (a SweepSpec's dict on the recommendation's data: its variants the kind
+    of trial the search starts from) and ``speed`` (the worker card's) give a first estimate
+    from the work model (``first_estimate``): the baseline, ``trials`` trials cycling through
+    the spec's variants, each wave's timing and the final one."""
     runs = list(history)
     per_variant = []
     for run in runs:
@@ -327,8 +338,35 @@ def estimate_recommend(trials: int, history, budget_s: float | None = None
             if not v.get("error") and not _cell_runtime(v)]
     rows = [s for s in rows if s > 0]
     if not rows:
-        return RecommendEstimate(trials, None, "", budget_s)
+        return _first_recommend(trials, budget_s, spec, speed, earlier or [], max_candidates)
     seconds = statistics.median(rows) * (trials + 1)
     return RecommendEstimate(trials, seconds, f"{trials + 1} variants at the median of "
                              f"{len(rows)} variants in earlier sweeps of this model and data "
                              f"set here, before the search's timing", budget_s, at_least=True)
+
+
+def _first_recommend(trials: int, budget_s: float | None, spec: dict | None,
+                     speed: dict | None, earlier: list[dict], max_candidates: int
+                     ) -> RecommendEstimate:
+    """The work model's estimate of a recommendation nothing here has run before."""
+    from benchmarks.run.first_estimate import first_estimate
+    from optimizers import registry
+    # A search's trials are recipes: a technique's control (a student trained alone) is not.
+    variants = [v for v in (spec or {}).get("variants") or [] if v.get("techniques") and not (
+        len(v["techniques"]) == 1 and registry.control(v["techniques"][0]) is not None)]
+    if not spec or not speed or not variants:
+        return RecommendEstimate(trials, None, "", budget_s)
+    planned = [v for v in (spec.get("variants") or []) if not v.get("techniques")][:1]
+    planned += [variants[i % len(variants)] for i in range(trials)]
+    found = first_estimate({**spec, "variants": planned, "runtimes": ["eager"]}, speed,
+                           earlier)
+    if found is None:
+        return RecommendEstimate(trials, None, "", budget_s)
+    seconds, _, runs = found
+    timing = float(spec.get("min_time_s") or 0.0)
+    seconds += timing * (WAVE_ROWS * trials + FINAL_ROWS * (min(trials, max_candidates) + 1))
+    basis = ("this machine's speed and the work of the baseline and each trial"
+             + (f", refined by {runs} earlier sweep{'s' if runs != 1 else ''} here" if runs
+                else ""))
+    return RecommendEstimate(trials, seconds, basis, budget_s)
+

@@ -8,6 +8,7 @@ the phase; the sweep goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -58,6 +59,11 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
         with tracker.track("build"):
             _build(sweep, b, variant, report, shared)
         model, device = b.model, b.device
+        known = (sweep.known or {}).get(variant.stable_hash())
+        if known is not None:  # an earlier wave's scores and costs: the same model's
+            _reuse(result, known)
+            b.model = model
+            return _done(b, t_variant, report)
         b.model = None  # resident only once every phase succeeded
         with tracker.track("accuracy"):
             if sweep.data.labelled:
@@ -105,9 +111,23 @@ def build_and_measure(sweep, index: int, variant: VariantSpec, report: Report,
         if result.error is not None:
             b.model = None
             release_memory()
-    result.provenance.wall_s = time.perf_counter() - t_variant
-    report(variant.name, index, "done", 1.0)
+    return _done(b, t_variant, report)
+
+
+def _done(b: Built, started: float, report: Report) -> Built:
+    b.result.provenance.wall_s = time.perf_counter() - started
+    report(b.result.name, b.index, "done", 1.0)
     return b
+
+
+def _reuse(result: VariantResult, known: VariantResult) -> None:
+    """What an earlier wave of the same sweep measured of the same variant, but its timing
+    (this wave's own) and where and when it was built."""
+    result.scores = dataclasses.replace(known.scores)
+    result.cost = dataclasses.replace(known.cost, layer_sparsity=result.cost.layer_sparsity
+                                      or known.cost.layer_sparsity)
+    result.diagnostics = known.diagnostics
+    result.warnings.extend(w for w in known.warnings if w not in result.warnings)
 
 
 def _build(sweep, b: Built, variant: VariantSpec, report: Report, shared: dict) -> None:

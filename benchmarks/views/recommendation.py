@@ -7,11 +7,14 @@ Streamlit-free."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import plotly.graph_objects as go
 
 from benchmarks.recommend.certificate import Certificate, Tested
 from benchmarks.recommend.record import Recommended
-from benchmarks.report.stats import EXACT_BELOW, EXACT_TEST, SCORE_TEST
+from benchmarks.report.stats import EXACT_BELOW, EXACT_TEST, SCORE_TEST, TEST_WORDS
 from benchmarks.report.style import (
     BASELINE_COLOR,
     CHART_HEIGHT,
@@ -28,10 +31,8 @@ DASH = "—"
 CANDIDATE_COLUMNS = ("order", "candidate", "runs under", "search Δ pts", "search ratio",
                      "gained", "lost", "checked", "Δ pts [interval]", "worst case (pts)", "p",
                      "test", "verdict", "ratio [interval]")
-# The test in a reader's words (its reference, and why it was chosen: ``TEST_REFERENCES``,
-# the JSON's ``test`` and ``test_why``; the page shows the reference on hover).
-TEST_WORDS = {EXACT_TEST: "an exact test (few differing images)",
-              SCORE_TEST: "a score test (many differing images)"}
+# The test's short name and its reference (why it was chosen: the JSON's ``test_why``); the
+# page shows the reference on hover, the text says ``stats.TEST_WORDS``.
 TEST_SHORT = {EXACT_TEST: "exact", SCORE_TEST: "score"}
 TEST_REFERENCES = {
     EXACT_TEST: "exact unconditional test of paired non-inferiority (Sidik 2003, Stat Med "
@@ -132,6 +133,34 @@ def risk_note(name: str, figures: dict) -> str:
         return (f"NLL increase {figures['estimate']:+.4f} per token (at most "
                 f"{figures['upper']:+.4f}, p={figures['p']:.3g})")
     return f"{name}: p={figures.get('p', 1):.3g}"
+
+
+def certificate_caption(rec: Recommended) -> str:
+    """What the certificate's table is, in a newcomer's words (Markdown)."""
+    cert = rec.certificate
+    order = ORDER_WORDS.get(cert.order_basis, cert.order_basis)
+    if cert.procedure == "fixed-sequence":
+        how = (f"checked one by one on the unseen half, {order} (an order fixed before the "
+               f"check, so the confidence holds for all of them); the first that fails ends it")
+    else:
+        how = (f"checked on the unseen half, {order}, each with a share of the error rate "
+               f"that a certified one passes on, so one that fails does not stop the others "
+               f"and the confidence holds for all of them")
+    return (f"**The certificate**: the best variants of the search, {how}. *gained* and "
+            f"*lost*: images it got right where the baseline was wrong, and the reverse; "
+            f"*worst case*: the accuracy change it is certified not to fall below; *test*: "
+            f"{TEST_WORDS[EXACT_TEST]} or {TEST_WORDS[SCORE_TEST]} (the reference on hover).")
+
+
+COLUMN_HELP = {
+    "test": "; ".join(f"{TEST_SHORT[t]}: {TEST_REFERENCES[t]}" for t in TEST_REFERENCES),
+    "worst case (pts)": "the one-sided lower limit of the accuracy change at the share of the "
+                        "error rate the candidate was tested at: certified when above -margin",
+    "p": "the largest p-value of the candidate's risks: certified when below its share of "
+         "alpha",
+    "runs under": "the runtime the candidate was scored and timed under (eager: PyTorch as "
+                  "loaded)",
+}
 
 
 def sequence_line(rec: Recommended) -> str:
@@ -357,3 +386,58 @@ def which_tests(candidates: list[Tested]) -> list[str]:
         out.append(f"{TEST_WORDS.get(test, test)} for {len(mine)} of {len(tested)}"
                    + (f" ({why})" if why else ""))
     return out
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """What to try when nothing was certified: a new recommendation with ``changes`` to the
+    request, said as a button's ``label`` and its ``why``."""
+    key: str
+    label: str
+    why: str
+    changes: dict
+
+
+# A new look at the same test examples draws a new split: the certify half that judged this
+# run does not also choose the next one's margin or candidates alone.
+def next_steps(rec: Recommended) -> list[NextStep]:
+    """The next steps when nothing was certified (none otherwise): more trials; the margin
+    the data could certify for the candidate closest to passing; testing the candidates that
+    were not tested (an earlier fixed sequence's stop, a cut run). Each a new recommendation
+    on a new split seed (``changes`` to its request)."""
+    cert, request = rec.certificate, rec.request or {}
+    if cert.winner is not None or not rec.asked_again:
+        return []
+    seed = int(request.get("split_seed") or 0) + 1
+    steps = []
+    trials = int(request.get("trials") or len(rec.trials) or 8)
+    steps.append(NextStep("trials", f"Search {2 * trials} trials",
+                          f"twice the trials: the search may find candidates that pass (a new "
+                          f"split, seed {seed})", {"trials": 2 * trials, "split_seed": seed}))
+    tested = [t for t in cert.candidates if t.tested and t.lower_pts is not None]
+    if tested:
+        best = max(tested, key=lambda t: (t.search_ratio or 0, t.name))
+        closest = min(tested, key=lambda t: (-(t.lower_pts or -100), t.order))
+        pick = closest if best.lower_pts <= -50 else best
+        margin = max(0.1, math.ceil(-pick.lower_pts * 10 + 1e-9) / 10)
+        if margin <= 50 and margin > cert.margin_pts:
+            steps.append(NextStep(
+                "margin", f"Certify within {margin:g}pt",
+                f"the margin {pick.name}'s worst case here ({pick.lower_pts:+.2f} points) "
+                f"would pass; a new recommendation on a new split (seed {seed})",
+                {"within": f"{margin:g}pt", "split_seed": seed}))
+    untested = [t for t in cert.candidates if not t.tested]
+    if untested:
+        fastest = max(untested, key=lambda t: (t.search_ratio or 0, t.name))
+        steps.append(NextStep(
+            "untested", f"Certify {fastest.name} and the other untested",
+            f"{len(untested)} candidate{'s' if len(untested) != 1 else ''} never tested here; "
+            f"the graphical procedure tests every one (a new split, seed {seed})",
+            {"split_seed": seed}))
+    if not cert.candidates and cert.not_faster and (cert.min_speedup or 1) > 1:
+        steps.append(NextStep(
+            "slower", "Count smaller speed-ups (1.0x)",
+            f"{len(cert.not_faster)} candidate(s) within the margin were not faster than "
+            f"{cert.min_speedup:g}x beyond noise", {"min_speedup": 1.0, "split_seed": seed}))
+    return steps
+

@@ -326,3 +326,58 @@ def test_a_certificate_stored_before_the_fifth_wave_reads_as_fixed_sequence_by_s
                                       "search_change_pts": 0.0, "tested": True}]})
     assert old.procedure == "fixed-sequence" and old.order_basis == "speed"
     assert old.risks == [] and old.candidates[0].search_p is None
+
+
+# -- a language model's cells: the same order and procedure, and the NLL risk ----------------
+
+def _lm_record(name, correct, nll, base_correct, base_nll, tokens, decode):
+    return {"name": name, "ok": True, "size": {"weights_bytes": 1000},
+            "outcomes": {"baseline": {"correct": base_correct, "tokens": tokens,
+                                      "nll": base_nll},
+                         "variant": {"correct": correct, "tokens": tokens, "nll": nll}},
+            "cells": [{"mode": "eager", "ok": True, "samples": {"decode_ms": decode}}]}
+
+
+def test_a_language_models_nll_risk_is_certified_beside_its_accuracy():
+    """Two cells as accurate as the baseline token for token; one raises the NLL by 0.05 nats
+    per token in every window: with --also nll<=0.02 only the other passes, and the
+    certificate recomputes from its stored windows."""
+    from benchmarks.recommend.lm_pipeline import check_request
+    from benchmarks.recommend.lm_certificate import candidates_of, certify_lm
+    from benchmarks.recommend.lm_certificate import recompute as recompute_lm
+    n = 40
+    split = Split(0, n, tuple(range(0, n, 2)), tuple(range(1, n, 2)))
+    tokens = [50] * n
+    base_correct = [25 + (i % 3) for i in range(n)]
+    base_nll = [100.0 + (i % 5) for i in range(n)]
+    jitter = [0.2 * ((i * 7) % 5 - 2) for i in range(n)]
+    records = [
+        _lm_record("baseline", base_correct, base_nll, base_correct, base_nll, tokens,
+                   [10.0, 10.1, 9.9, 10.0, 10.2, 9.8]),
+        _lm_record("calm", base_correct, [b + j for b, j in zip(base_nll, jitter)],
+                   base_correct, base_nll, tokens, [5.0, 5.1, 4.9, 5.0, 5.1, 4.9]),
+        _lm_record("rough", base_correct, [b + 2.5 + j for b, j in zip(base_nll, jitter)],
+                   base_correct, base_nll, tokens, [3.0, 3.1, 2.9, 3.0, 3.1, 2.9])]
+    request = RecommendRequest(also="nll<=0.02", trials=None)
+    check_request(request)
+    trials = [{"name": "calm@eager", "ratio": 2.0, "ratio_ci": [1.9, 2.1],
+               "search_change_pts": 0.0, "runtime": "eager"},
+              {"name": "rough@eager", "ratio": 3.3, "ratio_ci": [3.2, 3.4],
+               "search_change_pts": 0.0, "runtime": "eager"}]
+    sequence = order_by_search(candidates_of(trials, records, split, 2.0, "baseline@eager",
+                                             request.risks))
+    cert = certify_lm(sequence, records, split, margin_pts=2.0, margin="2pt",
+                      confidence=0.95, objective="p50", reference="baseline@eager",
+                      procedure=procedures.SHIPPED, order_basis=SEARCH_ORDER,
+                      extra=request.risks)
+    by = {t.name: t for t in cert.candidates}
+    assert by["calm@eager"].certified and not by["rough@eager"].certified
+    assert by["rough@eager"].risks["nll"]["estimate"] == pytest.approx(0.05)
+    assert cert.winner == "calm@eager" and "NLL increase of at most 0.02" in cert.reason
+    document = {"variants": records, "recommendation": {
+        "certificate": cert.to_dict(), "split": split.to_dict(),
+        "reference": "baseline@eager"}}
+    assert recompute_lm(json.loads(json.dumps(document))).to_dict() == cert.to_dict()
+    # An image model's risk is refused on a language model, in one line.
+    with pytest.raises(ValueError, match="takes --also nll<=X"):
+        check_request(RecommendRequest(also="agreement>=99%"))
