@@ -381,3 +381,32 @@ def test_a_language_models_nll_risk_is_certified_beside_its_accuracy():
     # An image model's risk is refused on a language model, in one line.
     with pytest.raises(ValueError, match="takes --also nll<=X"):
         check_request(RecommendRequest(also="agreement>=99%"))
+
+
+def test_the_certificates_table_says_a_dash_with_its_reason_never_none():
+    """Issue 44.7: a candidate never tested (after a fixed sequence's stop) and one not
+    certified have no figures for some cells: each says "—" and why."""
+    from benchmarks.recommend.record import Recommended
+    from benchmarks.views.recommendation import candidate_rows, next_steps
+    split, base, results = _front()
+    trials = _trials(split, base, results)
+    old = certify(order_candidates([{"name": t.name, "ratio": t.ratio,
+                                     "change_pts": t.search_change_pts} for t in trials]),
+                  results, base, split, margin_pts=1.0, margin="1pt", confidence=0.95,
+                  objective="p50")
+    rec = Recommended.from_dict({"certificate": old.to_dict(), "split": split.to_dict(),
+                                 "request": RecommendRequest().to_dict(),
+                                 "space": {"asked": {"choices": {}, "enabled": [],
+                                                     "runtimes": ["eager"]}}})
+    rows = candidate_rows(rec)
+    cells = [str(v) for row in rows for v in row.values()]
+    assert not any(v in ("None", "", "-") for v in cells) and "None" not in " ".join(cells)
+    untested = next(r for r in rows if r["candidate"] == "int8")
+    assert untested["gained"] == "— (not tested)" and untested["runs under"] == "eager"
+    assert untested["ratio [interval]"] == "— (not tested)"
+    # Nothing certified: more trials, the margin the closest would pass, the untested.
+    steps = {s.key: s for s in next_steps(rec)}
+    assert set(steps) == {"trials", "margin", "untested"}
+    assert steps["trials"].changes == {"trials": 16, "split_seed": 1}
+    assert steps["margin"].label == f"Certify within {steps['margin'].changes['within']}"
+    assert float(steps["margin"].changes["within"][:-2]) > 1.0
