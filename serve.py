@@ -1,13 +1,16 @@
 """The dashboard's server: `streamlit run serve.py` (what `make run` starts).
 
-``app.py`` is the page script; this wraps it in Streamlit's ASGI app with two additions
-(``dashboard/asgi.py``, ``dashboard/upload_limits.py``), both in front of Streamlit:
+``app.py`` is the page script; this wraps it in Streamlit's ASGI app with three additions
+(``dashboard/asgi.py``, ``dashboard/upload_limits.py``), all in front of Streamlit:
 
 - an HTTP request or WebSocket whose Host header is not in ``server.allowedHosts``
   (``.streamlit/config.toml``: localhost by default, ``[::1]`` included) is refused with 400.
   Streamlit itself checks that list on its WebSocket only, so a DNS-rebinding page (an
   attacker's name resolving to 127.0.0.1, opened in a team member's browser) would still load.
   To serve under another name (behind a reverse proxy), add that name to ``allowedHosts``.
+- the browser's identity (who owns its runs without sign-in) is a cookie of the app's own,
+  set here HttpOnly and SameSite=Strict, and a WebSocket opened by a page of another origin
+  (another port of the same host included) is refused (``dashboard/identity.py``).
 - uploads are capped in total, per session and for the whole server (413 with a one-line
   reason past either), counted as the body streams; uploads no widget claims are dropped.
 
@@ -22,7 +25,7 @@ import streamlit as st
 from starlette.middleware import Middleware
 from streamlit import config
 
-from dashboard.asgi import HostCheck
+from dashboard.asgi import HostCheck, IdentityCookie
 from dashboard.upload_limits import UploadLimits, drop_unclaimed_forever
 
 def limits_or_exit():
@@ -60,4 +63,6 @@ async def supervised(_app):
 
 
 app = st.App("app.py", lifespan=supervised, middleware=[
-    Middleware(HostCheck, allowed_hosts=ALLOWED_HOSTS), Middleware(UploadLimits)])
+    Middleware(HostCheck, allowed_hosts=ALLOWED_HOSTS),
+    Middleware(IdentityCookie, base_url_path=config.get_option("server.baseUrlPath")),
+    Middleware(UploadLimits)])

@@ -16,7 +16,7 @@ import threading
 
 import streamlit as st
 
-from dashboard import state, widgets
+from dashboard import identity, state, widgets
 
 PAGES = (("pages/experiment.py", "Experiment", ":material/science:"),
          ("pages/results.py", "Results", ":material/bar_chart:"),
@@ -36,6 +36,10 @@ def frame() -> None:
     if st.session_state.pop(state.NEW_SESSION, False):
         st.warning("This link's session was not issued to this browser, so a new session "
                    "started. To show someone a run, send the link on its Results page.")
+    if state.browser_identity() == identity.CONFLICT:
+        st.warning("This browser sent two identity cookies for this site: another page on "
+                   "this host name set one. Neither is believed, so what you run in this tab "
+                   "is yours only until it closes. Clear this site's cookies to start afresh.")
 
 
 def sidebar() -> None:
@@ -50,6 +54,29 @@ def sidebar() -> None:
         widgets.device_card(widgets.worker_card("cpu"))
         widgets.my_jobs_panel()
         st.caption(state.cache_line())
+        this_browser()
+
+
+def this_browser() -> None:
+    """Without sign-in the browser owns its runs (its identity cookie): it may forget itself,
+    on a shared computer say. With sign-in the user does, from any browser."""
+    if state.signed_in_email():
+        return
+    found = state.browser_identity()
+    if found is None:
+        st.caption("This browser sent no identity cookie that verifies (are cookies blocked? "
+                   "was it forgotten in another tab? reload): what you run here is yours "
+                   "only while this tab is open.")
+    if not isinstance(found, identity.Identity):
+        return
+    with st.popover("Forget this browser"):
+        st.write("The runs and jobs this browser made stay with its old identity, read-only "
+                 "for everyone from then on, this browser included; it starts afresh with a "
+                 "new one. (Clearing this site's cookies instead would leave the old identity "
+                 "valid wherever a copy of its cookie is.)")
+        if st.button("Forget it", key="forget_browser", type="primary"):
+            state.forget_browser()
+            st.stop()
 
 
 def route() -> None:

@@ -1,9 +1,11 @@
-"""Per-user state: named session keys, the session's signed key in the URL, who owns what,
-the shared queue (and its supervisor), uploads handed to jobs, the operator's folders."""
+"""Per-user state: named session keys, the browser's identity and the session key made from
+it, who owns what, the shared queue (and its supervisor), uploads handed to jobs, the
+operator's folders."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import tempfile
 import threading
@@ -20,8 +22,9 @@ from optimizers.errors import first_line as one_line  # torch-free; pages use it
 ROOT = Path(__file__).resolve().parent.parent
 
 # Session-state keys, named once so pages never disagree on a spelling.
-SESSION_KEY = "cb_session"        # this browser session's key (also in the URL as ?session=)
-NEW_SESSION = "cb_new_session"    # set when the URL's key was refused and a new one minted
+SESSION_KEY = "cb_session"        # this session's key (also in the URL as ?session=)
+NEW_SESSION = "cb_new_session"    # set when the URL's key was another's
+TAB_KEY = "cb_tab_session"        # the key of a tab whose browser sent no identity cookie
 JOB_ID = "cb_job_id"              # the sweep job this session submitted last
 DIST_JOB_ID = "cb_dist_job_id"    # the distributed job this session submitted last
 EXPORT_JOB_ID = "cb_export_job_id"  # the model export this session asked for last
@@ -38,35 +41,87 @@ def _secret(path: str) -> bytes:
     return identity.server_secret(Path(path))
 
 
-def _browser_binding() -> str:
+NO_BROWSER = "no browser"  # a session with no HTTP request behind it (AppTest)
+
+
+def browser_identity():
+    """This browser's identity, as the server's ASGI layer handed it on from the WebSocket's
+    handshake (``dashboard/asgi.py``) and verified again here (its MAC, age, revocation): an
+    ``identity.Identity``; None where the browser sent none that verifies (cookies blocked, or
+    forgotten in another tab); ``identity.CONFLICT`` where it sent two; ``NO_BROWSER`` where
+    no request is behind the session at all (a real WebSocket always has headers)."""
     try:
-        cookie = st.context.cookies.get(identity.XSRF_COOKIE)
-    except Exception:  # no browser behind this session (a test harness)
-        cookie = None
-    return identity.browser_binding(cookie)
+        if not len(st.context.headers):
+            return NO_BROWSER
+        value = st.context.cookies.get(identity.COOKIE)
+    except Exception:  # unreadable: a browser without an identity, never the harness's way
+        return None
+    if value == identity.CONFLICT:
+        return identity.CONFLICT
+    return identity.read_cookie(value, _secret(str(store_path())),
+                                identity.revoked(store_path()))
 
 
 def session_key() -> str:
-    """This session's key: from session state, else from the URL if this server minted it
-    for this browser (a refreshed page keeps its jobs), else this browser's own key, bound to
-    its cookie (a new tab keeps its owner's runs), else, with no cookie at all, a new one.
-    It is written back to the URL so a refresh finds it again."""
+    """This session's key, made again on every run from what the browser is now.
+
+    - A browser with an identity cookie: its own key (``identity.browser_key``), the same in
+      every tab and after a restart; a forgotten identity stops verifying at once.
+    - A browser without one: a key of this tab alone, kept in the session.
+    - No browser behind the session (AppTest, which has no HTTP layer): the session's key,
+      else the URL's where this server minted it for such a session (a "refresh"), else a new
+      one. Only such sessions mint keys bound to nothing, so a URL never stands for a
+      browser's identity on a real server.
+
+    The key is written to the URL (``?session=``), where a link from another browser or
+    identity is told apart (a warning, unless the link names the run it shows)."""
+    secret = _secret(str(store_path()))
+    found = browser_identity()
+    first = SESSION_KEY not in st.session_state
     key = st.session_state.get(SESSION_KEY)
-    if not key:
-        secret, binding = _secret(str(store_path())), _browser_binding()
-        from_url = st.query_params.get(QUERY_PARAM)
-        if identity.verify(from_url, secret, binding):
-            key = from_url
-        else:
-            key = (identity.browser_key(secret, binding) if binding
-                   else identity.mint(secret, binding))
-            # A colleague's copied link: no news where it names the run it shows.
-            st.session_state[NEW_SESSION] = bool(from_url) and not st.query_params.get(
-                RUN_PARAM)
-        st.session_state[SESSION_KEY] = key
-    if st.query_params.get(QUERY_PARAM) != key:
+    from_url = st.query_params.get(QUERY_PARAM)
+    if found is NO_BROWSER:
+        if not key:
+            key = from_url if identity.verify(from_url, secret, "") else identity.mint(secret, "")
+    elif isinstance(found, identity.Identity):
+        key = identity.browser_key(secret, found.id)
+    else:
+        key = st.session_state.get(TAB_KEY) or identity.mint(secret, secrets.token_hex(16))
+        st.session_state[TAB_KEY] = key
+    if first:
+        # A colleague's copied link: no news where it names the run it shows.
+        st.session_state[NEW_SESSION] = (bool(from_url) and from_url != key
+                                         and not st.query_params.get(RUN_PARAM))
+    st.session_state[SESSION_KEY] = key
+    if from_url != key:
         st.query_params[QUERY_PARAM] = key
     return key
+
+
+def forget_browser() -> None:
+    """The sidebar's Forget this browser: its identity is revoked on the server (the runs it
+    made stay its old identity's, which nobody can act as any more), and the browser loads the
+    app again, whose health check then gives it a new identity cookie in place of the old."""
+    found = browser_identity()
+    if isinstance(found, identity.Identity):
+        identity.revoke(store_path(), found.id)
+    for name in (SESSION_KEY, TAB_KEY, JOB_ID, DIST_JOB_ID, EXPORT_JOB_ID):
+        st.session_state.pop(name, None)
+    _load_again()
+
+
+def _load_again() -> None:
+    """Send this browser to the app's front page: Streamlit's own way of sending a browser
+    elsewhere (what ``st.login`` and ``st.logout`` enqueue); a page cannot set a cookie."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return
+    message = ForwardMsg()
+    path = identity.cookie_path(st.get_option("server.baseUrlPath"))
+    message.auth_redirect.url = path if path.endswith("/") else path + "/"
+    ctx.enqueue(message)
 
 
 def signed_in_email() -> str | None:

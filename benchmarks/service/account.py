@@ -13,9 +13,10 @@ What the worker may touch, set up by the server (root) before each start (``prep
 
 - the store's folder becomes ``root:GROUP``, mode 1770 (the worker's group may create files
   there, the sticky bit keeps it from removing or renaming the server's): the store and its
-  WAL, the locks, the jobs' folders, the exports, are the worker's; the secret stays root's,
-  0600, and the worker cannot open it. A folder holding anything but the store's own files is
-  not changed: it must already let the worker in, or the start is refused in one line.
+  WAL, the locks, the jobs' folders, the exports, are the worker's; the secret and the
+  revoked browser identities stay root's, 0600, and the worker cannot open them. A folder
+  holding anything but the store's own files is not changed: it must already let the worker
+  in, or the start is refused in one line.
 - the weights cache and a home of its own (``results.db.worker-home``) are the worker's.
 - nothing else: the models and data folders stay the operator's (a models folder the worker
   could write to is refused: it would let a job rewrite the code later jobs run).
@@ -35,7 +36,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.spec.folders import exports_root, private_folder, read_or_make_secret, secret_path
+from benchmarks.spec.folders import (exports_root, private_file, private_folder,
+                                     read_or_make_secret, revocations_path, secret_path)
 
 USER_ENV = "COMPRESSION_BENCH_WORKER_USER"
 CREATE_ENV = "COMPRESSION_BENCH_CREATE_WORKER_USER"
@@ -182,13 +184,15 @@ def prepare(account: Account, store_path: Path, cache_dir: Path, models_dir: Pat
         raise ValueError(f"the models folder {models_dir} is writable by the worker user "
                          f"{account.name}: model files are code the worker runs, so only the "
                          f"operator may write there (chown root and chmod go-w)")
-    secret = secret_path(store_path)
+    secret, revoked = secret_path(store_path), revocations_path(store_path)
     if not os.environ.get(SECRET_ENV):
         # Made now, by the server, before the worker could plant one it knows.
         read_or_make_secret(secret)
+    private_folder(store_path.parent)
+    private_file(revoked)  # likewise: a worker's own would let it un-revoke
     _store_folder(store_path, account)
     for path in store_path.parent.iterdir():
-        if path.name.startswith(store_path.name) and path != secret:
+        if path.name.startswith(store_path.name) and path not in (secret, revoked):
             _chown_tree(path, account)
     for folder in (exports_root(store_path), cache_dir, home_of(store_path)):
         private_folder(Path(folder))

@@ -139,6 +139,13 @@ def secret_path(store_path: str | os.PathLike) -> Path:
     return store_path.with_name(store_path.name + ".secret")
 
 
+def revocations_path(store_path: str | os.PathLike) -> Path:
+    """The revoked browser identities' file, beside the store and its secret
+    (dashboard.identity): the server's own, like the secret."""
+    store_path = Path(store_path)
+    return store_path.with_name(store_path.name + ".revoked")
+
+
 def read_or_make_secret(path: Path, size: int = 32) -> bytes:
     """The secret in ``path``, made once (random, 0600) if absent. A file this process's user
     does not own, or that others may read, is refused: where the worker runs as another user

@@ -132,7 +132,7 @@ def _mode(path: Path) -> int:
 @pytest.mark.browser
 def test_store_log_secret_and_cache_are_owner_only_and_hold_no_session_key(tmp_path):
     """What the server and its worker create is readable by their owner only, and the
-    database keeps owners as digests, never a session key that would open a session."""
+    database keeps owners as digests, never a session key or the browser's identity."""
     from playwright.sync_api import expect
 
     from benchmarks.service.queue import JobQueue
@@ -153,6 +153,8 @@ def test_store_log_secret_and_cache_are_owner_only_and_hold_no_session_key(tmp_p
                          and queue.store.run(js[0].run_id)["variants"] and js[0], 240,
                          "the first variant")
         key = page.url.split("session=", 1)[1].split("&", 1)[0]
+        (browser_id,) = [c["value"].split(".")[0] for c in page.context.cookies()
+                         if c["name"] == "cb_identity"]
         queue.cancel(job.job_id)
         wait_until(lambda: queue.get(job.job_id).finished, 60, "the cancel")
         extra = queue.submit("sweep", SweepSpec(epochs=1, min_time_s=0.05).to_dict(),
@@ -160,13 +162,15 @@ def test_store_log_secret_and_cache_are_owner_only_and_hold_no_session_key(tmp_p
         wait_until(lambda: queue.get(extra).finished, 240, "a second job")
     assert _mode(folder) == 0o700 and _mode(cache) == 0o700
     for path in [store, store.with_name("results.db-wal"), store.with_name("results.db-shm"),
-                 store.with_name("results.db.secret"), store.with_name("results.db.worker-cpu.log"),
+                 store.with_name("results.db.secret"), store.with_name("results.db.revoked"),
+                 store.with_name("results.db.worker-cpu.log"),
                  store.with_name("results.db.worker-cpu.lock"), *cache.iterdir()]:
         if path.exists():
             assert _mode(path) == 0o600, (path, oct(_mode(path)))
     assert list(cache.glob("*.safetensors"))
     stored = b"".join(p.read_bytes() for p in folder.glob("results.db*") if p.is_file())
     assert key.encode() not in stored and key[:16].encode() not in stored
+    assert browser_id.encode() not in stored  # nor the browser's identity
 
 
 @pytest.mark.browser

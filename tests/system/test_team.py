@@ -124,6 +124,9 @@ def test_uploads_held_on_the_server_are_capped(app_store, monkeypatch):
 # -- finding 6: session keys are minted by the server ----------------------------------------
 
 def test_a_session_key_the_server_did_not_mint_is_refused(app_store):
+    """AppTest has no HTTP layer, so no identity cookie: a session with no browser keeps its
+    key through the URL, where only a key this server minted for such a session is taken (on
+    a real server the key is the identity cookie's: tests/system/test_identity_cookie.py)."""
     first = clean(app())
     key = first.session_state["cb_session"]
     assert clean(app({"session": key})).session_state["cb_session"] == key  # a refresh
@@ -131,29 +134,6 @@ def test_a_session_key_the_server_did_not_mint_is_refused(app_store):
         at = clean(app({"session": forged}))
         assert at.session_state["cb_session"] != forged
         assert any("was not issued to this browser" in w.value for w in at.warning)
-
-
-def test_a_key_is_bound_to_the_browser_that_got_it():
-    """The same key from another browser (another XSRF cookie token) does not verify."""
-    from dashboard import identity
-    secret = b"s" * 32
-    mine = identity.browser_binding("2|01020304|" + "aa" * 16 + "|1700000000")
-    theirs = identity.browser_binding("2|01020304|" + "bb" * 16 + "|1700000000")
-    # The same token under another mask (each response re-masks it) is the same browser.
-    remasked = identity.browser_binding(
-        "2|00000000|" + bytes(b ^ m for b, m in zip(bytes.fromhex("aa" * 16),
-                                                    bytes.fromhex("01020304") * 4)).hex()
-        + "|1700000000")
-    key = identity.mint(secret, mine)
-    assert identity.verify(key, secret, mine) and identity.verify(key, secret, remasked)
-    assert not identity.verify(key, secret, theirs)
-    assert not identity.verify(key, b"t" * 32, mine)  # another server's secret
-    # The browser's own key (issue 32.3: every tab of it the same owner): the same for the
-    # re-masked cookie, another for another browser, and only this server makes it.
-    own = identity.browser_key(secret, mine)
-    assert own == identity.browser_key(secret, remasked) and identity.verify(own, secret, mine)
-    assert own != identity.browser_key(secret, theirs) != identity.browser_key(b"t" * 32, mine)
-    assert not identity.verify(own, secret, theirs)
 
 
 # -- finding 7: runs belong to their owner ----------------------------------------------------

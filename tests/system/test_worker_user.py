@@ -138,8 +138,8 @@ def test_a_root_servers_worker_runs_as_another_user_and_cannot_open_the_secret(r
     assert f"probe: uid={card['uid']} secret=denied env=" in probed.error, probed.error
     assert probed.error.rstrip().endswith("env=")  # no MY_API_TOKEN, no secret variable
     # What the worker wrote is its own; the secret stays the server's, and private.
-    secret = store.with_name("results.db.secret")
-    assert secret.stat().st_uid == 0 and secret.stat().st_mode & 0o777 == 0o600
+    for private in (store.with_name("results.db.secret"), store.with_name("results.db.revoked")):
+        assert private.stat().st_uid == 0 and private.stat().st_mode & 0o777 == 0o600, private
     assert store.stat().st_uid == card["uid"] and store.stat().st_mode & 0o077 == 0
     assert store.parent.stat().st_mode & 0o7777 == 0o1770
     cached = list((base / "cache").glob("*.safetensors"))
