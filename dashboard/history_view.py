@@ -51,7 +51,7 @@ def trend_section(runs: list[dict], shown: set | None = None) -> None:
     if len({p.run_id for p in points}) < 2:
         st.caption(f"One run of {md(model)} on {md(dataset)} so far: a trend needs two.")
         return
-    st.plotly_chart(trend_figure(points), config=charts.PLOTLY_CONFIG, key="history-trend")
+    charts.show(trend_figure(points), key="history-trend")
     flagged = [p for p in points if p.flags]
     if flagged:
         import pandas as pd

@@ -12,7 +12,7 @@ import streamlit as st
 
 from benchmarks.views.lm import (lm_answer, lm_curve_figure, lm_curves, lm_notes, lm_rows,
                                   lm_tradeoff_figure)
-from dashboard import state
+from dashboard import charts, state
 from dashboard.markup import md, shown_error
 
 COLUMNS = {
@@ -80,10 +80,10 @@ def draw(run: dict, key: str) -> None:
                  key=f"{key}-lm-table")
     for note in lm_notes(variants):
         st.caption(md(note))
-    st.plotly_chart(lm_tradeoff_figure(variants), key=f"{key}-lm-chart")
+    charts.show(lm_tradeoff_figure(variants), key=f"{key}-lm-chart")
     for axis, points in lm_curves(variants).items():  # a swept setting: its curve
         st.markdown(f"**{md(axis)}**: the NLL change and the decode speed-up along it")
-        st.plotly_chart(lm_curve_figure(axis, points), key=f"{key}-lm-curve-{axis}")
+        charts.show(lm_curve_figure(axis, points), key=f"{key}-lm-curve-{axis}")
 
 
 def certificate(block: dict, key: str) -> None:
@@ -98,7 +98,7 @@ def certificate(block: dict, key: str) -> None:
     for line in lines:
         st.caption(md(line))
     st.dataframe(candidate_rows(rec), hide_index=True, key=f"{key}-lm-certificate")
-    st.plotly_chart(trials_figure(rec), key=f"{key}-lm-trials")
+    charts.show(trials_figure(rec), key=f"{key}-lm-trials")
 
 
 MAP_COLUMNS = {
@@ -135,4 +135,4 @@ def draw_map(run: dict, key: str) -> None:
         return
     st.dataframe(lm_map_rows(rows), column_config=MAP_COLUMNS, hide_index=True,
                  key=f"{key}-lm-map")
-    st.plotly_chart(lm_map_figure(rows), key=f"{key}-lm-map-chart")
+    charts.show(lm_map_figure(rows), key=f"{key}-lm-map-chart")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import estimates, jobs_view, state
+from dashboard import charts, estimates, jobs_view, state
 from dashboard.markup import md, no_paths
 
 JOB_KEY = "cb_recommend_job_id"     # the recommendation this session asked for last
@@ -288,7 +288,7 @@ def show(run: dict, key: str, device: str = "cpu") -> None:
         st.markdown(certificate_caption(rec))
         st.dataframe(rows, hide_index=True, key=f"{key}-candidates", column_config={
             name: st.column_config.Column(help=text) for name, text in COLUMN_HELP.items()})
-    st.plotly_chart(trials_figure(rec), key=f"{key}-trials")
+    charts.show(trials_figure(rec), key=f"{key}-trials")
     recipe = rec.recipe
     if recipe:
         if not state.may_run_on(run, "sweep"):  # a shared link: read-only, as the queue is

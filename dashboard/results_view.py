@@ -200,7 +200,7 @@ def _selected(key: str, names: list[str], default: str | None, url) -> str | Non
 
 def _chart(fig, name: str, key: str, on_select=None) -> None:
     extra = {} if on_select is None else dict(on_select=on_select, selection_mode="points")
-    st.plotly_chart(fig, config=charts.PLOTLY_CONFIG, key=f"{key}-{name}", **extra)
+    charts.show(fig, key=f"{key}-{name}", **extra)
 
 
 def _figures(report, rows, names, wanted) -> dict:
@@ -218,8 +218,8 @@ def _figures(report, rows, names, wanted) -> dict:
 def _built_figures(fingerprint: str, only: frozenset, _report, _rows) -> dict:
     """The figures of one fingerprint, shared by every rerun and session that shows them:
     building the four of a 20-variant run was half the Results page's script. Kept as
-    objects (st.plotly_chart only reads a figure), not pickled copies: a copy is rebuilt
-    through the same validation that made building slow."""
+    objects (drawing only reads a figure, and ``charts.show`` escapes its text once), not
+    pickled copies: a copy is rebuilt through the same validation that made building slow."""
     return charts.run_figures(_report, _rows, only=set(only))
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from benchmarks.report import runtimes
-from benchmarks.report.style import PLOTLY_CONFIG
+from dashboard import charts
 
 
 def grid_frame(grid: dict):
@@ -58,13 +58,11 @@ def draw(run: dict, key: str) -> None:
     st.dataframe(best_frame(rows), hide_index=True, key=f"{key}-rt-best")
     for grid in runtimes.grids(rows):
         name = runtimes.grid_key(grid)
-        st.plotly_chart(runtimes.grid_chart(grid), config=PLOTLY_CONFIG,
-                        key=f"{key}-rt-grid-{name}")
+        charts.show(runtimes.grid_chart(grid), key=f"{key}-rt-grid-{name}")
         st.dataframe(grid_frame(grid), hide_index=True, key=f"{key}-rt-table-{name}")
     figures = runtimes.runtime_figures(rows)
     if "runtime-curves" in figures:
-        st.plotly_chart(figures["runtime-curves"], config=PLOTLY_CONFIG,
-                        key=f"{key}-rt-curves")
+        charts.show(figures["runtime-curves"], key=f"{key}-rt-curves")
     for c in runtimes.crossings(rows):
         speeds = ", ".join(f"b{b} {s:.2f}x" for b, s in c["speedups"].items())
         if c["crossing"]:

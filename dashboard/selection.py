@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from benchmarks.report.chart_text import unescape
+
 
 def state_key(key: str) -> str:
     return f"{key}-selected"
@@ -33,14 +35,15 @@ def row_picked(event, names: list[str]) -> str | None:
 
 
 def point_picked(event) -> str | None:
-    """The variant of a chart's selection event (``st.plotly_chart(on_select=...)``): the
-    first selected point that names one (every figure puts the name first in customdata)."""
+    """The variant of a chart's selection event (``charts.show(fig, on_select=...)``): the
+    first selected point that names one (every figure puts the name first in customdata, as
+    escaped text: ``benchmarks.report.chart_text``)."""
     for point in ((event or {}).get("selection") or {}).get("points") or []:
         data = point.get("customdata")
         if isinstance(data, (list, tuple)) and data:
-            return str(data[0])
+            return unescape(str(data[0]))
         if isinstance(data, str):
-            return data
+            return unescape(data)
     return None
 
 

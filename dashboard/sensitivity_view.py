@@ -131,11 +131,9 @@ def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
                    f"{100 * (baseline.get('accuracy') or 0):.2f}%.")
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(figures.heatmap(list(found.cells)), config=charts.PLOTLY_CONFIG,
-                        key=f"{key}-heatmap")
+        charts.show(figures.heatmap(list(found.cells)), key=f"{key}-heatmap")
     with right:
-        st.plotly_chart(figures.scatter(list(found.cells)), config=charts.PLOTLY_CONFIG,
-                        key=f"{key}-scatter")
+        charts.show(figures.scatter(list(found.cells)), key=f"{key}-scatter")
     own = state.owns(stored)  # a cell's error names no server path to anyone else
     with st.expander("The map's cells", expanded=False):
         st.dataframe(cell_rows(rows, own), hide_index=True, key=f"{key}-cells")
@@ -320,8 +318,8 @@ def _diagnostics(run: dict, key: str) -> None:
                    + (f" {diag['skipped']} layers changed shape (pruned) and are not "
                       f"compared." if diag.get("skipped") else ""))
         if diag.get("layers"):
-            st.plotly_chart(figures.layers_chart(diag, f"{name}: per-layer SQNR"),
-                            config=charts.PLOTLY_CONFIG, key=f"{key}-diag-chart")
+            charts.show(figures.layers_chart(diag, f"{name}: per-layer SQNR"),
+                        key=f"{key}-diag-chart")
         flips = variant.get("flips_vs_baseline")
         if flips:
             counts = flips["counts"]

@@ -17,6 +17,7 @@ import threading
 import streamlit as st
 
 from dashboard import identity, state, widgets
+from dashboard.identity import trusted_proxies
 
 PAGES = (("pages/experiment.py", "Experiment", ":material/science:"),
          ("pages/results.py", "Results", ":material/bar_chart:"),
@@ -30,6 +31,10 @@ def frame() -> None:
     """Everything a page needs before it draws; stops the run for sign-in."""
     st.set_page_config(page_title="Compression benchmark", page_icon=":material/compress:",
                        layout="wide")
+    if state.serves_others() or trusted_proxies():
+        # Others reach this server (bound beyond the loopback, or behind a proxy): an error
+        # no page caught shows its type only, never a traceback naming the server's files.
+        st.set_option("client.showErrorDetails", "type")
     state.require_login()
     state.session_key()
     state.ensure_worker_once()

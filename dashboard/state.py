@@ -492,10 +492,14 @@ def cache_line() -> str:
     """The weights cache's use against its cap, for the sidebar."""
     from benchmarks.run.cache import usage_bytes
     from benchmarks.spec.folders import default_cache_dir
-    from benchmarks.spec.limits import MIB
+    from benchmarks.spec.limits import MIB, Limits
     used = usage_bytes(default_cache_dir())
-    return (f"Weights cache: {used / MIB:,.0f} MB of {limits().cache_mb:,} MB (least "
-            f"recently used entries are evicted beyond)")
+    try:
+        cap = limits().cache_mb
+    except Exception:  # the store cannot be opened (a full disk): the page says so, once
+        cap = Limits.from_env().cache_mb
+    return (f"Weights cache: {used / MIB:,.0f} MB of {cap:,} MB (least recently used "
+            f"entries are evicted beyond)")
 
 
 

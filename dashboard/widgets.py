@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from benchmarks.spec.cpu_env import variables_text
 from dashboard import state
-from dashboard.markup import md
+from dashboard.markup import md, no_paths
 from dashboard.jobs_view import (  # noqa: F401  (the pages' names for them)
     ACTIVE,
     cancel_button,
@@ -62,6 +63,9 @@ def device_card(card: dict | None, where=None) -> None:
             text += "  \ntheoretical: " + " · ".join(
                 f"{k} {v / 1e9:,.0f}" for k, v in theory.items()) + " GFLOP/s"
     where.markdown(text)
+    variables = variables_text(card.get("variables"))
+    if variables:  # an inherited cap cleared, thread variables: what decides the kernels
+        where.caption(f"Environment: {md(variables)}")
     if card.get("user") == "root" and state.serves_others():  # on a local run: noise
         where.caption("The worker runs as root (COMPRESSION_BENCH_WORKER_USER=root): model "
                       "files run with the server's rights.")
@@ -117,16 +121,27 @@ def _stored_variants(run: dict) -> int:
     return int(run.get("variant_count") or 0)
 
 
+def from_store(read):
+    """``read()``, what a page reads of the results store; where the store cannot be read,
+    one line and the page stopped (a full disk: ``DiskFull``, its folder and free space),
+    never a traceback. The server's paths are left out where others reach the server."""
+    try:
+        return read()
+    except Exception as exc:
+        line = one_line(exc)
+        st.error(f"Cannot read the results store: "
+                 f"{md(no_paths(line) if state.serves_others() else line)}")
+        st.stop()
+
+
 def stored_runs(empty_hint: str, *, limit: int, kind: str | None = None,
                 owner: str | None = None) -> list[dict]:
     """Run summaries, newest first (a run's variants are read only when it is shown), all or
     one owner's. Stops the page with a message when the store cannot be read or holds none."""
-    try:
+    def read():
         store().mark_dead_runs()  # a CLI sweep killed meanwhile shows as interrupted
-        runs = store().runs(limit=limit, kind=kind, with_variants=False, owner=owner)
-    except Exception as exc:
-        st.error(f"Cannot read the results store: {md(one_line(exc))}")
-        st.stop()
+        return store().runs(limit=limit, kind=kind, with_variants=False, owner=owner)
+    runs = from_store(read)
     if not runs:
         st.info(empty_hint)
         st.stop()

@@ -54,7 +54,7 @@ if run and run["variants"]:
                                               charts.bytes_chart(table)),
                               ("tput", "eff", "bytes")):
         with col:
-            st.plotly_chart(fig, config=charts.PLOTLY_CONFIG, key=f"dist-{name}")
+            charts.show(fig, key=f"dist-{name}")
     from benchmarks.views import scaling  # torch-free
     for line in scaling.noise_warnings(table):
         st.warning(md(line))

@@ -21,7 +21,8 @@ st.title("Results")
 url = links.UrlForm("results", ("tab", "variant", "margin"), reserved=(state.RUN_PARAM,))
 
 linked = st.query_params.get(state.RUN_PARAM)
-linked_run = state.store().run(linked) if linked else None
+# Every read through History's guard: a store that cannot be read (a full disk) is one line.
+linked_run = widgets.from_store(lambda: state.store().run(linked)) if linked else None
 # A link to one of this person's own runs (their own address, copied to a new tab) opens it
 # among their runs; anyone else's is the read-only view.
 own_link = linked_run is not None and linked_run.get("owner") == state.owner() and \
@@ -42,7 +43,8 @@ else:
     # The address is the view: copied to a colleague it opens this run (read-only for them),
     # never "no runs yet".
     st.query_params[state.RUN_PARAM] = run_id
-run = linked_run if linked_run is not None and run_id == linked else state.store().run(run_id)
+run = linked_run if linked_run is not None and run_id == linked else \
+    widgets.from_store(lambda: state.store().run(run_id))
 if run is None:
     st.warning("No such run: it was deleted, or the link is wrong." if shared
                else "This run was deleted meanwhile.")

@@ -15,6 +15,7 @@ import sys
 
 from benchmarks.cli.outputs import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from benchmarks.spec.atomic import DiskFull
+from benchmarks.spec.cpu_env import clear_inherited
 from optimizers.errors import described, first_line
 
 
@@ -69,6 +70,11 @@ def _warn_unreadable(show: bool = True) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before torch: native work runs on this machine's own instruction sets, whatever the
+    # shell set (benchmarks.spec.cpu_env says why; the environment card records it).
+    for name, value in clear_inherited().items():
+        print(f"warning: {name}={value} from the environment cleared: native cells run on "
+              f"this machine's own instruction sets (--isa previews a cap)", file=sys.stderr)
     argv = _signed(list(sys.argv[1:] if argv is None else argv))
     from benchmarks.cli.parser import build_parser
     from benchmarks.measure.environment import quiet_library_noise

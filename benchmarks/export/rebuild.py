@@ -92,7 +92,7 @@ def _float_prefix(vspec):
     return VariantSpec(f"{vspec.name} (float)", keep, settings)
 
 
-def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None,
+def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None, allowed_data_dir=None,
             should_stop=None) -> Rebuilt:
     """The stored variant rebuilt from the weights cache (read-only: nothing retrains), on
     the run's thread count, and checked: it must predict exactly what the run stored.
@@ -117,7 +117,8 @@ def rebuild(run: dict, result, *, cache=None, allowed_models_dir=None,
     recipe = cell["variant"] if cell else result.name
     vspec = next(v for v in spec.variants if v.name == recipe)
     sweep = prepare_sweep(spec, cache=cache or WeightsCache(train_missing=False),
-                          allowed_models_dir=allowed_models_dir, should_stop=should_stop)
+                          allowed_models_dir=allowed_models_dir,
+                          allowed_data_dir=allowed_data_dir, should_stop=should_stop)
     check_stop(should_stop)
     ran_on = str(run.get("device") or "cpu").split(":")[0]
     if ran_on != sweep.device.type:

@@ -70,7 +70,7 @@ def _certificate(run: dict, variant: str) -> dict:
 
 
 def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cache=None,
-                   allowed_models_dir=None, should_stop=None) -> dict:
+                   allowed_models_dir=None, allowed_data_dir=None, should_stop=None) -> dict:
     """Write ``variant`` of run ``run_id`` into ``out_dir`` (see the module's docstring);
     returns the model card. Bad input raises ValueError with one line; nothing is written
     then. A full disk raises ``DiskFull``, and leaves nothing behind. ``should_stop`` is asked
@@ -85,7 +85,7 @@ def export_variant(store, run_id: str, variant: str, out_dir: str | Path, *, cac
         if cell["variant"] in names:
             _, result = locate(store, run_id, cell["variant"])
     rebuilt = rebuild(run, result, cache=cache, allowed_models_dir=allowed_models_dir,
-                      should_stop=should_stop)
+                      allowed_data_dir=allowed_data_dir, should_stop=should_stop)
     check_stop(should_stop)
     # Written into a folder beside the target and moved into place once whole: a full disk
     # or a failed writer leaves neither a partial export nor a half-replaced earlier one.

@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from benchmarks.spec.cpu_env import card_variables
 from benchmarks.spec.folders import PROJECT_ROOT
 from benchmarks.spec.sweep import FP32_MODES
 
@@ -164,6 +165,9 @@ def environment_card(device: torch.device | None = None, threads: int | None = N
         "git_commit": git_commit(),
         # Which machine timed the run: History compares latencies only within one.
         "host": socket.gethostname(),
+        # The instruction-set variables cleared before native work, any in force (a
+        # profile's own process), the thread variables (benchmarks.spec.cpu_env).
+        "variables": card_variables(),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)

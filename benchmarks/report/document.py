@@ -18,6 +18,7 @@ from benchmarks.report.records import CONTENTION_FRACTION
 from benchmarks.report.results import VariantResult
 from benchmarks.report import stats
 from benchmarks.report.seeds import seeds_note, seeds_shown, shown_rows
+from benchmarks.spec.cpu_env import variables_text
 from benchmarks.spec.isa import NATIVE
 
 SCHEMA = 1
@@ -107,6 +108,9 @@ class RunReport:
             parts.append("timed sequentially")
         if (env.get("precision") or {}).get("fp32"):
             parts.append(f"fp32: {env['precision']['fp32']}")
+        variables = variables_text(env.get("variables"))
+        if variables:  # what decided the CPU's kernels besides the machine
+            parts.append(variables)
         return " · ".join(parts)
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from benchmarks.report.chart_text import escape, join
 from benchmarks.report.style import (
     BASELINE_COLOR,
     CHART_HEIGHT,
@@ -81,22 +82,24 @@ def roofline_chart(rows: list[dict], peaks: dict) -> go.Figure:
                             textposition="bottom right",
                             line=dict(color=precision_color(precision, BASELINE_COLOR),
                                       width=1.5, dash=dash),
-                            hovertemplate=f"{label}: peak {peak / GIGA:,.1f} GFLOP/s, "
+                            hovertemplate=f"{escape(label)}: peak {peak / GIGA:,.1f} GFLOP/s, "
                                           f"{bandwidth / GIGA:,.1f} GB/s<extra></extra>")
         derivation = (peaks[device].get("theoretical") or {}).get("derivation") or {}
         for precisions, peak in _coinciding(theory[device]):
             precision = precisions[0]
             names = " / ".join(precisions)  # fp32 and bf16 share a roof without bf16 units
             label = f"{device} {names}" if len(devices) > 1 else names
-            how = "<br>".join(derivation.get(p, "") for p in precisions) or \
-                (peaks[device].get("theoretical") or {}).get("source", "")
+            # Stored text (the card's derivation lines), joined by the product's <br>.
+            how = join("<br>", [derivation.get(p, "") for p in precisions]) or \
+                escape((peaks[device].get("theoretical") or {}).get("source", ""))
             fig.add_scatter(x=[ridge_point(peak, bandwidth), high], y=[peak / GIGA] * 2,
                             mode="lines+text", name=f"{label} theoretical roof",
                             legendgroup="roofs", showlegend=False,
                             text=["", f"{label} theoretical"], textposition="top left",
                             line=dict(color=precision_color(precision, BASELINE_COLOR),
                                       width=1.2, dash="dash"),
-                            hovertemplate=f"{label} theoretical: {peak / GIGA:,.1f} GFLOP/s"
+                            hovertemplate=f"{escape(label)} theoretical: "
+                                          f"{peak / GIGA:,.1f} GFLOP/s"
                                           f"<br>{how}<extra></extra>")
     shown: set[str] = set()
     for name, dash in (("measured roofs (colour: precision)", "solid"),

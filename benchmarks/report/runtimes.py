@@ -27,6 +27,7 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
+from benchmarks.report.chart_text import escape, markup
 from benchmarks.report.stats import CONFIDENCE, bootstrap_ratio
 from benchmarks.report.style import CHART_HEIGHT, PALETTE, num, short
 
@@ -295,9 +296,9 @@ def grid_chart(grid: dict) -> go.Figure:
             row_t.append(cell_text(c))
             row_h.append("not measured" if c is None else c["error"] or
                          c.get("not_applicable") or
-                         f"{c['name']}<br>{cell_text(c)}<br>ran in {c['precision']}; "
-                         f"census: {c['verdict']} ({c['int_kernels']} int / "
-                         f"{c['float_kernels']} float convs+matmuls)")
+                         markup("{}<br>{}<br>ran in {}; census: {} ({} int / {} float "
+                                "convs+matmuls)", c["name"], cell_text(c), c["precision"],
+                                c["verdict"], c["int_kernels"], c["float_kernels"]))
         z.append(row_z)
         text.append(row_t)
         hover.append(row_h)
@@ -333,7 +334,7 @@ def curves_chart(rows: list[dict]) -> go.Figure:
                         + (f" · t{threads}" if threads else ""),
                         line=dict(color=PALETTE[i % len(PALETTE)]),
                         hovertemplate="%{text}: %{x:.3f} ms, %{y:,.0f} samples/s"
-                                      "<extra>" + f"{variant} · {runtime}" + "</extra>")
+                                      "<extra>" + escape(f"{variant} · {runtime}") + "</extra>")
     marks = [c for c in crossings(rows) if c["crossing"]]
     for c in marks:
         members = series.get((c["variant"], c["runtime"], c["threads"]), [])
@@ -346,8 +347,9 @@ def curves_chart(rows: list[dict]) -> go.Figure:
                                                              color="#111827"),
                             text=[f"1x near b{c['crossing']['batch']:g}"],
                             textposition="bottom right", showlegend=False,
-                            hovertemplate=f"{c['variant']} · {c['runtime']}: speed-up "
-                                          f"crosses 1x between b{lo} and b{hi}<extra></extra>")
+                            hovertemplate=f"{escape(c['variant'])} · {escape(c['runtime'])}: "
+                                          f"speed-up crosses 1x between b{lo} and b{hi}"
+                                          f"<extra></extra>")
     fig.update_layout(title="Throughput vs latency, one point per batch size (x: speed-up "
                             "crosses 1x)", height=CHART_HEIGHT + 120,
                       margin=dict(l=10, r=10, t=40, b=10), showlegend=True,

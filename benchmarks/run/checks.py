@@ -23,8 +23,8 @@ from optimizers.registry import Preflight
 if TYPE_CHECKING:
     from benchmarks.report.results import VariantResult
 
-__all__ = ["check_data_paths", "check_near_chance", "model_card", "normalization", "preflight",
-           "technique_preflight"]
+__all__ = ["check_data_paths", "check_job_paths", "check_near_chance", "model_card",
+           "normalization", "preflight", "technique_preflight"]
 
 ACCURACY_BATCH = 256  # accuracy does not depend on the batch size; larger is faster
 # A baseline loaded from a checkpoint within this many points of chance is suspect; so is one
@@ -61,10 +61,47 @@ def technique_preflight(spec: SweepSpec, name: str, settings, chain: tuple = (),
 
 def check_data_paths(spec: SweepSpec, folder: Path) -> None:
     """Jobs from the dashboard read data only inside the operator's data folder."""
-    if spec.dataset.startswith("imagefolder:"):
-        inside(folder, spec.dataset.split(":", 1)[1])
-    if spec.data_root:
-        inside(folder, spec.data_root, "the data root")
+    check_job_paths(spec.model, spec.dataset, spec.data_root, data=folder)
+
+
+MODELS_WHERE = "the server's models folder (COMPRESSION_BENCH_MODELS_DIR)"
+
+
+def check_job_paths(model: str | None, dataset: str | None, data_root: str | None, *,
+                    models: Path | None = None, data: Path | None = None) -> None:
+    """What every job kind checks in the worker before it reads anything (sweep, recommend,
+    sensitivity, lm, distributed alike): a job from the dashboard reads files only inside
+    the operator's folders. A model file (``FILE.py:FACTORY``) or a Hugging Face folder
+    (``hf:DIR``) inside ``models``; an image folder (``imagefolder:DIR``), a text file or
+    folder (``text:PATH``) and a data root inside ``data``. One line naming the rule
+    otherwise (whether the path exists is not said); None skips a folder's checks."""
+    from benchmarks.zoo.hf_folder import HF_PREFIX
+    from benchmarks.zoo.models import is_user_model
+    if models is not None and isinstance(model, str):
+        if model.startswith(HF_PREFIX):
+            inside(models, _as_read(model[len(HF_PREFIX):]), f"model {model}",
+                   where=MODELS_WHERE)
+        elif is_user_model(model):
+            file = model.rsplit(":", 1)[0]
+            inside(models, _as_read(file), f"model file {file}", kind="a file",
+                   where=MODELS_WHERE)
+    if data is None:
+        return
+    kind, colon, argument = (dataset or "").partition(":")
+    if colon and kind == "imagefolder":
+        inside(data, _as_read(argument))
+    elif colon and kind == "text":
+        inside(data, _as_read(argument), f"the text {argument}", kind="a file or folder")
+    if data_root:
+        inside(data, _as_read(data_root), "the data root")
+
+
+def _as_read(typed: str) -> str:
+    """A path as the loaders open it: a relative one from the process's folder (checked
+    relative to the allowed folder instead, ``x`` would pass as ``data/x`` and then be read
+    as ``./x``). Empty stays empty (refused)."""
+    text = (typed or "").strip()
+    return str(Path(text).expanduser().absolute()) if text and "\x00" not in text else text
 
 
 def normalization(spec: SweepSpec, pipeline, warnings: list[str]) -> str:

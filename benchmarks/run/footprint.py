@@ -181,6 +181,21 @@ def distributed_footprint(config, size: DataSize, build) -> Footprint:
                      weights=params * TRAIN_STATE * ranks, copies=0)
 
 
+# A language model's run holds the baseline and the variant being built from a copy of it,
+# and while it loads, what the loader read (a state dict beside the built module); its logits
+# are scored a batch at a time (benchmarks.measure.lm_quality.BATCH_LOGIT_BYTES), two models'.
+LM_RESIDENT_MODELS = 2
+LM_LOGIT_BYTES = 2 * 256 * 2**20
+
+
+def lm_footprint(parameters: int, bytes_per_parameter: int = 4) -> Footprint:
+    """A language model's run from its parameter count (fp32, as loaded), before torch
+    builds anything: its text and windows are capped on their own (``zoo.text``)."""
+    weights = parameters * bytes_per_parameter
+    return Footprint(data=0, batches=0, activations=LM_LOGIT_BYTES,
+                     weights=LM_RESIDENT_MODELS * weights, copies=weights)
+
+
 def budget(share: float) -> tuple[int, str]:
     """The most a job may use now, and how that was reached (for the refusal's line)."""
     available = available_memory_bytes()
@@ -196,16 +211,19 @@ def budget(share: float) -> tuple[int, str]:
     return allowed, how
 
 
+SMALLER = "give a smaller --input-shape, --batch-size or --eval-batch-size"
+
+
 def admit(what: str, footprint: Footprint, share: float,
-          device_free: int | None = None) -> None:
+          device_free: int | None = None, smaller: str = SMALLER) -> None:
     """ValueError, one line, when ``footprint`` exceeds what this job may use now: all of it
-    in host memory, or with ``device_free`` (a GPU's free bytes) its model part on the GPU."""
+    in host memory, or with ``device_free`` (a GPU's free bytes) its model part on the GPU.
+    ``smaller``: what the line asks for instead."""
     allowed, how = budget(share)
     host = footprint.total if device_free is None else footprint.host
     if host > allowed:
         raise ValueError(f"{what} needs {footprint.describe()} in memory; a job may use at "
-                         f"most {gib(allowed)} here, {how}; give a smaller --input-shape, "
-                         f"--batch-size or --eval-batch-size")
+                         f"most {gib(allowed)} here, {how}; {smaller}")
     if device_free is not None and footprint.device > share * device_free:
         raise ValueError(f"{what} needs about {gib(footprint.device)} of GPU memory "
                          f"(activations {gib(footprint.activations)}, weights "

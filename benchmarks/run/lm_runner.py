@@ -37,6 +37,7 @@ from benchmarks.run.checks import preflight
 from benchmarks.spec.cancel import StopCheck, check_stop
 from benchmarks.spec.lm import LM_RUNTIMES, LMOptions
 from benchmarks.spec.sweep import SweepSpec
+from benchmarks.zoo.hf_folder import HF_PREFIX, folder_parameters
 from benchmarks.zoo.lm import build_lm, is_language_model, lm_entry
 from benchmarks.zoo.text import WindowSpec, is_text_dataset, load_text_windows
 from optimizers import registry
@@ -101,16 +102,39 @@ def check_lm_spec(spec: SweepSpec) -> None:
                              f"(drop --combine, or one of the two)")
 
 
+def check_lm_sizes(model: str, options: LMOptions, context: int,
+                   memory_share: float | None = None) -> None:
+    """What a language model's run will take, bounded before anything loads: the window and
+    the timed generation (prompt plus new tokens) within the model's context, and a local
+    folder's model (``hf:DIR``, its parameters from its config) within the memory a job may
+    use (``footprint.admit``). One line each."""
+    if options.window > context:
+        raise ValueError(f"--window {options.window} is longer than {model}'s context "
+                         f"({context} tokens)")
+    generated = options.prompt_tokens + options.new_tokens
+    if generated > context:
+        raise ValueError(f"--prompt-tokens {options.prompt_tokens} and --new-tokens "
+                         f"{options.new_tokens} make {generated} tokens, more than {model}'s "
+                         f"context ({context} tokens): give at most "
+                         f"{context - options.prompt_tokens} new tokens")
+    if model.startswith(HF_PREFIX):
+        from benchmarks.run.footprint import admit, lm_footprint
+        from benchmarks.spec.limits import Limits
+        parameters = folder_parameters(model)
+        share = memory_share if memory_share is not None else Limits.from_env().memory_share
+        admit(f"{model} ({parameters / 1e6:,.0f}M parameters from its config.json, fp32)",
+              lm_footprint(parameters), share,
+              smaller="give a smaller model (a job loads it in fp32)")
+
+
 class LMSweep:
     """A validated language model's sweep, its model and text loaded."""
 
-    def __init__(self, spec: SweepSpec, options: LMOptions):
+    def __init__(self, spec: SweepSpec, options: LMOptions, memory_share: float | None = None):
         check_lm_spec(spec)
         self.spec, self.options = spec, options
         self.entry = lm_entry(spec.model)
-        if options.window > self.entry.context:
-            raise ValueError(f"--window {options.window} is longer than {spec.model}'s context "
-                             f"({self.entry.context} tokens)")
+        check_lm_sizes(spec.model, options, self.entry.context, memory_share)
         # The image sweeps' rule, all cores but one: on both cores of two no quantized cell
         # decoded faster than fp32; on one, INT8 decoded at 0.88-1.28x its speed.
         self.threads = spec.threads or default_threads()

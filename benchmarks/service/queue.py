@@ -47,6 +47,7 @@ from benchmarks.store.database import (
     owner_tag,
     tagged_job,
 )
+from optimizers.errors import first_line
 
 JOB_STATUSES = ("queued", "running", "complete", "failed", "cancelled", "interrupted")
 FINISHED = ("complete", "failed", "cancelled", "interrupted")
@@ -129,6 +130,9 @@ class Job:
     # worker stores both with the run); None for a job queued before they existed.
     new_run_id: str | None = None
     run_tag: str | None = None
+    # Why the stored payload is unusable (not JSON, not an object): the worker fails the
+    # job with it; lists of jobs still read (``payload`` is then empty).
+    payload_error: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -143,6 +147,21 @@ RAY_ADDRESS_ENV = "COMPRESSION_BENCH_RAY_ADDRESS"
 def ray_address() -> str | None:
     """The cluster the dashboard's worker drives, if the operator gave one."""
     return os.environ.get(RAY_ADDRESS_ENV) or None
+
+
+def decoded_payload(text) -> tuple[dict, str | None]:
+    """(payload, None) for a stored payload that is a JSON object; ({}, why) otherwise: the
+    server writes only objects, so anything else was written around it, and is refused in
+    one line rather than read."""
+    try:
+        payload = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        return {}, (f"the job's payload is not JSON ({first_line(exc, 120)}); queue the job "
+                    f"again")
+    if not isinstance(payload, dict):
+        return {}, (f"the job's payload is a JSON {type(payload).__name__}, not an object; "
+                    f"queue the job again")
+    return payload, None
 
 
 # The keys under which a payload names a stored run: an export's ``run_id``, a map's
@@ -377,11 +396,14 @@ class JobQueue(WorkerProcesses):
                                   "AND seq < ?", (row["device"], row["seq"])).fetchone()
             position = ahead + 1
         owner, session = self.job_owner(row)
+        payload, payload_error = decoded_payload(row["payload"])
+        # The worker's to write, so job code's too: read as nothing where it is not JSON.
+        progress = decoded_payload(row["progress"] or "{}")[0]
         return Job(job_id=row["job_id"], kind=row["kind"], status=row["status"],
-                   session=session, device=row["device"],
-                   payload=json.loads(row["payload"]), submitted_at=row["submitted_at"],
+                   session=session, device=row["device"], payload=payload,
+                   payload_error=payload_error, submitted_at=row["submitted_at"],
                    started_at=row["started_at"], finished_at=row["finished_at"],
-                   run_id=row["run_id"], progress=json.loads(row["progress"] or "{}"),
+                   run_id=row["run_id"], progress=progress,
                    error=row["error"], cancel_requested=bool(row["cancel_requested"]),
                    position=position, owner=owner,
                    time_limit_s=row["time_limit_s"], folder=row["folder"],

@@ -34,6 +34,7 @@ from benchmarks.service.queue import (
     ray_address,
 )
 from benchmarks.service.workers import lock_path
+from benchmarks.spec.cpu_env import clear_inherited
 from benchmarks.store.database import guard_worker_connections, now_iso, process_start_token
 from optimizers.errors import first_line
 
@@ -246,6 +247,8 @@ class Worker:
         self._limit = job.time_limit_s or self.queue.limits.job_time_s
         self._deadline = time.monotonic() + self._limit
         try:
+            if job.payload_error is not None:  # written around the server: nothing to run
+                raise ValueError(job.payload_error)
             get(job.kind).run(self, job)
         except UnknownKind as exc:  # an older or newer server's job: said; the next one runs
             self.finish(job.job_id, "failed", first_line(exc, 600))
@@ -356,6 +359,9 @@ def worker_main(argv: list[str]) -> int:
     parser.add_argument("--parent", type=int)
     args = parser.parse_args(argv)
     os.umask(0o077)  # the runs, caches and files it writes are its owner's only
+    # Before torch: an instruction-set cap the server inherited would cap every native cell
+    # (benchmarks.spec.cpu_env); the worker's card records what was cleared.
+    clear_inherited()
     lock = try_lock(lock_path(Path(args.store), args.device))
     if lock is None:
         return 0  # another worker serves this device

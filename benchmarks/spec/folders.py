@@ -42,14 +42,17 @@ def exports_root(store_path: str | os.PathLike) -> Path:
     return Path(store_path).with_name("exports")
 
 
-def inside(folder: Path, typed: str, what: str = "the image folder") -> Path:
+def inside(folder: Path, typed: str, what: str = "the image folder", *,
+           kind: str = "a folder", where: str = f"the server's data folder ({DATA_ENV})"
+           ) -> Path:
     """``typed`` (relative to ``folder``, or absolute) as a resolved path inside ``folder``;
-    a ValueError naming only the rule otherwise. Symbolic links are followed first, so a
-    link inside that points outside is refused too."""
+    a ValueError naming only the rule otherwise (``what`` must be ``kind`` inside
+    ``where``). Symbolic links are followed first, so a link inside that points outside is
+    refused too."""
     text = (typed or "").strip()
     root = Path(folder).expanduser().resolve()
-    refusal = ValueError(f"{what} must be a folder inside the server's data folder "
-                         f"({DATA_ENV}); give its path relative to that folder")
+    refusal = ValueError(f"{what} must be {kind} inside {where}; give its path relative to "
+                         f"that folder")
     if not text or "\x00" in text:
         raise refusal
     path = Path(text).expanduser()
@@ -152,6 +155,8 @@ def read_or_make_secret(path: Path, size: int = 32) -> bytes:
     (``benchmarks.service.account``) it could otherwise plant a secret it knows."""
     import secrets
     import tempfile
+    if path.exists():  # read as it is: a full disk leaves room for no draft (below)
+        return _existing_secret(path, size)
     private_folder(path.parent)
     # Written whole to a private temporary file, then linked into place: link() fails when the
     # name exists, so of several processes starting at once exactly one makes the secret, and
@@ -162,17 +167,21 @@ def read_or_make_secret(path: Path, size: int = 32) -> bytes:
             f.write(secrets.token_bytes(size))
         os.link(draft, path)
     except FileExistsError:
-        info = path.stat()
-        if info.st_uid != os.geteuid() or info.st_mode & 0o077:
-            raise RuntimeError(f"{path} is not this server's own secret (owned by uid "
-                               f"{info.st_uid}, mode {info.st_mode & 0o777:o}; it must be "
-                               f"uid {os.geteuid()}, mode 600): delete it to make a new one "
-                               f"(sessions then start afresh)") from None
-        secret = path.read_bytes()
-        if len(secret) >= size:
-            return secret
-        raise RuntimeError(f"{path} is not a usable secret (too short); delete it to make a "
-                           f"new one (sessions then start afresh)") from None
+        return _existing_secret(path, size)
     finally:
         os.unlink(draft)
     return path.read_bytes()
+
+
+def _existing_secret(path: Path, size: int) -> bytes:
+    info = path.stat()
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise RuntimeError(f"{path} is not this server's own secret (owned by uid "
+                           f"{info.st_uid}, mode {info.st_mode & 0o777:o}; it must be "
+                           f"uid {os.geteuid()}, mode 600): delete it to make a new one "
+                           f"(sessions then start afresh)") from None
+    secret = path.read_bytes()
+    if len(secret) >= size:
+        return secret
+    raise RuntimeError(f"{path} is not a usable secret (too short); delete it to make a "
+                       f"new one (sessions then start afresh)") from None

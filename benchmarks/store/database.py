@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.report.results import VariantResult
-from benchmarks.spec.atomic import disk_full_as_one_line, raise_if_disk_full
+from benchmarks.spec.atomic import DiskFull, disk_full_as_one_line, raise_if_disk_full
 from benchmarks.spec.folders import check_user_path, exports_root, private_file, private_folder
 from benchmarks.store.guard import guard_worker_connections  # noqa: F401  (re-exported)
 from benchmarks.store.packing import packed, unpacked
@@ -186,7 +186,7 @@ class ResultsStore:
             with self.connect() as db:
                 db.executescript(SCHEMA)
                 add_missing_columns(db, "runs", RUN_COLUMNS)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, DiskFull) as exc:
             if created:  # a store that could not be made leaves no empty file behind
                 self._remove_files()
             raise_if_disk_full(exc, self.path.parent, self.path.name)
@@ -201,7 +201,19 @@ class ResultsStore:
 
     @contextmanager
     def connect(self):
-        """A read connection (autocommit); writes go through ``transaction``."""
+        """A read connection (autocommit); writes go through ``transaction``. On a full file
+        system SQLite answers even a read with "disk I/O error" (WAL's shared-memory file
+        cannot grow): that is ``DiskFull``, one line naming the store's folder and its free
+        space (``atomic.raise_if_disk_full``)."""
+        try:
+            with self._connected() as db:
+                yield db
+        except sqlite3.Error as exc:
+            raise_if_disk_full(exc, self.path.parent)
+            raise
+
+    @contextmanager
+    def _connected(self):
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
             use_wal(db)

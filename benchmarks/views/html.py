@@ -52,9 +52,12 @@ def _script_json(value) -> str:
 
 
 def _figure_json(fig) -> tuple[dict, dict]:
-    """(figure without its template, template): the template is written once per file."""
+    """(figure without its template, template): the template is written once per file. Every
+    text in it shown as text, never as Plotly's markup (``chart_text.safe_figure``)."""
     import plotly.io as pio
-    data = json.loads(pio.to_json(fig, validate=False))
+
+    from benchmarks.report.chart_text import safe_figure
+    data = json.loads(pio.to_json(safe_figure(fig), validate=False))
     template = data.get("layout", {}).pop("template", {})
     return data, template
 

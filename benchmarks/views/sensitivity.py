@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from benchmarks.report.chart_text import Markup
 from benchmarks.report import stats
 from benchmarks.report.style import CHART_HEIGHT, FAILED_COLOR, PALETTE, short
 from benchmarks.sensitivity.record import MapCell
@@ -89,7 +90,7 @@ def heatmap(cells: list[MapCell],
         height=max(CHART_HEIGHT, 100 + 26 * len(data["groups"])),
         margin=dict(l=10, r=10, t=60, b=10),
         coloraxis=dict(colorscale=DIVERGING, cmin=-span, cmax=span,
-                       colorbar=dict(title="lower bound<br>Δ pts")))
+                       colorbar=dict(title=Markup("lower bound<br>Δ pts"))))
     fig.update_xaxes(title="level (fraction removed; INT8: quantized)", type="category")
     fig.update_yaxes(tickvals=[i + 0.5 for i in range(len(data["groups"]))],
                      ticktext=[short(g) for g in data["groups"]], autorange="reversed",

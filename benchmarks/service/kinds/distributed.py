@@ -6,14 +6,22 @@ from __future__ import annotations
 
 from benchmarks.service.kinds import JobKind, register
 from benchmarks.spec.distributed import DistributedConfig
+from benchmarks.spec.folders import data_dir
+from benchmarks.zoo.models import models_dir
 
 
 def run(worker, job) -> None:
     from dataclasses import replace
 
     from benchmarks.distributed.launcher import distributed_environment, run_distributed
+    from benchmarks.run.checks import check_job_paths
     from benchmarks.service.queue import ray_address
     config = DistributedConfig.from_dict(job.payload)
+    # Jobs come from the dashboard: a model file only from the operator's models folder,
+    # data (an image folder, a data root) only from the data folder, as a sweep's; checked
+    # before any rank starts.
+    check_job_paths(config.model, config.dataset, config.data_root, models=models_dir(),
+                    data=data_dir())
     if ray_address():  # the dashboard's worker drives the operator's cluster
         config = replace(config, executor="ray", ray_address=ray_address())
     environment = distributed_environment(config)

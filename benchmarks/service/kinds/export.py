@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from benchmarks.service.interrupt import Interruptible
 from benchmarks.service.kinds import JobKind, register
-from benchmarks.spec.folders import private_folder
+from benchmarks.spec.folders import data_dir, private_folder
 from benchmarks.zoo.models import models_dir
 
 
@@ -30,8 +30,10 @@ def run(worker, job) -> None:
     try:
         private_folder(mine)
         with guard:  # torch.export and the ONNX exporter run for seconds, checking nothing
+            # The run's model and data only from the operator's folders, as every kind's.
             export_variant(worker.store, run_id, variant, folder,
-                           allowed_models_dir=models_dir(), should_stop=stop)
+                           allowed_models_dir=models_dir(), allowed_data_dir=data_dir(),
+                           should_stop=stop)
             check_stop(stop)
         worker.progress(job.job_id, variant=variant, index=0, total=1, phase="zipping",
                         fraction=0.9, message=f"zipping {variant}'s files")

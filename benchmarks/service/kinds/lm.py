@@ -6,18 +6,27 @@ timed; cancelled between variants and before the timing. Payload: ``{"sweep": ..
 from __future__ import annotations
 
 from benchmarks.service.kinds import JobKind, register
+from benchmarks.spec.folders import data_dir
 from benchmarks.spec.lm import LMRequest
+from benchmarks.zoo.models import models_dir
 
 
 def run(worker, job) -> None:
+    from benchmarks.run.checks import check_job_paths
     from benchmarks.run.lm_runner import LMSweep
     request = LMRequest.from_dict(job.payload)
     spec = request.sweep
+    # Jobs come from the dashboard: an hf: folder only from the operator's models folder,
+    # a text: file only from the data folder, checked before either is opened.
+    check_job_paths(spec.model, spec.dataset, spec.data_root, models=models_dir(),
+                    data=data_dir())
     total = len(spec.variants)
     worker.progress(job.job_id, variant="", index=-1, total=total, phase="preparing",
                     fraction=0.0, message="loading the model and its text")
     stop = worker.stopper(job)
-    sweep = LMSweep(spec, request.options)  # refused in one line before anything is stored
+    # Refused in one line before anything is stored or loaded (its sizes against its
+    # context and the memory a job may use).
+    sweep = LMSweep(spec, request.options, memory_share=worker.queue.limits.memory_share)
     sweep.environment["queue_device"] = worker.device
     done = {"scored": 0}
 
