@@ -564,19 +564,21 @@ def root_server(base: Path, user: str, models: Path, **env: str):
             wait_healthy(f"http://localhost:{port}", proc)
             yield store
         finally:
-            stop_server(proc, store)
-            log.close()
-            if created:  # once its processes are gone (userdel refuses a user still running)
-                uid = pwd.getpwnam(user).pw_uid
+            try:
+                stop_server(proc, store)
+                log.close()
+                if created:  # once its processes are gone (userdel refuses a running user)
+                    uid = pwd.getpwnam(user).pw_uid
 
-                def runs_as_user(proc: Path) -> bool:
-                    try:
-                        return proc.stat().st_uid == uid
-                    except OSError:  # ended meanwhile
-                        return False
-                wait_until(lambda: not any(runs_as_user(p) for p in Path("/proc").glob(
-                    "[0-9]*")), 30, f"{user}'s processes ending")
-                done = subprocess.run(["userdel", user], capture_output=True, text=True)
-                assert done.returncode == 0, done.stderr
-            shutil.rmtree(base, ignore_errors=True)
+                    def runs_as_user(proc: Path) -> bool:
+                        try:
+                            return proc.stat().st_uid == uid
+                        except OSError:  # ended meanwhile
+                            return False
+                    wait_until(lambda: not any(runs_as_user(p) for p in Path("/proc").glob(
+                        "[0-9]*")), 30, f"{user}'s processes ending")
+                    done = subprocess.run(["userdel", user], capture_output=True, text=True)
+                    assert done.returncode == 0, done.stderr
+            finally:
+                shutil.rmtree(base, ignore_errors=True)
     return running()

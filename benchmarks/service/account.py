@@ -211,6 +211,10 @@ def prepare(account: Account, store_path: Path, cache_dir: Path, models_dir: Pat
         if path.name.startswith(store_path.name) and path not in (own, secret) and \
                 path.name != store_path.name + ".secret":
             _chown_tree(path, account)
+    # Once more for SQLite's own files: a connection that read the store's owner before it
+    # changed may have created one since the listing above (the worker could not open it).
+    for suffix in ("-wal", "-shm"):
+        _chown_tree(Path(f"{store_path}{suffix}"), account)
     for folder in (exports_root(store_path), cache_dir, home_of(store_path)):
         private_folder(Path(folder))
         _chown_tree(Path(folder), account)
