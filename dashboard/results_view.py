@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from dashboard import answer_cards, charts, links, recommend_panel, selection, state, tables
-from dashboard.markup import md, no_paths_in, shown_error, without_paths
+from dashboard.markup import md, no_paths, no_paths_in, shown_error, without_paths
 from dashboard.state import POLL_S, one_line, queue, store
 
 OVERVIEW, CURVES, PARETO, TABLE, ENVIRONMENT = ("Overview", "Curves", "Pareto", "Table",
@@ -383,7 +383,8 @@ def export_panel(run: dict, key: str, chosen: str | None = None) -> None:
     """Take a model away: the selected variant exported by the worker (it rebuilds the model
     from the weights cache and writes safetensors, .pt2, ONNX and the model card), then
     downloaded as one zip. The page only submits and reads files: it never imports torch."""
-    from benchmarks.export.files import CARD_NAME, archive_path, export_folder, used
+    from benchmarks.export.files import CARD_NAME, archive_path, export_folder
+    from benchmarks.spec import nofollow
     from dashboard.jobs_view import track_job
     names = [v["name"] for v in run.get("variants") or [] if not v.get("error")
              and not v.get("not_applicable")]
@@ -420,18 +421,28 @@ def export_panel(run: dict, key: str, chosen: str | None = None) -> None:
     exported = job.payload["variant"]
     st.caption(f"Export of {md(exported)}:")
     track_job(job_id)
+    if job.status != "complete":
+        return
+    # The worker's user writes these files, and job code may swap one for a link (to the
+    # server's secret) at any moment: each is opened without following a link, checked to be
+    # a file of the worker's, and read through that descriptor.
+    top, owners = store().path.parent, queue().worker_uids()
     folder = export_folder(store().path, run["run_id"], exported, job_id)
     zipped = archive_path(folder)
-    if job.status != "complete" or not zipped.is_file():
-        if job.status == "complete":
-            st.caption("This export was removed to make room for newer ones (the exports' "
-                       "disk cap): export it again.")
+    try:
+        card = json.loads(nofollow.read_bytes(folder / CARD_NAME, top, owners))
+        nofollow.open_file(zipped, top, owners).close()
+    except FileNotFoundError:
+        st.caption("This export was removed to make room for newer ones (the exports' "
+                   "disk cap): export it again.")
         return
-    card = json.loads((folder / CARD_NAME).read_text())
+    except (nofollow.Refused, ValueError) as exc:
+        st.error(f"This export's files were refused: {md(no_paths(one_line(exc)))}")
+        return
     st.table(tables.export_rows(card))
     def data() -> bytes:
-        used(folder.parent)  # the least recently used exports are the first to go
-        return zipped.read_bytes()
+        nofollow.touch_folder(folder.parent, top, owners)  # least recently used go first
+        return nofollow.read_bytes(zipped, top, owners)
     st.download_button(f"Download {exported} (zip)", data,
                        file_name=f"{run['run_id']}-{zipped.name}", mime="application/zip",
                        key=f"{key}-export-zip", on_click="ignore")

@@ -508,3 +508,77 @@ def cut_cards(page, timeout_ms: int = 30_000) -> list:
     except PlaywrightTimeout:
         pass  # cut for good: the caller's assertion shows what
     return page.evaluate(CUT_JS)
+
+
+def namespace_command(base: Path, command: list[str]) -> list[str]:
+    """``command`` in a private mount namespace where the interpreter's closed ancestor (if
+    any: /root, 0700, holding pyenv) is an open tmpfs holding just the interpreter's
+    installation, so a worker of another user can run it (nothing changes outside it)."""
+    from benchmarks.service.account import Account, blocked_at
+    python = Path(sys.executable).resolve()
+    closed = blocked_at(python, Account("nobody", 65534, 65534))
+    if closed is None:
+        return command
+    inside = python.relative_to(closed).parts[0]  # e.g. .pyenv under /root
+    stage = base / "stage"
+    stage.mkdir()
+    script = (f"set -e; mount --make-rprivate /; mount --bind {closed / inside} {stage}; "
+              f"mount -t tmpfs -o mode=0755 tmpfs {closed}; mkdir -p {closed / inside}; "
+              f"mount --bind {stage} {closed / inside}; exec \"$@\"")
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+            *command]
+
+
+def root_server(base: Path, user: str, models: Path, **env: str):
+    """A context manager: `streamlit run serve.py` as root over ``base/srv/results.db``, its
+    worker as ``user`` (created by the product if absent, and removed afterwards once its
+    processes are gone); yields the store's path. The server's output is ``base/server.log``."""
+    import pwd
+    import shutil
+    import subprocess
+    from contextlib import contextmanager
+
+    from tools.browser import free_port, stop_server, wait_healthy
+
+    @contextmanager
+    def running():
+        try:
+            pwd.getpwnam(user)
+            created = False
+        except KeyError:
+            created = True  # the product creates it (useradd --system)
+        store = base / "srv" / "results.db"
+        port = free_port()
+        full = {**os.environ, "COMPRESSION_BENCH_STORE": str(store),
+                "COMPRESSION_BENCH_CACHE": str(base / "cache"),
+                "COMPRESSION_BENCH_MODELS_DIR": str(models),
+                "COMPRESSION_BENCH_WORKER_USER": user, "COMPRESSION_BENCH_WORKER_MEMORY": "off",
+                "TORCH_HOME": str(base / "hub"), "HF_HOME": str(base / "hub"), **env}
+        full.pop("COMPRESSION_BENCH_SECRET", None)
+        log = open(base / "server.log", "wb")  # noqa: SIM115 (the server's, closed below)
+        proc = subprocess.Popen(namespace_command(base, [
+            sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port),
+            "--server.headless", "true"]), cwd=ROOT, env=full, stdout=log, stderr=log,
+            start_new_session=True)
+        try:
+            wait_healthy(f"http://localhost:{port}", proc)
+            yield store
+        finally:
+            try:
+                stop_server(proc, store)
+                log.close()
+                if created:  # once its processes are gone (userdel refuses a running user)
+                    uid = pwd.getpwnam(user).pw_uid
+
+                    def runs_as_user(proc: Path) -> bool:
+                        try:
+                            return proc.stat().st_uid == uid
+                        except OSError:  # ended meanwhile
+                            return False
+                    wait_until(lambda: not any(runs_as_user(p) for p in Path("/proc").glob(
+                        "[0-9]*")), 30, f"{user}'s processes ending")
+                    done = subprocess.run(["userdel", user], capture_output=True, text=True)
+                    assert done.returncode == 0, done.stderr
+            finally:
+                shutil.rmtree(base, ignore_errors=True)
+    return running()

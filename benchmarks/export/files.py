@@ -191,11 +191,3 @@ def evict_exports(store_path: str | Path, max_bytes: int, keep: Path | None = No
         except OSError:
             pass
     return len(going)
-
-
-def used(folder: str | Path) -> None:
-    """Mark an export as used now (a download), so eviction takes older ones first."""
-    try:
-        os.utime(folder)
-    except OSError:
-        pass

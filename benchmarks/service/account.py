@@ -13,10 +13,11 @@ What the worker may touch, set up by the server (root) before each start (``prep
 
 - the store's folder becomes ``root:GROUP``, mode 1770 (the worker's group may create files
   there, the sticky bit keeps it from removing or renaming the server's): the store and its
-  WAL, the locks, the jobs' folders, the exports, are the worker's; the secret and the
-  revoked browser identities stay root's, 0600, and the worker cannot open them. A folder
-  holding anything but the store's own files is not changed: it must already let the worker
-  in, or the start is refused in one line.
+  WAL, the jobs' folders, the exports, are the worker's. The server's own folder there
+  (``STORE.server/``, root's, 0700: the secret, the revoked browser identities, each
+  worker's log and lock, uploads waiting for their job) is closed to it. A folder holding
+  anything but the store's own files is not changed: it must already let the worker in, or
+  the start is refused in one line.
 - the weights cache and a home of its own (``results.db.worker-home``) are the worker's.
 - nothing else: the models and data folders stay the operator's (a models folder the worker
   could write to is refused: it would let a job rewrite the code later jobs run).
@@ -36,8 +37,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.spec.folders import (exports_root, private_file, private_folder,
-                                     read_or_make_secret, revocations_path, secret_path)
+from benchmarks.spec.folders import (
+    exports_root,
+    own_folder,
+    private_file,
+    private_folder,
+    read_or_make_secret,
+    revocations_path,
+    secret_path,
+    server_folder,
+)
 
 USER_ENV = "COMPRESSION_BENCH_WORKER_USER"
 CREATE_ENV = "COMPRESSION_BENCH_CREATE_WORKER_USER"
@@ -55,10 +64,10 @@ class Account:
     gid: int
 
 
-def worker_account(environ=None) -> Account | None:
+def worker_account(environ=None, create: bool = True) -> Account | None:
     """The account the worker must run as, or None: as this process's own user (the server
-    is not root, or the operator named root). Created if absent and allowed; ValueError with
-    one line otherwise."""
+    is not root, or the operator named root). Created if absent and allowed (``create``;
+    else None while it does not exist); ValueError with one line otherwise."""
     env = os.environ if environ is None else environ
     if os.geteuid() != 0:
         return None
@@ -68,6 +77,8 @@ def worker_account(environ=None) -> Account | None:
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
+        if not create:
+            return None
         entry = _create(name, env)
     if entry.pw_uid == 0:
         raise ValueError(f"{USER_ENV}={name} has uid 0: the worker must run as an "
@@ -110,14 +121,19 @@ def home_of(store_path: Path) -> Path:
 
 
 def _chown_tree(path: Path, account: Account) -> None:
-    if not path.exists():
+    """``path`` and all below it made ``account``'s, following no link (job code may swap a
+    folder in there for a link to one of root's while this runs): ``os.fwalk`` walks by
+    descriptors and checks each folder it enters is the one it listed."""
+    try:
+        os.chown(path, account.uid, account.gid, follow_symlinks=False)
+    except FileNotFoundError:
         return
-    os.chown(path, account.uid, account.gid, follow_symlinks=False)
-    if path.is_dir() and not path.is_symlink():
-        for root, dirs, files in os.walk(path):
-            for name in dirs + files:
-                os.chown(os.path.join(root, name), account.uid, account.gid,
-                         follow_symlinks=False)
+    for _, dirs, files, fd in os.fwalk(path):
+        for name in dirs + files:
+            try:
+                os.chown(name, account.uid, account.gid, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
 
 
 def _lets_in(path: Path, account: Account, write: bool = False) -> bool:
@@ -189,11 +205,22 @@ def prepare(account: Account, store_path: Path, cache_dir: Path, models_dir: Pat
         # Made now, by the server, before the worker could plant one it knows.
         read_or_make_secret(secret)
     private_folder(store_path.parent)
+    own = own_folder(server_folder(store_path))
     private_file(revoked)  # likewise: a worker's own would let it un-revoke
     _store_folder(store_path, account)
+    # The store first: a -wal or -shm file a connection of the server's creates from now on
+    # takes its owner (SQLite gives them the database's), and one made before is listed below.
+    _chown_tree(store_path, account)
     for path in store_path.parent.iterdir():
-        if path.name.startswith(store_path.name) and path not in (secret, revoked):
+        # The server's own folder (its secret, logs, locks, held uploads) stays its own, and
+        # so does a secret an older version kept beside the store.
+        if path.name.startswith(store_path.name) and path not in (own, secret) and \
+                path.name != store_path.name + ".secret":
             _chown_tree(path, account)
+    # Once more for SQLite's own files: a connection that read the store's owner before it
+    # changed may have created one since the listing above (the worker could not open it).
+    for suffix in ("-wal", "-shm"):
+        _chown_tree(Path(f"{store_path}{suffix}"), account)
     for folder in (exports_root(store_path), cache_dir, home_of(store_path)):
         private_folder(Path(folder))
         _chown_tree(Path(folder), account)

@@ -2,14 +2,19 @@
 
 Jobs live in the results store's SQLite file, so they survive a server restart and every page
 (every session) sees every job's state. One worker per device (``benchmarks.service.worker``)
-holds an exclusive ``flock`` on a lock file beside the store; the kernel drops the lock when
-the process dies, however it dies, so "is a worker alive?" is a non-blocking lock attempt, and
-two sessions that both start a worker end up with one. The next worker marks the jobs a dead
-one left running as interrupted; the queue's supervisor (``benchmarks.service.supervisor``)
-notices sooner, with the cause.
+holds an exclusive ``flock`` on a lock file in the server's own folder, taken for it by the
+server that starts it, which records the worker behind it: "is a worker alive?" is that lock
+held and that process alive (a lock kept by what a dead worker's job left is ended with it,
+``workers.py``), and two sessions that both start a worker end up with one. The next worker
+marks the jobs a dead one left running as interrupted; the queue's supervisor
+(``benchmarks.service.supervisor``) notices sooner, with the cause.
 
-Files a job needs (an uploaded checkpoint) are moved into the job's own folder at submission
-and removed when it ends, so a closed browser session never breaks a queued job. Jobs carry an
+Files a job needs (an uploaded checkpoint) are moved out of the browser session's folder at
+submission and removed when the job ends, so a closed browser session never breaks a queued
+job. Where the worker runs as a user of its own they wait in the server's folder, the
+server's alone, until a worker claims the job, and only then become the worker's (the job's
+own folder, ``STORE.jobs/JOB_ID``): job code never reads another person's queued upload. A
+job's folder is named by its id, never by what a row says. Jobs carry an
 owner (signed-in user, else the browser session, as a digest): only the owner or an admin
 cancels them, and the operator caps how many one owner may have queued or running. Owners are
 signed by the server at submission (it holds the session secret; the worker, whose job code may
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -35,7 +41,8 @@ from pathlib import Path
 from benchmarks.service import kinds
 from benchmarks.service.supervisor import holder_alive
 from benchmarks.service.workers import WorkerProcesses
-from benchmarks.spec.folders import private_folder
+from benchmarks.spec.folders import own_folder, server_folder
+from benchmarks.spec.nofollow import Refused, remove_folder, tree_bytes
 from benchmarks.spec.limits import Limits
 from benchmarks.store.database import (
     ResultsStore,
@@ -91,11 +98,23 @@ CREATE TABLE IF NOT EXISTS workers (
     card        TEXT NOT NULL
 );
 """
+# Once every column exists (an older store gains them first): a job's id names its folder and
+# its device its worker, so neither changes after submission.
+TRIGGERS = """
+CREATE TRIGGER IF NOT EXISTS jobs_identity_is_fixed BEFORE UPDATE OF job_id, device, folder
+ON jobs WHEN NEW.job_id IS NOT OLD.job_id OR NEW.device IS NOT OLD.device
+OR NEW.folder IS NOT OLD.folder
+BEGIN SELECT RAISE(ABORT, 'a job''s id, device and folder are set when it is submitted'); END;
+"""
 JOB_COLUMNS = {"worker_token": "TEXT", "owner": "TEXT", "time_limit_s": "REAL",
                "folder": "TEXT", "client": "TEXT", "new_run_id": "TEXT", "run_tag": "TEXT",
                "owner_tag": "TEXT"}
 ACTIVE_SQL = "status IN ('queued', 'running')"
 ANONYMOUS = "session:"  # the owners of sessions without sign-in (dashboard.identity)
+JOB_ID = re.compile(r"[0-9a-f]{12}")  # what ``submit`` makes: a job's folder is named by it
+# How long a worker waits, once it has claimed a job, for the server to hand it the job's
+# uploaded files (the supervisor looks every WATCH_S).
+HAND_OVER_S = 30.0
 
 
 class CapReached(ValueError):
@@ -199,21 +218,39 @@ def runs_named(payload) -> list[str]:
 
 class JobQueue(WorkerProcesses):
     def __init__(self, store_path: str | os.PathLike | None = None,
-                 limits: Limits | None = None, secret: bytes | None = None):
+                 limits: Limits | None = None, secret: bytes | None = None,
+                 serving: bool = True):
         # ``secret``: the server's session secret (the dashboard's queue); with it, owners are
-        # signed at submission and believed only where the signature verifies.
+        # signed at submission and believed only where the signature verifies. ``serving``
+        # False: the worker's own queue, which never touches the server's folder.
         self.secret = secret
-        self.store = ResultsStore(store_path, secret)  # creates the file and the results tables
+        # A root server whose worker runs as a user of its own opens the store with that
+        # user's rights (ResultsStore._opener); one not created yet has never had it.
+        known = None
+        if serving and os.geteuid() == 0:
+            from benchmarks.service.account import worker_account
+            try:
+                known = worker_account(create=False)
+            except ValueError:
+                pass
+        self.store = ResultsStore(store_path, secret,  # creates the file and the tables
+                                  open_as=None if known is None else (known.uid, known.gid))
         self.path = self.store.path
         self.limits = limits if limits is not None else Limits.from_env()
         self.jobs_dir = self.path.with_name(f"{self.path.name}.jobs")
+        # Uploads of queued jobs, where the worker is another user: the server's alone.
+        self.held_dir = server_folder(self.path) / "uploads"
+        if serving:
+            own_folder(server_folder(self.path))
         with self.store.connect() as db:
             db.executescript(SCHEMA)
         with self.store.transaction() as db:
             add_missing_columns(db, "jobs", JOB_COLUMNS)
+        with self.store.connect() as db:
+            db.executescript(TRIGGERS)
         self._spawned: list[subprocess.Popen] = []
         self._exits: dict[int, int] = {}  # pid -> return code of reaped workers
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._supervisor = None  # a Supervisor once started (WorkerProcesses.supervise)
         self._account: tuple | None = None  # (Account or None,) once resolved
         # The memory limit that counts everything (benchmarks.service.memory_guard): the
@@ -266,14 +303,16 @@ class JobQueue(WorkerProcesses):
             tag = job_tag(self.secret, job_id, owner, session)
         payload, folder = dict(payload), None
         if attachments:
-            folder = self.jobs_dir / job_id
-            private_folder(folder)
+            folder = self.job_folder(job_id)
+            # Where the worker is another user, the files wait in the server's folder until
+            # a worker claims the job (``hand_over``); else they go to the job's folder now.
+            held = self.held_dir / job_id if self.worker_account() is not None else folder
+            own_folder(held)
             for key, source in attachments.items():
-                target = folder / Path(source).name
+                target = held / Path(source).name
                 shutil.move(source, target)
-                os.chmod(target, 0o600)  # the upload is its owner's and the worker's only
-                payload[key] = str(target)
-            self._hand_to_worker(folder)
+                os.chmod(target, 0o600)  # the upload is its owner's (then the worker's) only
+                payload[key] = str(folder / target.name)
         try:
             with self.store.transaction() as db:
                 self._check_cap(db, owner, client)
@@ -286,7 +325,7 @@ class JobQueue(WorkerProcesses):
                             run_tag, tag))
         except BaseException:
             if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+                self._remove_folder(job_id)
             raise
         return job_id
 
@@ -357,26 +396,96 @@ class JobQueue(WorkerProcesses):
         if self._account is None:
             from benchmarks.service.account import worker_account
             self._account = (worker_account(),)
+            if self._account[0] is not None:
+                self.store.open_as = (self._account[0].uid, self._account[0].gid)
         return self._account[0]
 
-    def _hand_to_worker(self, folder: Path) -> None:
-        """A job's own folder, readable by the worker that runs it (its user's, where the
-        worker runs as another user)."""
+    def worker_uids(self) -> set[int]:
+        """Who writes the worker's files: the worker's user, where it runs as one of its own,
+        else this process's."""
         account = self.worker_account()
-        if account is not None:
-            from benchmarks.service.account import _chown_tree
-            os.chown(self.jobs_dir, account.uid, account.gid)
-            _chown_tree(folder, account)
+        return {account.uid if account is not None else os.geteuid()}
+
+    def job_folder(self, job_id: str) -> Path:
+        """A job's own folder, named by its id (a ValueError for anything ``submit`` does not
+        make: no row names a path the server acts on)."""
+        if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
+            raise ValueError(f"{str(job_id)[:40]!r} is not a job id")
+        return self.jobs_dir / job_id
+
+    def hand_over(self, job_id: str) -> bool:
+        """The uploads a claimed job waits for, moved from the server's folder into the job's
+        own, made the worker's (folder and files, through descriptors: job code may have
+        planted anything under the job's name). True once they are there; False where there
+        was nothing to hand over."""
+        folder = self.job_folder(job_id)
+        held = self.held_dir / job_id
+        if not held.is_dir():
+            return False
+        account = self.worker_account()
+        uid, gid = (account.uid, account.gid) if account is not None else (-1, -1)
+        for name in os.listdir(held):  # the server's own folder: its names are its own
+            os.chown(held / name, uid, gid, follow_symlinks=False)
+        os.chown(held, uid, gid, follow_symlinks=False)
+        jobs_fd = self._jobs_folder(uid, gid)
+        held_fd = os.open(self.held_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for _ in range(2):
+                try:
+                    os.rename(job_id, job_id, src_dir_fd=held_fd, dst_dir_fd=jobs_fd)
+                    return True
+                except OSError:  # something job code put under the job's name: removed
+                    remove_folder(folder, self.path.parent)
+                    try:
+                        os.unlink(job_id, dir_fd=jobs_fd)
+                    except OSError:
+                        pass
+            raise Refused(f"{folder}: the job's uploads could not be handed to it (something "
+                          f"else is there)")
+        finally:
+            os.close(held_fd)
+            os.close(jobs_fd)
+
+    def _jobs_folder(self, uid: int, gid: int) -> int:
+        """A descriptor of the jobs' folder (made the worker's where new), reached without
+        following a link."""
+        from benchmarks.spec.nofollow import open_folder
+        try:
+            os.mkdir(self.jobs_dir, 0o700)
+            os.chown(self.jobs_dir, uid, gid, follow_symlinks=False)
+        except FileExistsError:
+            pass
+        return open_folder(self.jobs_dir, self.path.parent, self.worker_uids())
+
+    def hand_over_claimed(self) -> None:
+        """The supervisor's part: each held upload goes to its job once a live worker has
+        claimed it, and is removed once its job has ended (or is gone)."""
+        try:
+            waiting = [n for n in os.listdir(self.held_dir) if JOB_ID.fullmatch(n)]
+        except OSError:
+            return
+        if not waiting:
+            return
+        live = self.live_workers()
+        with self.store.connect() as db:
+            rows = {r["job_id"]: r for r in db.execute(
+                "SELECT job_id, status, worker_pid FROM jobs WHERE job_id IN (%s)" %
+                ",".join("?" * len(waiting)), waiting)}
+        for job_id in waiting:
+            row = rows.get(job_id)
+            if row is None or row["status"] in FINISHED:
+                remove_folder(self.held_dir / job_id, server_folder(self.path), {os.geteuid()})
+            elif row["status"] == "running" and row["worker_pid"] in live:
+                self.hand_over(job_id)
 
     def attachment_bytes(self) -> int:
-        """What the queued and running jobs' own folders hold (uploads count against a cap)."""
+        """What the queued and running jobs' files hold (uploads count against a cap): those
+        waiting in the server's folder and those in the jobs' folders (walked without
+        following a link)."""
         total = 0
-        if self.jobs_dir.is_dir():
-            for path in self.jobs_dir.rglob("*"):
-                try:
-                    total += path.stat().st_size if path.is_file() else 0
-                except OSError:
-                    continue
+        for top, folder, owners in ((server_folder(self.path), self.held_dir, {os.geteuid()}),
+                                    (self.path.parent, self.jobs_dir, None)):
+            total += tree_bytes(folder, top, owners)
         return total
 
     def job_owner(self, row) -> tuple[str | None, str]:
@@ -461,7 +570,7 @@ class JobQueue(WorkerProcesses):
             else:
                 db.execute("UPDATE jobs SET cancel_requested=1 WHERE job_id=?", (job_id,))
                 return True
-        self._remove_folder(row["folder"])
+        self._remove_folder(row["job_id"])
         return True
 
     def _end(self, db, row, status: str, error: str | None) -> None:
@@ -476,10 +585,15 @@ class JobQueue(WorkerProcesses):
                        "AND status IN ('running', 'interrupted')",
                        (run_status, error or "cancelled by the user", now_iso(), row["run_id"]))
 
-    @staticmethod
-    def _remove_folder(folder: str | None) -> None:
-        if folder:
-            shutil.rmtree(folder, ignore_errors=True)
+    def _remove_folder(self, job_id: str) -> None:
+        """A job's files: its own folder (named by its id, only a folder of the worker's, not
+        a link) and its uploads still waiting in the server's folder."""
+        try:
+            folder = self.job_folder(job_id)
+        except ValueError:
+            return  # not an id submit made: nothing of it is removed
+        remove_folder(folder, self.path.parent, self.worker_uids())
+        remove_folder(self.held_dir / job_id, server_folder(self.path), {os.geteuid()})
 
 
 _SHARED: dict[str, JobQueue] = {}

@@ -76,6 +76,7 @@ class Supervisor(threading.Thread):
         self._stopped = threading.Event()
         # device -> (failed starts in a row, the last one's reason)
         self._start_failures: dict[str, tuple[int, str]] = {}
+        self._running: set[str] = set()  # the jobs running at the last pass
 
     def run(self) -> None:
         said = None  # the last error said: the same one is not said again every tick
@@ -105,6 +106,8 @@ class Supervisor(threading.Thread):
                     reaped.append((p.pid, code, _device_of(p)))
         for pid, _, _ in reaped:
             self.queue.forget_worker(pid)
+        if reaped:  # what their jobs left (a process that kept the lock) goes with them
+            self.queue.end_strays(dead=[pid for pid, _, _ in reaped])
         with self.queue.store.connect() as db:
             running = db.execute("SELECT * FROM jobs WHERE status='running'").fetchall()
             waiting = {r["device"] for r in db.execute(
@@ -118,27 +121,34 @@ class Supervisor(threading.Thread):
                 kind = "cuda" if device.startswith("cuda:") and "cuda" in waiting else device
                 self._start_failed(kind, f"it exited with status {code} before taking a job "
                                          f"(its log: {self._log(device)})")
+        dead = []
         for row in running:
             pid = row["worker_pid"] or 0
             if not holder_alive(row):
                 code = self._exit_code(pid)
                 status, reason = self.queue.death_cause(pid) or exit_cause(code)
                 self._finish_dead(row, status, reason)
+                dead.append(pid)
             elif row["time_limit_s"] and _age_s(row["started_at"]) > \
                     row["time_limit_s"] + TIME_LIMIT_GRACE_S:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                # Only a worker this server knows is killed: the row's pid is job code's to
+                # write.
+                self.queue.kill_worker(pid)
                 self._finish_dead(row, "failed", f"stopped at its time limit "
                                   f"({row['time_limit_s']:g} s, COMPRESSION_BENCH_JOB_TIME_"
                                   f"LIMIT): it did not stop between phases, so its worker "
                                   f"was killed")
+        now_running = {row["job_id"] for row in running}
+        if dead or self._running - now_running:
+            # A job ended, or its worker died: nothing it started outlives it.
+            self.queue.end_strays(dead=dead)
+        self._running = now_running
+        self.queue.hand_over_claimed()
         for device in waiting:
-            if device != "cuda" and self.queue.worker_alive(device):
-                self._start_failures.pop(device, None)  # it started: the count begins anew
-                continue
             try:
+                if device != "cuda" and self.queue.worker_alive(device):
+                    self._start_failures.pop(device, None)  # it started: the count anew
+                    continue
                 self.queue.ensure_worker(device)
             except (OSError, ValueError, subprocess.SubprocessError) as exc:
                 self._start_failed(device, first_line(exc))
@@ -162,7 +172,7 @@ class Supervisor(threading.Thread):
             for row in rows:
                 self.queue._end(db, row, "failed", why)
         for row in rows:
-            self.queue._remove_folder(row["folder"])
+            self.queue._remove_folder(row["job_id"])
         print(f"supervisor: the {device} worker could not start ({tries} tries): {reason}; "
               f"{len(rows)} queued job(s) failed with that reason", file=sys.stderr)
 
@@ -184,7 +194,7 @@ class Supervisor(threading.Thread):
     def _finish_dead(self, row, status: str, reason: str) -> None:
         with self.queue.store.transaction() as db:
             self.queue._end(db, row, status, reason)
-        self.queue._remove_folder(row["folder"])
+        self.queue._remove_folder(row["job_id"])
         self._remove_shm(row)
 
     def _remove_shm(self, row) -> None:

@@ -16,6 +16,7 @@ with this worker's progress, stop check and recorder (``record_run``).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -27,14 +28,16 @@ from benchmarks.executors.devices import try_lock
 from benchmarks.measure.machine import apply_memory_limit, is_out_of_memory, out_of_memory_label
 from benchmarks.service.queue import (
     CLUSTER_REFRESH_S,
+    HAND_OVER_S,
     POLL_S,
     PROGRESS_EVERY_S,
     Job,
     JobQueue,
     ray_address,
 )
-from benchmarks.service.workers import lock_path
+from benchmarks.service.workers import lock_path, write_record
 from benchmarks.spec.cpu_env import clear_inherited
+from benchmarks.spec.folders import private_folder
 from benchmarks.store.database import guard_worker_connections, now_iso, process_start_token
 from optimizers.errors import first_line
 
@@ -43,7 +46,7 @@ class Worker:
     """Runs one device's jobs, one at a time, until its parent process is gone."""
 
     def __init__(self, store_path: str, device: str, parent: int | None):
-        self.queue = JobQueue(store_path)
+        self.queue = JobQueue(store_path, serving=False)
         self.store = self.queue.store
         self.device = device
         self.parent = parent
@@ -249,6 +252,11 @@ class Worker:
         try:
             if job.payload_error is not None:  # written around the server: nothing to run
                 raise ValueError(job.payload_error)
+            if job.folder is not None and not self.received(job):
+                self.finish(job.job_id, "failed", f"its uploaded files did not reach the "
+                            f"worker within {HAND_OVER_S:g} s of the job's start (the server "
+                            f"hands them over once a worker claims it); run it again")
+                return
             get(job.kind).run(self, job)
         except UnknownKind as exc:  # an older or newer server's job: said; the next one runs
             self.finish(job.job_id, "failed", first_line(exc, 600))
@@ -265,7 +273,19 @@ class Worker:
                 reason = f"{type(exc).__name__}: {first_line(exc, 400)}"
             self.finish(job.job_id, "failed", reason)
         finally:
-            self.queue._remove_folder(job.folder)
+            self.queue._remove_folder(job.job_id)
+
+    def received(self, job: Job) -> bool:
+        """Whether the job's own folder (its uploads) is here, waiting up to HAND_OVER_S for
+        the server to hand it over: where the worker is another user, a queued job's uploads
+        stay the server's until a worker claims it."""
+        folder = self.queue.job_folder(job.job_id)
+        deadline = time.monotonic() + HAND_OVER_S
+        while not folder.is_dir():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def record_run(self, job: Job, recorder, run) -> None:
         """Run ``run(recorder)`` with the stored run sharing the job's fate: interrupted when
@@ -357,16 +377,26 @@ def worker_main(argv: list[str]) -> int:
     parser.add_argument("--store", required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--parent", type=int)
+    parser.add_argument("--lock-fd", type=int,
+                        help="the device's lock, taken by the server that started this worker")
     args = parser.parse_args(argv)
     os.umask(0o077)  # the runs, caches and files it writes are its owner's only
     # Before torch: an instruction-set cap the server inherited would cap every native cell
     # (benchmarks.spec.cpu_env); the worker's card records what was cleared.
     clear_inherited()
-    lock = try_lock(lock_path(Path(args.store), args.device))
-    if lock is None:
-        return 0  # another worker serves this device
-    os.ftruncate(lock, 0)
-    os.write(lock, str(os.getpid()).encode())  # lets stop_worker find a worker still starting
+    if args.lock_fd is not None:
+        # The server took the lock and recorded this process behind it; the descriptor is
+        # read-only, and closed to whatever job code executes.
+        lock = args.lock_fd
+        os.set_inheritable(lock, False)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    else:  # started by hand: it takes the lock itself, and records itself behind it
+        path = lock_path(Path(args.store), args.device)
+        private_folder(path.parent)
+        lock = try_lock(path)
+        if lock is None:
+            return 0  # another worker serves this device
+        write_record(path, os.getpid())
     # SIGTERM ends the process through SystemExit, so the current job is marked by the next
     # worker as interrupted and the store stays consistent.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

@@ -1,12 +1,22 @@
-"""The queue's worker processes: one per device, started when a job needs it and found
-alive by its lock (``lock_path``), supervised by a thread of the server (reaped within a
-second of its death, with the cause), under the memory limit where one is set. ``JobQueue``
-is made of this and the jobs' table."""
+"""The queue's worker processes: one per device, started when a job needs it, supervised by a
+thread of the server (reaped within a second of its death, with the cause), under the memory
+limit where one is set. ``JobQueue`` is made of this and the jobs' table.
+
+A device's worker is alive while its lock (``lock_path``) is held and the process the server
+recorded behind it (pid and start time, written by the server) runs. The lock and the log
+live in the server's own folder (``server_folder``), which the worker's user can neither
+write nor enter: the server opens them and hands the worker descriptors (its stdout, and the
+locked lock, read-only). A lock still held once its worker is dead is held by what that
+worker's job left (``strays``): those processes are ended and a new worker starts.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
@@ -15,18 +25,49 @@ from pathlib import Path
 
 from benchmarks.executors.devices import fake_gpus, try_lock
 from benchmarks.service.supervisor import Supervisor
-from benchmarks.spec.folders import private_file
+from benchmarks.spec.folders import own_folder, server_folder
+from benchmarks.store.processes import process_alive, process_start_token
 
 WORKER_START_TIMEOUT_S = 60.0
+RECORD_SETTLE_S = 0.1
+# The devices a worker serves: its name is part of file names and of the worker's command.
+DEVICE = re.compile(r"cpu|cuda(:\d{1,3})?")
+
+
+def check_device(device: str) -> str:
+    if not isinstance(device, str) or not DEVICE.fullmatch(device):
+        raise ValueError(f"device {str(device)[:40]!r} is not one a worker serves (cpu, cuda "
+                         f"or cuda:N)")
+    return device
 
 
 def lock_path(store_path: Path, device: str) -> Path:
-    safe = device.replace(":", "-")
-    return store_path.with_name(f"{store_path.name}.worker-{safe}.lock")
+    return server_folder(store_path) / f"worker-{check_device(device).replace(':', '-')}.lock"
 
 
 def log_path(store_path: Path, device: str) -> Path:
-    return store_path.with_name(f"{store_path.name}.worker-{device.replace(':', '-')}.log")
+    return server_folder(store_path) / f"worker-{check_device(device).replace(':', '-')}.log"
+
+
+def read_record(lock: Path) -> tuple[int, str | None] | None:
+    """(pid, start time) of the worker the server recorded in ``lock``, or None."""
+    try:
+        words = lock.read_text().split()
+    except OSError:
+        return None
+    if not words or not words[0].isdigit():
+        return None
+    return int(words[0]), (words[1] if len(words) > 1 else None)
+
+
+def write_record(lock: Path, pid: int | None) -> None:
+    """Record worker ``pid`` (with its start time) in ``lock``; None clears it."""
+    fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        if pid is not None:
+            os.write(fd, f"{pid} {process_start_token(pid) or ''}".strip().encode())
+    finally:
+        os.close(fd)
 
 
 class WorkerProcesses:
@@ -36,43 +77,138 @@ class WorkerProcesses:
     # -- workers -------------------------------------------------------------------------
 
     def worker_alive(self, device: str = "cpu") -> bool:
-        fd = try_lock(lock_path(self.path, device))
-        if fd is None:
-            return True
-        os.close(fd)  # closing releases the lock
-        return False
+        """Whether the device's worker runs: its lock is held, and the process recorded behind
+        it (by the server that started it) is alive. A lock held by something else once that
+        worker is dead is ended with what the job left (``end_strays``): False then."""
+        lock = lock_path(self.path, device)
+        if not lock.parent.is_dir():
+            return False
+        with self._lock:
+            fd = try_lock(lock)
+            if fd is not None:
+                os.close(fd)  # closing releases the lock
+                return False
+            record = read_record(lock)
+            if record is None or process_alive(*record):
+                # No record: a worker started by hand holds it (it records itself once it
+                # has the lock), or a server is starting one now.
+                return True
+            # A server that took the lock a moment ago clears the old record at once: only a
+            # dead record that stays is a dead worker's.
+            time.sleep(RECORD_SETTLE_S)
+            if read_record(lock) != record:
+                return True
+            self.end_strays(dead=[record[0]], lock=lock)
+            fd = try_lock(lock)
+            if fd is None:
+                return True  # still held: left for the next look
+            os.close(fd)
+            return False
+
+    def live_workers(self) -> set[int]:
+        """The pids of the workers alive now: this queue's children, and every worker
+        recorded in a lock of the server's folder whose process still runs."""
+        live = {p.pid for p in self._spawned if p.poll() is None}
+        folder = server_folder(self.path)
+        for lock in (folder.glob("worker-*.lock") if folder.is_dir() else []):
+            record = read_record(lock)
+            if record is not None and process_alive(*record):
+                live.add(record[0])
+        return live
+
+    def end_strays(self, dead=(), lock: Path | None = None) -> set[int]:
+        """End what jobs left (``benchmarks.service.strays``): the processes holding
+        ``lock`` (a dead worker's), those left in the sessions of the ``dead`` workers, and
+        where the worker runs as a user of its own, every process of that user that no live
+        worker is an ancestor of. Returns the pids ended; says them in one line."""
+        from benchmarks.service import strays
+        with self._lock:
+            table = strays.processes()
+            live = self.live_workers()
+            found = set()
+            if lock is not None:
+                found |= strays.holding(lock, table)
+            for pid in dead:
+                if pid not in live:
+                    found |= strays.in_session(pid, table)
+            account = self._account[0] if self._account else None
+            if account is not None:
+                found |= strays.outside_trees(account.uid, live, table)
+            found -= live | {os.getpid()}
+            ended = strays.end(found)
+        if ended:
+            print(f"supervisor: ended {len(ended)} process(es) a job left behind "
+                  f"({', '.join(map(str, sorted(ended)))})", file=sys.stderr)
+        return ended
 
     def ensure_worker(self, device: str = "cpu", *, wait: bool = False) -> None:
         """Start the device's worker unless one is alive; ``cuda`` starts one per GPU
-        (``cuda:0`` ...). Several sessions may call this at once: surplus workers find the
-        lock taken and exit."""
+        (``cuda:0`` ...). Several sessions (or servers) may call this at once: the lock,
+        taken here before the start, lets one through."""
         if device == "cuda":
             from benchmarks.executors.devices import gpu_devices
             for gpu in gpu_devices() or ["cuda:0"]:
                 self.ensure_worker(gpu, wait=wait)
             return
+        check_device(device)
         self.supervise()
         with self._lock:
             if self.worker_alive(device):
                 return
-            log = log_path(self.path, device)
-            private_file(log)
             root = Path(__file__).resolve().parents[2]
             env, user = self._worker_env(root)
+            own_folder(server_folder(self.path))
+            lock = lock_path(self.path, device)
             if device.startswith("cuda:") and not fake_gpus():
                 # The worker sees only its GPU (as cuda:0): a sweep there never touches
                 # another, and its borrowed GPUs are set per process (executors.pool).
                 env["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
-            with open(log, "ab") as out:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "benchmarks.service.worker", "--store",
-                     str(self.path), "--device", device, "--parent", str(os.getpid())],
-                    cwd=root, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    env=env, **user)
+            # The worker holds the lock through this descriptor, read-only: job code in it
+            # can neither write the record nor reach the file by name.
+            held = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(held)
+                return  # another server started one a moment ago
+            try:
+                write_record(lock, None)
+                log = os.open(log_path(self.path, device),
+                              os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                try:
+                    # A session of its own: what its jobs leave in it is ended with it.
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "benchmarks.service.worker", "--store",
+                         str(self.path), "--device", device, "--parent", str(os.getpid()),
+                         "--lock-fd", str(held)],
+                        cwd=root, stdin=subprocess.DEVNULL, stdout=log,
+                        stderr=subprocess.STDOUT, env=env, pass_fds=(held,),
+                        start_new_session=True, **user)
+                finally:
+                    os.close(log)
+                write_record(lock, proc.pid)
+            finally:
+                os.close(held)  # the worker's copy holds the lock now
             self._spawned.append(proc)
             self._limit_memory(proc.pid, device)
         if wait:
             self.wait_for_worker(device)
+
+    def kill_worker(self, pid: int) -> bool:
+        """SIGKILL ``pid`` if it is one of the live workers (``live_workers``), never a pid
+        that only a row names (job code may write any there). Whether it was."""
+        with self._lock:
+            for proc in self._spawned:
+                if proc.pid == pid and proc.poll() is None:
+                    proc.kill()
+                    return True
+            if pid not in self.live_workers():
+                return False
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        return True
 
     def _worker_env(self, root: Path) -> tuple[dict, dict]:
         """The worker's environment and, where it runs as another user, Popen's user,
@@ -151,7 +287,6 @@ class WorkerProcesses:
     def worker_card(self, device: str = "cpu") -> dict | None:
         """The live worker's environment card (torch version, devices...), or None: no
         worker, one still starting, or a row whose process is gone."""
-        from benchmarks.store.database import process_alive
         with self.store.connect() as db:
             row = db.execute("SELECT pid, card FROM workers WHERE device=?", (device,)
                              ).fetchone()
@@ -167,20 +302,13 @@ class WorkerProcesses:
 
     def stop_worker(self, device: str = "cpu", timeout: float = 10.0) -> None:
         """Ask the device's worker to exit (used by tests and shutdown), including one that is
-        still starting: its pid is in the lock file before it registers. This queue stops
-        supervising first, so it does not start another."""
+        still starting: the server recorded its pid with the lock before it runs. This queue
+        stops supervising first, so it does not start another."""
         self.stop_supervising()
         pids = set()
-        try:
-            text = lock_path(self.path, device).read_text().strip()
-            if text.isdigit():
-                pids.add(int(text))
-        except OSError:
-            pass
-        with self.store.connect() as db:
-            row = db.execute("SELECT pid FROM workers WHERE device=?", (device,)).fetchone()
-        if row is not None:
-            pids.add(row["pid"])
+        record = read_record(lock_path(self.path, device))
+        if record is not None and process_alive(*record):
+            pids.add(record[0])
         pids.update(p.pid for p in self._spawned if p.poll() is None)
         for pid in pids:
             try:

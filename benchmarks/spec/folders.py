@@ -136,17 +136,85 @@ def private_file(path: Path) -> None:
         pass
 
 
-def secret_path(store_path: str | os.PathLike) -> Path:
-    """The session-signing secret's file, beside the store (dashboard.identity)."""
+def server_folder(store_path: str | os.PathLike) -> Path:
+    """The server's own folder beside the store (``STORE.server/``, 0700): what the server
+    itself opens by name (the session secret, each worker's log and lock, uploads waiting for
+    their job). The store's folder is writable by the worker's user, which may swap any file
+    of its own there for a link; in here it can create nothing and open nothing."""
     store_path = Path(store_path)
-    return store_path.with_name(store_path.name + ".secret")
+    return store_path.with_name(store_path.name + ".server")
+
+
+def own_folder(path: Path) -> Path:
+    """``path`` as this user's private folder: created 0700 (its missing parents too), or an
+    existing one checked without following a link: a folder this user owns (then made 0700).
+    A RuntimeError of one line otherwise: another user made it, and could read or replace
+    what goes in."""
+    private_folder(path.parent)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise
+    except OSError:  # ELOOP (a link) or ENOTDIR (a file)
+        raise RuntimeError(f"{path} is not this server's own folder (a link or a file): "
+                           f"remove it and start again") from None
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.geteuid():
+            raise RuntimeError(f"{path} is not this server's own folder (owned by uid "
+                               f"{info.st_uid}; it must be uid {os.geteuid()}): remove it "
+                               f"and start again")
+        if info.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    except OSError as exc:
+        raise RuntimeError(f"{path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return path
+
+
+def secret_path(store_path: str | os.PathLike) -> Path:
+    """The session-signing secret's file, in the server's own folder (dashboard.identity)."""
+    return server_folder(store_path) / "secret"
+
+
+def _legacy_secret(path: Path) -> Path | None:
+    """Where a version that kept the secret beside the store had ``path``'s (``STORE.secret``
+    for ``STORE.server/secret``), if ``path`` is a store's secret."""
+    folder = path.parent
+    if path.name != "secret" or not folder.name.endswith(".server"):
+        return None
+    return folder.with_name(folder.name[:-len(".server")] + ".secret")
+
+
+def _adopt_legacy_secret(path: Path) -> None:
+    """Move the secret an older version kept beside the store into the server's folder (the
+    runs and jobs it signed keep their owners), if it is this user's own private file."""
+    import stat
+    legacy = _legacy_secret(path)
+    if legacy is None:
+        return
+    try:
+        info = os.lstat(legacy)
+    except OSError:
+        return
+    if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and \
+            not info.st_mode & 0o077 and info.st_nlink == 1:
+        try:
+            os.link(legacy, path, follow_symlinks=False)
+        except FileExistsError:
+            return
+        os.unlink(legacy)
 
 
 def revocations_path(store_path: str | os.PathLike) -> Path:
-    """The revoked browser identities' file, beside the store and its secret
-    (dashboard.identity): the server's own, like the secret."""
-    store_path = Path(store_path)
-    return store_path.with_name(store_path.name + ".revoked")
+    """The revoked browser identities' file (dashboard.identity), in the server's own folder
+    beside the secret: the server opens it by name, so the worker must not reach it."""
+    return server_folder(store_path) / "revoked"
 
 
 def read_or_make_secret(path: Path, size: int = 32) -> bytes:
@@ -155,9 +223,11 @@ def read_or_make_secret(path: Path, size: int = 32) -> bytes:
     (``benchmarks.service.account``) it could otherwise plant a secret it knows."""
     import secrets
     import tempfile
+    own_folder(path.parent)
+    if not path.exists():
+        _adopt_legacy_secret(path)
     if path.exists():  # read as it is: a full disk leaves room for no draft (below)
         return _existing_secret(path, size)
-    private_folder(path.parent)
     # Written whole to a private temporary file, then linked into place: link() fails when the
     # name exists, so of several processes starting at once exactly one makes the secret, and
     # none reads it half-written (created empty and then filled, a reader could see 0 bytes).

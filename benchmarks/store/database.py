@@ -28,6 +28,7 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import time
 import uuid
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from pathlib import Path
 from benchmarks.report.results import VariantResult
 from benchmarks.spec.atomic import DiskFull, disk_full_as_one_line, raise_if_disk_full
 from benchmarks.spec.folders import check_user_path, exports_root, private_file, private_folder
+from benchmarks.spec.nofollow import files_as
 from benchmarks.store.guard import guard_worker_connections  # noqa: F401  (re-exported)
 from benchmarks.store.packing import packed, unpacked
 from benchmarks.store.processes import process_alive, process_start_token
@@ -161,11 +163,16 @@ def use_wal(db: sqlite3.Connection) -> None:
 
 
 class ResultsStore:
-    def __init__(self, path: str | os.PathLike | None = None, secret: bytes | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, secret: bytes | None = None,
+                 open_as: tuple[int, int] | None = None):
         self.path = Path(path) if path is not None else default_store_path()
         # The server's session secret: with it, only a signed owner is an owner (the
         # dashboard's store); without it (the CLI, the worker) owners are read as stored.
         self.secret = secret
+        # (uid, gid) of the worker's own user, on a root server whose worker runs as one: the
+        # store's files are that user's, and this process opens them with its rights
+        # (``_opener``).
+        self.open_as = open_as
         # The lines of rows read and left out as unreadable (``_variants``), oldest first;
         # shared by every store object of this file in the process (``unreadable_lines``).
         self.unreadable = _UNREADABLE.setdefault(str(self.path), {})
@@ -199,6 +206,27 @@ class ResultsStore:
 
     # -- plumbing ------------------------------------------------------------------------
 
+    def _opener(self) -> tuple[int | None, int | None]:
+        """Whose rights this process opens the store's files with: the worker's
+        (``open_as``) once the store's folder is that user's to write, unless the store's
+        file is still this process's own (a regular file, no link). The worker's user may
+        swap the file it owns for a link to any file; SQLite follows a link to the database
+        (it refuses one in place of its -wal and -shm), and as root would read or initialise
+        whatever it leads to."""
+        if self.open_as is None or os.geteuid() != 0:
+            return None, None
+        uid, gid = self.open_as
+        try:
+            folder = os.stat(self.path.parent)
+            if folder.st_gid != gid and folder.st_uid != uid:
+                return None, None  # not yet handed to the worker: nothing of its is in there
+            info = os.lstat(self.path)
+            if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
+                return None, None
+        except FileNotFoundError:
+            pass
+        return uid, gid
+
     @contextmanager
     def connect(self):
         """A read connection (autocommit); writes go through ``transaction``. On a full file
@@ -214,17 +242,20 @@ class ResultsStore:
 
     @contextmanager
     def _connected(self):
-        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        try:
-            use_wal(db)
-            db.execute("PRAGMA foreign_keys=ON")
-            # NORMAL is durable in WAL mode against process crashes (a SIGKILL loses nothing
-            # committed); only an OS crash could lose the last transactions.
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.row_factory = sqlite3.Row
-            yield db
-        finally:
-            db.close()
+        # The whole connection, not just its opening: SQLite opens the -wal and -shm files
+        # at its first statement.
+        with files_as(*self._opener()):
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            try:
+                use_wal(db)
+                db.execute("PRAGMA foreign_keys=ON")
+                # NORMAL is durable in WAL mode against process crashes (a SIGKILL loses
+                # nothing committed); only an OS crash could lose the last transactions.
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.row_factory = sqlite3.Row
+                yield db
+            finally:
+                db.close()
 
     @contextmanager
     def transaction(self):
@@ -355,12 +386,13 @@ class ResultsStore:
         return cur.rowcount > 0
 
     def _remove_exports(self, run_id: str) -> None:
-        import shutil
+        from benchmarks.spec.nofollow import remove_folder
         root = exports_root(self.path)
         folder = root / run_id
-        # Only a plain name below exports/ (a run id never holds a separator).
+        # Only a plain name below exports/ (a run id never holds a separator), reached
+        # without following a link: the worker's user owns exports/ and may swap it.
         if folder.parent == root and run_id not in ("", ".", ".."):
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_folder(folder, self.path.parent)
 
     def _skipped(self, line: str) -> None:
         """Remember an unreadable row's line (the CLI prints them naming the store), at most

@@ -11,8 +11,12 @@ import sqlite3
 # session once: tools/perf_ui.py does); in the worker, every connection its process opens
 # (the engine's and any a model file opens itself) also gets ``worker_authorizer``, which
 # refuses these writes and the DDL that would drop the triggers.
+# A job's id names its folder, which the server removes, and its device the worker the server
+# starts: fixed once submitted, and no job is queued from inside the worker.
 PROTECTED_COLUMNS = {("runs", "owner"), ("jobs", "owner"), ("jobs", "session"),
-                     ("jobs", "client"), ("jobs", "payload")}
+                     ("jobs", "client"), ("jobs", "payload"), ("jobs", "job_id"),
+                     ("jobs", "device"), ("jobs", "folder")}
+NO_INSERT = ("jobs",)
 PROTECTED_ROWS = ("runs", "jobs", "sqlite_master", "sqlite_schema", "sqlite_temp_master",
                   "sqlite_temp_schema")
 DENIED_ACTIONS = {getattr(sqlite3, name) for name in (
@@ -28,6 +32,8 @@ def worker_authorizer(action, arg1, arg2, _db, _source) -> int:
                                             or arg1 in PROTECTED_ROWS[2:]):
         return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_DELETE and arg1 in PROTECTED_ROWS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_INSERT and arg1 in NO_INSERT:
         return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() == "writable_schema":
         return sqlite3.SQLITE_DENY

@@ -160,11 +160,11 @@ def test_store_log_secret_and_cache_are_owner_only_and_hold_no_session_key(tmp_p
         extra = queue.submit("sweep", SweepSpec(epochs=1, min_time_s=0.05).to_dict(),
                              session="t")
         wait_until(lambda: queue.get(extra).finished, 240, "a second job")
-    assert _mode(folder) == 0o700 and _mode(cache) == 0o700
+    own = folder / "results.db.server"  # the server's own: secret, the worker's log and lock
+    assert _mode(folder) == 0o700 and _mode(cache) == 0o700 and _mode(own) == 0o700
+    assert {p.name for p in own.iterdir()} >= {"secret", "worker-cpu.log", "worker-cpu.lock"}
     for path in [store, store.with_name("results.db-wal"), store.with_name("results.db-shm"),
-                 store.with_name("results.db.secret"), store.with_name("results.db.revoked"),
-                 store.with_name("results.db.worker-cpu.log"),
-                 store.with_name("results.db.worker-cpu.lock"), *cache.iterdir()]:
+                 *own.iterdir(), *cache.iterdir()]:
         if path.exists():
             assert _mode(path) == 0o600, (path, oct(_mode(path)))
     assert list(cache.glob("*.safetensors"))

@@ -40,3 +40,27 @@ def test_a_short_secret_is_refused_in_one_line(tmp_path):
     with pytest.raises(RuntimeError, match="not a usable secret"):
         read_or_make_secret(path)
     assert sorted(f.name for f in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_secret_an_older_version_kept_beside_the_store_moves_into_the_servers_folder(
+        tmp_path):
+    from benchmarks.spec.folders import secret_path
+    store = tmp_path / "results.db"
+    legacy = tmp_path / "results.db.secret"
+    legacy.write_bytes(b"k" * 32)
+    legacy.chmod(0o600)
+    assert read_or_make_secret(secret_path(store)) == b"k" * 32  # its signatures still verify
+    assert not legacy.exists()
+    assert stat.S_IMODE(secret_path(store).parent.stat().st_mode) == 0o700
+
+
+def test_a_servers_folder_someone_else_planted_is_refused_in_one_line(tmp_path):
+    from benchmarks.spec.folders import secret_path
+    store = tmp_path / "results.db"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    secret_path(store).parent.symlink_to(elsewhere)  # made before the server's
+    with pytest.raises(RuntimeError, match="results.db.server") as caught:
+        read_or_make_secret(secret_path(store))
+    assert "\n" not in str(caught.value)
+    assert list(elsewhere.iterdir()) == []

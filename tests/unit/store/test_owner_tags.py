@@ -94,3 +94,25 @@ def test_rewriting_a_jobs_owner_frees_no_slot_under_the_cap(tmp_path):
     rewrite_everything(path, "session:someone-else")
     with pytest.raises(CapReached, match="you already have 1 job"):
         queue.submit("sweep", {"model": "mlp"}, session="session:m", owner="session:m")
+
+
+def test_a_jobs_id_device_and_folder_are_fixed_and_the_worker_queues_nothing(tmp_path):
+    """The server names a job's folder by its id and starts the worker its device names: the
+    worker's connections may change neither (nor the folder column), nor queue a job; any
+    connection meets the trigger."""
+    from benchmarks.store.guard import GuardedConnection
+    path = tmp_path / "results.db"
+    queue = JobQueue(path)
+    job_id = queue.submit("sweep", {"model": "mlp"}, session="a")
+    guarded = sqlite3.connect(path, factory=GuardedConnection)
+    for sql in ("UPDATE jobs SET job_id='000000000000'", "UPDATE jobs SET device='cuda:9'",
+                "UPDATE jobs SET folder='/etc'",
+                "INSERT INTO jobs (job_id, kind, status, session, device, payload, "
+                "submitted_at) SELECT 'x', kind, status, session, device, payload, "
+                "submitted_at FROM jobs"):
+        with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
+            guarded.execute(sql)
+    plain = sqlite3.connect(path)
+    with pytest.raises(sqlite3.IntegrityError, match="set when it is submitted"):
+        plain.execute("UPDATE jobs SET folder='/etc'")
+    assert queue.get(job_id).folder is None
