@@ -49,13 +49,20 @@ CONFLICT = "conflict"
 
 
 def server_secret(store_path: Path) -> bytes:
-    """$COMPRESSION_BENCH_SECRET, else a random secret kept beside the store (0600, the
-    server's own: the worker never reads it), made once: every server over the same store
+    """$COMPRESSION_BENCH_SECRET, else a random secret kept in the server's own folder beside
+    the store (0600: the worker never reads it), made once: every server over the same store
     verifies the same keys, across restarts. The revocations file is made with it, before any
     worker starts (one could otherwise make it first, and own it)."""
-    from benchmarks.spec.folders import private_folder, read_or_make_secret, secret_path
+    from benchmarks.spec.folders import (
+        own_folder,
+        private_folder,
+        read_or_make_secret,
+        secret_path,
+        server_folder,
+    )
     env = os.environ.get(SECRET_ENV)
     private_folder(Path(store_path).parent)
+    own_folder(server_folder(store_path))  # the server's own: the worker cannot enter it
     os.close(_own_file(revocations_path(store_path)))
     if env:
         return env.encode()

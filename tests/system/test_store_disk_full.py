@@ -85,7 +85,7 @@ def filled(mnt, store, run_id, tmp_path) -> None:
 def _read(store):
     """A read of the store as a page makes it (no write of its own)."""
     s = ResultsStore.__new__(ResultsStore)
-    s.path, s.secret = store, None
+    s.path, s.secret, s.open_as = store, None, None
     return s.runs(limit=5)
 
 
