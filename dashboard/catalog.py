@@ -50,20 +50,17 @@ def student_choices() -> list[str]:
                              for name in hub_models(source)]
 
 
-def student_note(model: str | None, student: str | None) -> str | None:
-    """One line when distillation has no student to train: the model's family has no
-    obvious smaller sibling and none was picked."""
-    students = student if isinstance(student, tuple) else (student,)
-    if model is None or None not in students:
+def default_student(model: str | None) -> str | None:
+    """The student distillation takes for ``model`` when none is picked (the zoo's narrow
+    twin, the catalogue's smaller sibling), or None: it has none (a model file, resnet18...).
+    Torch-free: the registry's and the catalogue's rules."""
+    if not model:
         return None
-    from benchmarks.zoo.models import default_student
+    from benchmarks.zoo.models import default_student as engine_default
     try:
-        if default_student(model) is not None:
-            return None
-    except ValueError:
+        return engine_default(model)
+    except ValueError:  # a name no source has: the form refuses it elsewhere
         return None
-    return (f"{model} has no obvious smaller sibling to distil into: pick a student "
-            f"(any zoo, torchvision or timm model).")
 
 
 def datasets(*, folders: bool = True) -> list[str]:

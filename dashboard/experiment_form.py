@@ -19,7 +19,7 @@ from dashboard import catalog, links, settings_form, state, technique_form
 from dashboard.markup import md
 from optimizers.settings import EPOCHS_RANGE, setting, setting_fields
 
-ZOO, FILE = "Model zoo", "Model file (server folder)"
+ZOO, FILE = "Model zoo", "Model file"
 LM = "Language model (text)"
 DEFAULT_LM = "tiny-lm"
 TEXT = "text"                          # the embedded text (Python's help topics)
@@ -79,6 +79,33 @@ def budget(name: str, url) -> object:
     options = catalog.sweep_choices()["devices"] if name == "device" else ()
     return settings_form.single(name, meta, default, KEYS[name], options, url=url, name=name,
                                 title=TITLES[name])
+
+
+def combine_toggle(url, enabled: set) -> bool:
+    """Combine, where there is something to chain: on by default with two or more techniques
+    on; with fewer, off and disabled, and a caption says why (never a refusal at the click)."""
+    can = len(enabled) >= 2
+    technique_form.follow_default(KEYS["combine"], can)
+    meta, _ = BUDGET["combine"]
+    on = settings_form.single("combine", meta, can, KEYS["combine"], url=url, name="combine",
+                              title=TITLES["combine"], disabled=not can)
+    if not can:
+        st.caption("Combine chains two or more techniques: turn on another to add the "
+                   "chained variant.")
+    return bool(on and can)
+
+
+def technique_defaults(model: str | None) -> tuple[dict, dict]:
+    """The technique switches' defaults and what their empty settings mean for ``model``
+    (``technique_form.all_controls``): distillation on where the model has a student the
+    registry builds, off where it has none (a model file: nothing to pick for it), and the
+    student menu's default naming that student."""
+    if model is None:  # not chosen yet (a catalogue's menu before a name is typed)
+        return {}, {}
+    student = catalog.default_student(model)
+    means = f"{student}, its smaller sibling" if student else \
+        "none for this model: pick one below"
+    return {"distill": student is not None}, {"distill": {"student": means}}
 
 
 @dataclass
@@ -207,23 +234,61 @@ def _hub_model(source: str, url, out: ModelChoice) -> None:
 
 
 def _file_model(url, out: ModelChoice) -> None:
+    from dashboard import model_files
     folder = state.models_dir()
+    local = model_files.local_run()
+    pending = st.session_state.pop(model_files.PICK, None)
+    if pending is not None:  # a file just added from the page: selected
+        st.session_state["exp_model_file"] = pending
     files = catalog.model_files(folder)
-    if not files:
-        st.info(f"No model files in the server's models folder ({md(folder)}). The operator "
-                f"adds them there (COMPRESSION_BENCH_MODELS_DIR).")
+    if files:
+        first = url.initial("model", "exp_model_file", lambda t: _part(t, FILE, 0), files[0])
+        file = st.selectbox("Model file", files, key="exp_model_file",
+                            index=files.index(first),
+                            help="The Python files of the server's models folder")
+        factory = st.text_input("Factory function", key="exp_factory",
+                                value=url.initial("model", "exp_factory",
+                                                  lambda t: _part(t, FILE, 1), "build"),
+                                help="factory(num_classes, in_channels) -> nn.Module")
+        if not FACTORY.fullmatch(factory or ""):
+            st.error("The factory must be a Python function name, e.g. build.")
+        else:
+            out.model, out.url = f"{folder / file}:{factory}", f"{file}:{factory}"
+    if local:
+        _add_model_file(model_files)
+    else:  # a team server's models folder is its operator's
+        st.caption(model_files.HOW_IT_GETS_THERE)
+    if not files and not local:
+        st.info("The server's models folder has no model files yet.")
+
+
+def _add_model_file(model_files) -> None:
+    """A local run's uploader: the file is checked as the worker loads it, written into the
+    models folder and selected."""
+    upload = st.file_uploader(
+        "Add a model file (.py)", type=["py"], key="exp_model_upload",
+        max_upload_size=model_files.MAX_MODEL_FILE_MB,
+        help="Your own run (this machine only): the file is copied into the models folder "
+             "(COMPRESSION_BENCH_MODELS_DIR) under a plain name, once it imports and has the "
+             "factory function named below. It defines factory(num_classes, in_channels) -> "
+             "nn.Module (docs/models-and-data.md, Your own model).")
+    if upload is None:
         return
-    first = url.initial("model", "exp_model_file", lambda t: _part(t, FILE, 0), files[0])
-    file = st.selectbox("Model file", files, key="exp_model_file", index=files.index(first),
-                        help=f"Python files in {md(folder)}")
-    factory = st.text_input("Factory function", key="exp_factory",
-                            value=url.initial("model", "exp_factory",
-                                              lambda t: _part(t, FILE, 1), "build"),
-                            help="factory(num_classes, in_channels) -> nn.Module")
-    if not FACTORY.fullmatch(factory or ""):
-        st.error("The factory must be a Python function name, e.g. build.")
+    done = st.session_state.setdefault(model_files.ADDED, {})
+    if upload.file_id not in done:
+        factory = st.session_state.get("exp_factory") or "build"
+        if not FACTORY.fullmatch(factory):
+            factory = "build"
+        done[upload.file_id] = model_files.add(upload, factory)
+        name, _ = done[upload.file_id]
+        if name is not None:
+            st.session_state[model_files.PICK] = name
+            st.rerun()
+    name, error = done[upload.file_id]
+    if error:
+        st.error(md(model_files.said(error)))
     else:
-        out.model, out.url = f"{folder / file}:{factory}", f"{file}:{factory}"
+        st.caption(f"Added to the models folder as {md(name)}.")
 
 
 def checkpoint_and_normalisation(url, out: ModelChoice, choices: dict) -> None:
@@ -270,6 +335,17 @@ def checkpoint_and_normalisation(url, out: ModelChoice, choices: dict) -> None:
         st.caption("A checkpoint sees its inputs scaled as in its own training: pick that "
                    "here. 'none' feeds [0, 1] pixels; a wrong choice scores near chance, and "
                    "the run then says so.")
+
+
+def saved_checkpoint(model: ModelChoice) -> tuple[str | None, Refusal | None]:
+    """The uploaded checkpoint in this session's private folder (checked with the plan; it
+    moves into the job's own folder at submission), or the refusal of the upload."""
+    if model.upload is None or model.language:
+        return None, None
+    try:
+        return state.save_upload(model.upload, UPLOAD_TYPES), None
+    except ValueError as exc:
+        return None, Refusal(str(exc))
 
 
 def _normalize_option(text: str, options: list[str]) -> str:
@@ -384,6 +460,79 @@ def _input_shape(text: str):
         raise ValueError(f"input shape must be three integers C,H,W, got {text!r}") from None
 
 
+@dataclass(frozen=True)
+class Fix:
+    """One click that mends a refused form: a widget's key and the value it takes."""
+    label: str
+    key: str
+    value: object
+
+
+class Refusal(ValueError):
+    """Why the form cannot run, in the page's words, with the clicks that mend it."""
+
+    def __init__(self, text: str, fixes: tuple[Fix, ...] = ()):
+        super().__init__(text)
+        self.fixes = fixes
+
+
+TURN_DISTILL_OFF = Fix("Turn distillation off", "exp_distill", False)
+
+
+def _apply(fix: Fix) -> None:
+    st.session_state[fix.key] = fix.value
+
+
+def refusal(problem: Refusal) -> None:
+    """The refusal at the top of the page: its one sentence, and a button per fix."""
+    from dashboard.model_files import said
+    st.error(md(said(problem)))
+    for n, fix in enumerate(problem.fixes):
+        st.button(fix.label, key=f"exp_fix_{n}", on_click=_apply, args=(fix,))
+
+
+def _as_sent(payload: dict) -> dict:
+    """A payload as the queue holds it, its checkpoint by presence (the job's own copy lives
+    elsewhere than the session's upload)."""
+    import json
+    out = json.loads(json.dumps(payload, default=str))
+    if "checkpoint" in out:
+        out["checkpoint"] = bool(out["checkpoint"])
+    return out
+
+
+def runs_the_plan(job, planned) -> bool:
+    """Whether ``job`` runs exactly what the form plans now (``planned``: its spec or
+    request, None while refused)."""
+    return job is not None and planned is not None and \
+        _as_sent(job.payload or {}) == _as_sent(planned.to_dict())
+
+
+def _flag_words() -> dict[str, str]:
+    """Each command-line flag the engine's messages name, as the page names its widget."""
+    from optimizers import registry
+    words = {"--epochs": "Training epochs", "--batch-size": "Batch size",
+             "--seeds": "Repeats (seeds)", "--combine": "Combine", "--student": "a student",
+             "--input-shape": "input shape", "--eval-batch-size": "Eval batch sizes",
+             "--runtime": "Runtimes", "--threads": "Threads", "--normalize":
+             "Input normalisation", "--checkpoint": "your checkpoint", "--weights": "Weights",
+             "--max-variants": "the variant cap", "--labels": "the ImageNet-ids box"}
+    for technique in registry.techniques():
+        for setting_name, _, _ in technique.fields():
+            words.setdefault(technique.flag(setting_name),
+                             f"{settings_form.label(setting_name)} ({technique.name})")
+        words.setdefault(technique.switch_flag, technique_form.switch_label(
+            technique.description))
+    return words
+
+
+def page_words(text: str) -> str:
+    """An engine's one line with its command-line flags in the page's words."""
+    words = _flag_words()
+    return re.sub(r"--[a-z0-9][a-z0-9-]*", lambda m: words.get(
+        m.group(0), m.group(0).lstrip("-").replace("-", " ")), text)
+
+
 @dataclass
 class Experiment:
     """What the form holds: the sweep it plans, or the one line saying why not."""
@@ -448,18 +597,48 @@ class Experiment:
                                       combine=self.budget["combine"],
                                       **self.fields(checkpoint))
 
-    def plan(self):
-        """(spec, None), or (None, the reason it is refused) before any checkpoint; for a
-        language model, (its LMRequest, None)."""
+    def _students(self) -> None:
+        """Distillation's refusals in the page's words, with their fixes: a model with no
+        student to default to and none picked, a student trained for 0 epochs."""
+        if "distill" not in self.enabled:
+            return
+        picked = self.choices.get(("distill", "student"))
+        picked = picked if isinstance(picked, tuple) else (picked,)
+        if None in picked and catalog.default_student(self.model.model) is None:
+            raise Refusal(f"{self.model.url or self.model.model} has no smaller sibling to "
+                          f"distil into: pick a student under distillation, or turn "
+                          f"distillation off.", (TURN_DISTILL_OFF,))
+        own = self.choices.get(("distill", "epochs"))
+        if int(self.budget["epochs"]) == 0 and own is None:
+            raise Refusal("Distillation trains its student for the training epochs, which "
+                          "are 0 here: give it epochs under More distill settings, or turn "
+                          "distillation off.", (TURN_DISTILL_OFF,))
+
+    def plan(self, checkpoint: str | None = None):
+        """(spec, None), or (None, the ``Refusal`` saying why not): the refusals the worker
+        would make before its data loads (the techniques', the model's, and where a model
+        file or a checkpoint says more once built, ``model_files.check``), in the page's
+        words. For a language model, (its LMRequest, None)."""
+        from benchmarks.run.checks import preflight as technique_refusals
         from benchmarks.zoo.models import preflight
+        from dashboard import model_files
         try:
             if self.model.language:
                 return self.lm_request(), None
-            spec = self.spec()
+            self._students()
+            spec = self.spec(checkpoint)
             preflight(spec.model, spec.weights)  # an unknown name, weights not in the caches
+            technique_refusals(spec)             # the worker's own, before it builds
+            refused = model_files.check(spec)
+            if refused:  # a student that does not build is distillation's to switch off
+                fixes = (TURN_DISTILL_OFF,) if "student" in refused and \
+                    "distill" in self.enabled else ()
+                raise Refusal(page_words(refused), fixes)
             return spec, None
+        except Refusal as exc:
+            return None, exc
         except ValueError as exc:
-            return None, str(exc)
+            return None, Refusal(page_words(str(exc)))
 
 
 def describe_lm(request) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, tables
-from dashboard.markup import md
+from dashboard.markup import md, no_paths
 from dashboard.state import one_line, store
 
 TREND_RUNS = 50  # the latest runs of a model and data set a trend reads
@@ -40,7 +40,8 @@ def trend_section(runs: list[dict], shown: set | None = None) -> None:
         st.caption("No sweeps yet: a trend needs runs of one model and data set.")
         return
     model, dataset = st.selectbox("Model and data set", options, key="history_trend_pair",
-                                  format_func=lambda p: f"{p[0]} on {p[1]}")
+                                  format_func=lambda p: f"{no_paths(p[0])} on "
+                                                        f"{no_paths(p[1])}")
     try:
         full = store().runs(limit=TREND_RUNS, kind="sweep", model=model, dataset=dataset)
     except Exception as exc:
@@ -49,7 +50,8 @@ def trend_section(runs: list[dict], shown: set | None = None) -> None:
     unreadable_warning(full, shown)
     points = trend(full)
     if len({p.run_id for p in points}) < 2:
-        st.caption(f"One run of {md(model)} on {md(dataset)} so far: a trend needs two.")
+        st.caption(f"One run of {md(no_paths(model))} on {md(no_paths(dataset))} so far: a "
+                   f"trend needs two.")
         return
     charts.show(trend_figure(points), key="history-trend")
     flagged = [p for p in points if p.flags]

@@ -9,7 +9,8 @@ import time
 import streamlit as st
 
 from dashboard import readback, state
-from dashboard.markup import md
+from dashboard.markup import md, no_paths
+from dashboard.model_files import said  # a job's error, as its owner's pages say it
 from dashboard.state import POLL_S, SEEN_VARIANTS, one_line, queue, store
 
 ACTIVE = ("queued", "running")
@@ -170,9 +171,16 @@ def running_steps(job) -> None:
                     text=countdown_text(left, elapsed_s(job), job_fraction(p), basis))
 
 
-def job_status(job) -> None:
+def job_status(job, current: bool = True) -> None:
     """Where a job stands, with the settings it runs with (read from the job, so a value the
-    page did not send as chosen shows); a running one as steps; an error as st.error."""
+    page did not send as chosen shows); a running one as steps; an error as st.error.
+    ``current`` False: the form above has changed since this job, which has ended: one line
+    says its results are of the previous settings ("Complete." would read as the form's)."""
+    if not current and job.status not in ACTIVE:
+        st.caption(f"Below: the previous run ({md(job.status)}), of other settings than the "
+                   f"form's now. Run benchmark runs the form's.",
+                   help=md(readback.settings_line(job.kind, job.payload)))
+        return
     if job.status in ACTIVE:  # one compact line; every variant's settings on hover
         st.caption(md(readback.compact_line(job.kind, job.payload)),
                    help=md(readback.settings_line(job.kind, job.payload)))
@@ -185,11 +193,12 @@ def job_status(job) -> None:
     elif job.status == "complete":
         st.success("Complete.")
     elif job.status == "failed":
-        st.error(f"The job failed: {md(job.error or 'no reason recorded')}")
+        st.error(f"The job failed: {md(said(job.error or 'no reason recorded'))}")
     elif job.status == "cancelled":
         st.warning("Cancelled. The variants finished before the cancel are kept.")
     elif job.status == "interrupted":
-        st.warning(f"Interrupted: {md(job.error or 'its worker stopped before it finished')}. "
+        st.warning(f"Interrupted: "
+                   f"{md(said(job.error or 'its worker stopped before it finished'))}. "
                    f"The variants finished before are kept.")
 
 
@@ -239,8 +248,9 @@ def poll_job(job_id: str) -> None:
     cancel_button(job, key=f"cancel-{job_id}")
 
 
-def track_job(job_id: str):
-    """Show a job: polled progress while active, final state otherwise. Returns the Job."""
+def track_job(job_id: str, current: bool = True):
+    """Show a job: polled progress while active, final state otherwise (``job_status``'s
+    ``current``). Returns the Job."""
     try:
         job = queue().get(job_id)
     except Exception as exc:
@@ -252,7 +262,7 @@ def track_job(job_id: str):
         st.session_state[f"{SEEN_VARIANTS}:{job_id}"] = _variant_count(job.run_id)
         poll_job(job_id)
     else:
-        job_status(job)
+        job_status(job, current)
     return job
 
 
@@ -262,7 +272,7 @@ def job_label(job) -> str:
     p = job.payload or {}
     if job.kind == "lm" and isinstance(p.get("sweep"), dict):  # its sweep says the model
         p = p["sweep"]
-    what = f"{p.get('model', '?')} on {p.get('dataset', '?')}"
+    what = f"{no_paths(p.get('model', '?'))} on {no_paths(p.get('dataset', '?'))}"
     if job.kind == "distributed":
         what += f", {'/'.join(map(str, p.get('workers') or []))} workers"
     return f"{job.kind} · {what} · {(job.submitted_at or '')[11:19]}"
@@ -277,7 +287,7 @@ def job_status_line(job) -> str:
     elif status == "running":
         status += f": {progress_text(job)}"
     elif job.error:
-        status += f": {job.error}"
+        status += f": {said(job.error)}"
     return status
 
 

@@ -18,13 +18,18 @@ zero-width space after the ``:`` or ``@`` (or before ``www``'s dot). So no link,
 entity, directive (``:red[...]``), maths, icon or autolinked URL can start, and ordinary text
 (a name, a path, an error) reads as it was.
 
-``no_paths`` is what a person who does not own a run sees of an error: the server's paths
-(an upload's folder and file name, the models folder) replaced by a placeholder.
+``relative_names`` names a file of the operator's models or data folder relative to that
+folder (``se_net.py:build``, ``imagefolder:flowers``): what the page listed, never where the
+server keeps it; every page shows model and data set names through it. ``no_paths`` is what a
+person who does not own a run sees of an error, and what the Experiment page shows of any: those
+names relative, every other server path (an upload's folder and file name) replaced by a
+placeholder.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 # ``>`` only where it starts a line (a quote: _LEADING); with ``<`` escaped nothing inside a
 # line can be closed by it ("must be an integer >= 1" reads as written, in the source too).
@@ -58,12 +63,35 @@ def _leading(match) -> str:
     return space + "\\" + marker
 
 
+def _operator_folders() -> list[str]:
+    """The models and data folders' paths, as configured and resolved, longest first."""
+    from benchmarks.spec.folders import data_dir
+    from benchmarks.zoo.models import models_dir
+    folders = set()
+    for folder in (models_dir(), data_dir()):
+        folder = Path(folder).expanduser()
+        folders.update({str(folder).rstrip("/"), str(folder.resolve()).rstrip("/")})
+    return sorted((f for f in folders if f), key=len, reverse=True)
+
+
+def relative_names(text) -> str:
+    """``text`` with every path inside the operator's models or data folder named relative to
+    that folder (``/srv/models/se_net.py:build`` reads ``se_net.py:build``)."""
+    text = "" if text is None else str(text)
+    if "/" not in text:
+        return text
+    for folder in _operator_folders():
+        text = text.replace(folder + "/", "")
+    return text
+
+
 def no_paths(text) -> str:
-    """``text`` with every absolute path replaced by ``HIDDEN_PATH``."""
+    """``text`` with the operator's folders' files named relative to them and every other
+    absolute path replaced by ``HIDDEN_PATH``."""
     def hidden(match) -> str:  # the sentence's own punctuation after a path stays
         path = match.group(0)
         return HIDDEN_PATH + path[len(path.rstrip(":.")):]
-    return _PATH.sub(hidden, "" if text is None else str(text))
+    return _PATH.sub(hidden, relative_names(text))
 
 
 def no_paths_in(value):
@@ -96,5 +124,6 @@ def without_paths(run: dict) -> dict:
 
 
 def shown_error(text, own: bool) -> str:
-    """An error as Markdown text: its owner sees it whole, anyone else without server paths."""
-    return md(text if own else no_paths(text))
+    """An error as Markdown text: its owner sees it whole (the operator's folders' files by
+    their names there), anyone else without server paths."""
+    return md(relative_names(text) if own else no_paths(text))

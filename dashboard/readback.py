@@ -11,6 +11,8 @@ bind: the page's widgets take theirs from there. Streamlit-free and torch-free.
 
 from __future__ import annotations
 
+from dashboard.markup import no_paths
+
 
 def _value(value) -> str:
     if value is None:
@@ -24,6 +26,24 @@ def _variant(variant: dict) -> str:
     settings = [f"{field} {_value(v)}" for technique in variant.get("settings", {}).values()
                 for field, v in (technique or {}).items()]
     return variant["name"] + (f" ({', '.join(settings)})" if settings else "")
+
+
+def _training(p: dict) -> str:
+    """What the sweep trains, in words: the baseline's epochs; or, where the baseline is the
+    model as loaded (a checkpoint, or 0 epochs), that it trains nothing, and the students'
+    epochs where distillation trains them on the sweep's budget."""
+    epochs = p.get("epochs")
+    if not p.get("checkpoint") and epochs != 0:
+        return f"{epochs} epochs"
+    what = "the checkpoint" if p.get("checkpoint") else \
+        "the pretrained model" if p.get("weights") else "the model"
+    students = epochs and any(
+        "distill" in (v.get("settings") or {}) and (v["settings"]["distill"] or {}).get(
+            "epochs") is None for v in p.get("variants") or [])
+    if students:
+        return (f"the baseline trains nothing ({what} is evaluated as loaded) · students "
+                f"{epochs} epochs")
+    return f"trains nothing ({what} is evaluated as loaded)"
 
 
 def compact_line(kind: str, payload: dict) -> str:
@@ -44,10 +64,12 @@ def settings_line(kind: str, payload: dict) -> str:
     if kind == "lm" and isinstance(p.get("sweep"), dict):
         sweep, options = p["sweep"], p.get("lm") or {}
         names = [v.get("name") for v in sweep.get("variants") or []]
-        return (f"Runs: {sweep.get('model', '?')} on {sweep.get('dataset', '?')} · modes "
+        return (f"Runs: {no_paths(sweep.get('model', '?'))} on "
+                f"{no_paths(sweep.get('dataset', '?'))} · modes "
                 f"{_value(sweep.get('runtimes'))} · windows {_value(options.get('max_windows'))}"
                 f" of {_value(options.get('window'))} tokens · variants: {', '.join(names)}")
-    head = f"{p.get('model', '?')} on {p.get('dataset', '?')}"
+    # A model file or an image folder by its name in the operator's folder, never its path.
+    head = f"{no_paths(p.get('model', '?'))} on {no_paths(p.get('dataset', '?'))}"
     if kind == "distributed":
         parts = [head, f"device {p.get('device')}", f"workers {_value(p.get('workers'))}",
                  f"compressions {_value(p.get('compressions'))}", f"{p.get('steps')} steps",
@@ -55,14 +77,12 @@ def settings_line(kind: str, payload: dict) -> str:
                  f"seed {p.get('seed')}"]
         return "Runs: " + " · ".join(parts)
     if kind != "sweep":
-        shown = [f"{k} {_value(v)}" for k, v in p.items() if not isinstance(v, dict)]
+        shown = [f"{k} {no_paths(_value(v))}" for k, v in p.items() if not isinstance(v, dict)]
         return f"Runs {kind}: " + " · ".join(shown)
-    parts = [head, f"device {p.get('device')}", f"{p.get('epochs')} epochs",
+    parts = [head, f"device {p.get('device')}", _training(p),
              f"batch {p.get('batch_size')}", f"seed {p.get('seed')}"]
     if (p.get("seeds") or 1) > 1:
         parts.append(f"{p['seeds']} seeds")
-    if p.get("checkpoint"):
-        parts.append("from the uploaded checkpoint")
     if p.get("input_shape"):
         parts.append(f"input {_value(p['input_shape'])}")
     parts.append(f"normalize {_value(p.get('normalize'))}")

@@ -18,9 +18,11 @@ DATA_KEY = "rec_data"               # the data set the recommendation certifies 
 MAX_TRIALS = 200
 
 
-def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
+def draw(sweep_fields, choices: dict, enabled: set, device: str, *,
+         form_refused: bool = False) -> None:
     """``sweep_fields()``: the page's SweepSpec keywords (ValueError while incomplete);
-    ``choices``/``enabled``: the technique form's values and switches."""
+    ``choices``/``enabled``: the technique form's values and switches; ``form_refused``: the
+    page's form is refused at its top (its one sentence), so Recommend waits for its fix."""
     job_id = state.current_job_id(JOB_KEY, "recommend")
     # Drawn on demand (or while this session has a recommendation): its ten widgets cost the
     # Experiment page about 0.9 s of every load in the browser (make perf's dashboard section).
@@ -72,9 +74,10 @@ def draw(sweep_fields, choices: dict, enabled: set, device: str) -> None:
     refused = _power_statement(data, within, float(confidence))
     free = st.checkbox("Search every setting's range (the form's single values do not fix "
                        "them; its swept values narrow them)", value=True, key="rec_free")
-    if st.button("Recommend", key="rec_run", disabled=refused,
+    if st.button("Recommend", key="rec_run", disabled=refused or form_refused,
                  help="A margin the data cannot certify is refused: use a fix above"
-                 if refused else None):
+                 if refused else "The form above is refused (its sentence at the top): "
+                 "mend it first" if form_refused else None):
         _submit(_on_data(sweep_fields, data, page_data), choices, enabled, device, dict(
             within=within, confidence=float(confidence), objective=objective,
             trials=int(trials), budget_s=60.0 * minutes if minutes else None), free)

@@ -124,7 +124,7 @@ def draw_map(stored: dict, key: str, source: dict | None = None) -> None:
     baseline, subset = found.baseline, found.subset
     if subset:
         confirmed = ", ".join(found.confirmed) or "none"
-        st.caption(f"{md(found.technique)} on {md(stored.get('model'))}: every cell "
+        st.caption(f"{md(found.technique)} on {md(no_paths(stored.get('model')))}: every cell "
                    f"screened on {subset.get('size')} of {subset.get('of')} test examples "
                    f"(stratified, seed {subset.get('seed')}); confirmed on all: "
                    f"{md(confirmed)}. Baseline accuracy "

@@ -10,6 +10,8 @@ then refuses it in one line, which the page shows with ``st.error``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from optimizers.settings import setting_fields
@@ -92,24 +94,37 @@ def _tuple_parser(meta):
     return parse
 
 
-def single(field, meta, default, key, options=(), *, url=None, name=None, title=None):
+def single(field, meta, default, key, options=(), *, url=None, name=None, title=None,
+           none_means: str | None = None, disabled: bool = False):
     """One value for a setting (a tuple of a fixed length is typed as a,b,c). ``url``: a
     ``links.UrlForm`` the widget reads its first value from and writes its value to, as
-    parameter ``name``; ``title``: the widget's label, where the field's name reads badly."""
+    parameter ``name``; ``title``: the widget's label, where the field's name reads badly;
+    ``none_means``: what the empty value means here, where the page knows better than the
+    setting's generic words (the student this model gets)."""
     label_, help_ = title or label(field), help_text(meta)
     first = default
     if url is not None:
         parse = _tuple_parser(meta) if meta.length is not None else _one_parser(meta, options)
         first = url.initial(name, key, parse, default)
-    value = _single(label_, help_, meta, default, first, key, options)
+    if none_means is not None:
+        meta = replace(meta, none_means=none_means)
+    value = _single(label_, help_, meta, default, first, key, options, disabled)
     if url is not None:
         url.keep(name, _setting_text(meta, value), _setting_text(meta, default))
     return value
 
 
-def _single(name, help_, meta, default, first, key, options):
+def unless_set(key: str, value: bool) -> bool:
+    """A switch's default where the page set its value through session state (a default that
+    followed the model, a fix's click): that value stands, and False as the default keeps
+    Streamlit from logging both as a conflict."""
+    return False if key in st.session_state else value
+
+
+def _single(name, help_, meta, default, first, key, options, disabled=False):
     if meta.kind == "bool":
-        return st.toggle(name, value=bool(first), key=key, help=help_)
+        return st.toggle(name, value=unless_set(key, bool(first)), key=key, help=help_,
+                         disabled=disabled)
     if meta.length is not None:
         shown = first if isinstance(first, str) else (
             "" if first is None else ",".join(map(str, first)))

@@ -401,6 +401,10 @@ def save_upload(file, accepted: list[str]) -> str:
     if suffix.lstrip(".") not in accepted:
         raise ValueError(f"checkpoint {file.name}: accepted formats are "
                          f"{', '.join('.' + a for a in accepted)}")
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(file.name).stem)[:64] or "checkpoint"
+    path = upload_dir() / f"{stem}-{file.file_id[:8]}{suffix}"
+    if path.exists():  # saved already (the form checks it before the click): counted once
+        return str(path)
     data = file.getvalue()
     if not data:
         raise ValueError(f"checkpoint {file.name} is empty")
@@ -410,11 +414,9 @@ def save_upload(file, accepted: list[str]) -> str:
                          f"uploads held on this server past {cap} MB (COMPRESSION_BENCH_"
                          f"UPLOAD_MB; {held / MIB:.0f} MB are held by queued jobs): try again "
                          f"when they have run")
-    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(file.name).stem)[:64] or "checkpoint"
-    path = upload_dir() / f"{stem}-{file.file_id[:8]}{suffix}"
-    if not path.exists():  # owner-only from the start (a member's upload is theirs alone)
-        with os.fdopen(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), "wb") as f:
-            f.write(data)
+    # Owner-only from the start (a member's upload is theirs alone).
+    with os.fdopen(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600), "wb") as f:
+        f.write(data)
     return str(path)
 
 

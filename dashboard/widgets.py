@@ -111,7 +111,8 @@ def run_rows(run: dict) -> tuple[list, list[dict]]:
 
 def run_label(run: dict) -> str:
     date = (run.get("created_at") or "")[:19].replace("T", " ")
-    return (f"{date} · {run.get('model')} on {run.get('dataset')} · {run.get('device') or '?'}"
+    return (f"{date} · {no_paths(run.get('model'))} on {no_paths(run.get('dataset'))} · "
+            f"{run.get('device') or '?'}"
             f" · {run.get('status')} · {_stored_variants(run)} variants")
 
 

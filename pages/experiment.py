@@ -1,11 +1,11 @@
 """Experiment: pick a model, data and techniques (each knob one value or a sweep); the number
 of variants and an estimate of the time update as the knobs move; Run benchmark, on the first
 screen beside the estimate and the settings read back in one line, submits the sweep to the
-job queue; its progress shows under the button, the results below the form."""
+job queue; its progress shows under the button, the results below the form. A form the
+worker would refuse says why there instead, in one sentence with its fix, and cannot be
+submitted."""
 
 from __future__ import annotations
-
-import json
 
 import streamlit as st
 
@@ -14,6 +14,7 @@ from dashboard import (
     estimates,
     experiment_form,
     links,
+    model_files,
     readback,
     recommend_panel,
     settings_form,
@@ -76,76 +77,77 @@ with left:
 
 with right:
     st.subheader("Techniques")
+    # Distillation on where the model has a student to default to; the student menu names it.
+    defaults, means = ({}, {}) if language else \
+        experiment_form.technique_defaults(picked_model.model)
     enabled, technique_choices = technique_form.all_controls(
-        catalog.student_choices(), url, family="lm" if language else "image")
-    for picked in technique_form.model_fields(enabled, technique_choices):
-        note = catalog.student_note(picked_model.model, picked)
-        if note:
-            st.warning(md(note))
+        catalog.student_choices(), url, family="lm" if language else "image",
+        defaults=defaults, none_means=means)
     # A language model's variants take one technique each (int8 and int4 do not chain).
-    combine = False if language else experiment_form.budget("combine", url)
+    combine = False if language else experiment_form.combine_toggle(url, enabled)
 url.finish()
 
 experiment = experiment_form.Experiment(
     picked_model, data, dict(device=device, epochs=epochs, batch_size=batch_size, seeds=seeds,
                              combine=combine), enabled, technique_choices,
     deployment_values, modes=modes)
-planned, problem = experiment.plan()
+# Everything the worker would refuse before it loads data is refused here, before the click:
+# one sentence at the top, Run benchmark disabled, the fix a click away. (A model file's or a
+# checkpoint's check says it is running there too.)
+with top:
+    checkpoint, problem = experiment_form.saved_checkpoint(picked_model)
+    planned = None
+    if problem is None:
+        planned, problem = experiment.plan(checkpoint)
 job_id = state.current_job_id(state.JOB_ID, experiment.kind)
 
 
 def submit() -> None:
-    upload = picked_model.upload
-    try:
-        checkpoint = state.save_upload(upload, experiment_form.UPLOAD_TYPES) \
-            if upload is not None else None
-        spec = experiment.lm_request() if language else experiment.spec(checkpoint)
-    except ValueError as exc:
-        st.error(md(exc))
+    if problem:  # the button is disabled; a click that arrives anyway queues nothing
         return
     try:  # the checkpoint moves into the job's own folder: it lives as long as the job
         st.session_state[state.JOB_ID] = state.submit(
-            experiment.kind, spec.to_dict(), device,
+            experiment.kind, planned.to_dict(), device,
             attachments={"checkpoint": checkpoint} if checkpoint else None)
     except ValueError as exc:
-        st.error(md(exc))
+        st.error(md(model_files.said(exc)))
     except Exception as exc:
-        st.error(f"The job could not be submitted: {md(state.one_line(exc))}")
+        st.error(f"The job could not be submitted: {md(model_files.said(state.one_line(exc)))}")
 
 
-def _running_this(job_id: str | None) -> bool:
-    """Whether the active job runs exactly what the form plans: its progress reads the
-    settings back, so the page does not say them twice."""
-    if problem or not job_id:
-        return False
+def _job(job_id: str | None):
     try:
-        job = state.queue().get(job_id)
+        return state.queue().get(job_id) if job_id else None
     except Exception:
-        return False
-    as_sent = json.loads(json.dumps(planned.to_dict(), default=str))  # as the queue holds it
-    return job is not None and job.status in ("queued", "running") and job.payload == as_sent
+        return None
 
 
 with top:
     plan, go = st.columns([5, 1], vertical_alignment="center")
     with go:
-        clicked = st.button("Run benchmark", type="primary", key="exp_run", width="stretch")
+        clicked = st.button("Run benchmark", type="primary", key="exp_run", width="stretch",
+                            disabled=problem is not None)
     if clicked:
         submit()
         job_id = state.current_job_id(state.JOB_ID, experiment.kind)
+    shown_job = _job(job_id)
+    same = experiment_form.runs_the_plan(shown_job, planned)
     with plan:
         if problem:
-            st.error(md(problem))
+            experiment_form.refusal(problem)
         elif language:
             st.caption(f"**{md(experiment_form.describe_lm(planned))}**")
         else:
             st.caption(f"**{md(estimates.describe_estimate(planned))}**")
-            if not _running_this(job_id):
+            # While the job runs what the form plans, its progress reads the settings back.
+            if not (same and shown_job.status in widgets.ACTIVE):
                 # What the job will run with, read back from the spec it submits (not the
                 # widgets): one line, every variant's settings on hover.
                 st.caption(md(readback.compact_line("sweep", planned.to_dict())),
                            help=md(readback.settings_line("sweep", planned.to_dict())))
-    job = widgets.track_job(job_id) if job_id else None
+    # A finished job of other settings than the form's now: its results below are said to be
+    # of the previous settings, not "Complete." under a form that changed.
+    job = widgets.track_job(job_id, current=same) if job_id else None
 
 if job is not None and job.run_id:
     run = state.store().run(job.run_id)
@@ -162,4 +164,5 @@ if language:
     st.code(f"compression-bench recommend --model {picked_model.model or 'tiny-lm'} "
             f"--dataset text --within 1pt --runtime eager,compile", language="bash")
 else:
-    recommend_panel.draw(experiment.fields, technique_choices, enabled, device)
+    recommend_panel.draw(experiment.fields, technique_choices, enabled, device,
+                         form_refused=problem is not None)

@@ -10,7 +10,7 @@ import streamlit as st
 from benchmarks.report.formats import display_rows  # the one formatting layer
 from benchmarks.run.estimate import actual_seconds, estimated_seconds, shown_kind
 from dashboard import history_view, shell, state, tables, widgets
-from dashboard.markup import md
+from dashboard.markup import md, no_paths
 
 shell.standalone()
 
@@ -26,11 +26,13 @@ me, admin = state.owner(), state.is_admin()
 st.dataframe(pd.DataFrame([{
     "run": r["run_id"],
     "open": state.run_link(r["run_id"]) if r.get("kind", "sweep") == "sweep" else None,
-    "yours": r.get("owner") == me, "kind": shown_kind(r), "model": r["model"],
-    "dataset": r["dataset"], "device": r.get("device"),
+    # A model file or an image folder by its name in the operator's folder, never its path.
+    "yours": r.get("owner") == me, "kind": shown_kind(r), "model": no_paths(r["model"]),
+    "dataset": no_paths(r["dataset"]), "device": r.get("device"),
     "date": (r["created_at"] or "")[:19].replace("T", " "), "status": r["status"],
     "variants": r["variant_count"], "took_s": actual_seconds(r),
-    "estimated_s": estimated_seconds(r), "error": r.get("error"),
+    "estimated_s": estimated_seconds(r),
+    "error": no_paths(r["error"]) if r.get("error") else None,
     # An owner the server did not sign (rewritten in the store): nobody's, and said so.
     **({"ownership": "unverifiable"} if r.get("owner_unverified") else {})}
     for r in runs]), hide_index=True, key="history_table", placeholder=tables.NOT_APPLICABLE,

@@ -233,6 +233,17 @@ def admit(what: str, footprint: Footprint, share: float,
                          f"smaller --input-shape, --batch-size or --eval-batch-size")
 
 
+def admit_sweep(spec, size: DataSize, build, share: float,
+                device_free: int | None = None) -> Footprint:
+    """The sweep's estimate (``sweep_footprint``) held against what it may use (``admit``):
+    what the worker does before it loads the data, and what the page's check asks
+    (``benchmarks.run.probe``) before anything is queued."""
+    footprint = sweep_footprint(spec, size, build)
+    batch = max((spec.batch_size, *spec.eval_batch_sizes))  # the largest one timed
+    admit(describe_data(spec.dataset, size, batch), footprint, share, device_free)
+    return footprint
+
+
 def describe_data(name: str, size: DataSize, batch: int) -> str:
     dims = ",".join(map(str, size.shape))
     return f"{name} ({size.samples} samples of {dims}) at batch size {batch}"

@@ -207,7 +207,7 @@ class PreparedSweep:
     def _admit(self, memory_share: float | None, input_shape):
         """Refuse, before the data set is loaded or a weight allocated, a sweep whose
         estimated peak memory is more than it may use (footprint.py); its estimate."""
-        from benchmarks.run.footprint import admit, describe_data, sweep_footprint
+        from benchmarks.run.footprint import admit_sweep
         from benchmarks.spec.limits import Limits
         spec = self.spec
         size = stored_size(spec.dataset, spec.data_root, input_shape, spec.labels,
@@ -218,11 +218,8 @@ class PreparedSweep:
             # Random weights: the estimate needs the structure, not the trained values.
             return build_model(spec.model, size.classes, size.shape[0], size.shape[1:],
                                self.allowed_models_dir, keep_head=self.keep_head)
-        footprint = sweep_footprint(spec, size, build)
         gpu_free = available_memory_bytes(self.device) if self.device.type == "cuda" else None
-        batch = max((spec.batch_size, *spec.eval_batch_sizes))  # the largest one timed
-        admit(describe_data(spec.dataset, size, batch), footprint, share, gpu_free)
-        return footprint
+        return admit_sweep(spec, size, build, share, gpu_free)
 
     def _resizes_images(self) -> bool:
         """The weights' resize and crop shape an image folder's pixels (other data sets keep

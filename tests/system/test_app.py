@@ -103,10 +103,21 @@ def test_invalid_toggles_show_error_and_submit_nothing(app_store):
     at = new_app()
     for key in ("exp_distill", "exp_amp", "exp_int8"):
         at.toggle(key=key).set_value(False)
-    at.run()  # pruning alone with combine on: the spec refuses it
-    at.button(key="exp_run").click().run()
+    at.run()  # pruning alone: Combine is off and disabled, nothing is refused
     assert_clean(at)
-    assert any("combine needs at least two" in e for e in errors(at))
+    assert not errors(at)
+    combine = at.toggle(key="exp_combine")
+    assert combine.value is False and combine.disabled
+    assert not at.button(key="exp_run").disabled
+    # Distillation with no training epochs: refused in the page's words before the click,
+    # Run benchmark disabled, and a click that arrives anyway queues nothing.
+    at.toggle(key="exp_distill").set_value(True)
+    at.number_input(key="exp_epochs").set_value(0)
+    at.run()
+    assert errors(at) == ["Distillation trains its student for the training epochs, which "
+                          "are 0 here: give it epochs under More distill settings, or turn "
+                          "distillation off."]
+    assert at.button(key="exp_run").disabled
     from benchmarks.service.queue import JobQueue
     from dashboard.identity import session_owner
     assert JobQueue(app_store).jobs(owner=session_owner(at.session_state["cb_session"])) == []
@@ -171,17 +182,17 @@ def test_code_carrying_checkpoint_is_refused(app_store, tmp_path):
     evil = _Evil()
     evil.mark = mark
     at = small_sweep(new_app())
-    at.toggle(key="exp_prune").set_value(False)
-    at.toggle(key="exp_combine").set_value(False)
+    at.toggle(key="exp_prune").set_value(False)  # Combine follows: off with one technique
     at.toggle(key="exp_use_checkpoint").set_value(True)
     at.run()
     at.file_uploader(key="exp_checkpoint").set_value(
         ("evil.pt", pickle.dumps(evil), "application/octet-stream"))
     at.run()
-    at.button(key="exp_run").click().run()
-    wait_for_job(at)
+    # Refused before anything is queued (the worker's own check, asked by the form), with
+    # Run benchmark disabled.
     assert_clean(at)
     assert any("evil" in e and "checkpoint" in e.lower() for e in errors(at)), errors(at)
+    assert at.button(key="exp_run").disabled
     assert not mark.exists(), "the checkpoint's code ran"
     upload_dir = at.session_state["cb_upload_dir"].path
     assert upload_dir.is_dir() and (upload_dir.stat().st_mode & 0o077) == 0  # private
@@ -408,3 +419,24 @@ def test_history_shows_a_killed_cli_run_as_interrupted(app_store):
     table = at.dataframe[0].value
     row = table[table["run"] == run_id].iloc[0]
     assert row["status"] == "interrupted" and row["variants"] == 1
+
+
+def test_a_team_server_says_how_a_model_file_gets_there(app_store):
+    """Bound to every interface (a team server), the page takes no model file: one line says
+    the operator copies it into the models folder; on a local run, the uploader."""
+    from streamlit import config
+    local = new_app()
+    local.selectbox(key="exp_source").set_value("Model file").run()
+    assert_clean(local)
+    assert local.file_uploader(key="exp_model_upload")
+    address = config.get_option("server.address")
+    config.set_option("server.address", "0.0.0.0")
+    try:
+        team = new_app()
+        team.selectbox(key="exp_source").set_value("Model file").run()
+    finally:
+        config.set_option("server.address", address)
+    assert_clean(team)
+    assert not team.get("file_uploader")
+    assert any(c.value.startswith("A model file reaches this server through its operator")
+               for c in team.caption)

@@ -56,7 +56,9 @@ def test_a_link_fills_the_same_form_and_writes_itself_back(app_env):
     assert at.selectbox(key="exp_int8_mode").value == "dynamic"
     assert at.toggle(key="exp_distill").value is False
     assert at.number_input(key="exp_epochs").value == 2
-    assert form_link(at) == LINK  # what the form holds is the link, defaults left out
+    # What the form holds is the link, defaults left out: distillation's is off for a model
+    # with no student to default to (mobilenet_v3_small has no smaller sibling).
+    assert form_link(at) == {k: v for k, v in LINK.items() if k != "distill"}
     estimate = [c.value for c in at.caption if "variant" in c.value and "**" in c.value]
     # Moving a knob writes it into the URL.
     at.slider(key="exp_prune_ratio").set_value(0.3).run()
