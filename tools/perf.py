@@ -7,7 +7,8 @@ alternated repeats, or keyed to the instruction set it needs and skipped with a 
 CPU lacks it (tools/checks.py refuses a threshold in seconds). Nothing here is a timed unit
 test. Writes the figures to
 ``docs/generated/PERFORMANCE.md`` and the raw numbers to ``results/perf.json``; what the
-figures mean and how they moved is written by hand in ``docs/performance-notes.md``.
+figures mean is written by hand in ``docs/performance-notes.md``, how they moved in
+``CHANGELOG.md``.
 
     python -m tools.perf [--only SECTION ...] [--repeats N]
 """
@@ -635,8 +636,8 @@ def render(results: dict, env: dict, pending: tuple[str, ...] = ()) -> str:
              *machine_lines(env.get("machine") or {}), "",
              "The measurements behind the techniques' choices (FX against pt2e, the quantized "
              "engines, torchao's dynamic path, channel pruning per model) are in "
-             "`docs/optimizers.md`; what the figures below mean, and how they moved, in "
-             "`docs/performance-notes.md`. The GPU's figures come from `make perf-gpu` "
+             "`docs/optimizers.md`; what the figures below mean in `docs/performance-notes.md`, "
+             "how they moved in `CHANGELOG.md`. The GPU's figures come from `make perf-gpu` "
              "(`tools/gpu_check.py`, into `results/gpu.md`) on a lent GPU machine.", ""]
     if pending:
         lines += [f"Not measured: {', '.join(pending)} (the run had not reached them when this "
@@ -668,6 +669,19 @@ def render(results: dict, env: dict, pending: tuple[str, ...] = ()) -> str:
     return "\n".join(lines)
 
 
+def raw_path(output: Path) -> Path:
+    """Where the raw figures of a report written to ``output`` go: results/perf.json for the
+    full run's document; beside the report for a partial run (--only, --output elsewhere),
+    which must not overwrite the full run's; in results/ where that report is in docs/, whose
+    files are read on GitHub and held under 100 KB (a run's raw figures reached 580 KB)."""
+    output = Path(output).resolve()
+    if output == DEFAULT_OUTPUT.resolve():
+        return ROOT / "results" / "perf.json"
+    if output.is_relative_to((ROOT / "docs").resolve()):
+        return ROOT / "results" / f"{output.stem}.json"
+    return output.with_suffix(".json")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.perf")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS))
@@ -690,10 +704,7 @@ def main(argv: list[str] | None = None) -> int:
                       "load_start": card["load"]}
     results = {}
     output = Path(args.output)
-    # The raw figures go beside the report: a partial run (--only, --output elsewhere) must
-    # not overwrite the full run's results/perf.json.
-    raw = (ROOT / "results" / "perf.json" if output.resolve() == DEFAULT_OUTPUT
-           else output.with_suffix(".json"))
+    raw = raw_path(output)
     raw.parent.mkdir(parents=True, exist_ok=True)
 
     def write() -> None:

@@ -31,11 +31,11 @@ from tools.browser import (
 )
 
 # The page targets: ours over the floor's (PAGE_RATIO), the experiment's click-to-charts over
-# its job's run in the worker (EXPERIMENT_RATIO). Set from the runs of docs/performance-notes.md
-# ("The page targets against their floor"): the absolute targets of the AMX Xeon over the floor
-# measured there (first page: 3 s against 1.7 s), with the Zen 3's ratios for the others; a
-# Results page's first visit, which computes its exact paired tests, from the Zen 3's run in
-# the notes' section on that visit.
+# its job's run in the worker (EXPERIMENT_RATIO). Set as docs/performance-notes.md says ("Why
+# every target is a ratio"): the absolute targets of the AMX Xeon over the floor measured there
+# (first page: 3 s against 1.7 s), with the Zen 3's ratios for the others; a Results page's first
+# visit, which computes its exact paired tests, from the Zen 3's run (CHANGELOG.md, "The exact
+# paired tests, faster").
 PAGE_RATIO = {"first": 1.75, "switch": 4.0, "results": 1.75, "load_during_sweep": 3.5,
               "results_first": 4.5}
 EXPERIMENT_RATIO = {"cold": 1.5, "warm": 2.0}

@@ -3,9 +3,10 @@ sees is the page that opens (issue 32.18: the README showed an older page).
 
 Starts `streamlit run serve.py` on a temporary store (tools.browser), opens the Experiment page
 in Debian's Chromium at 1400x900 as a new user would, clicks Run benchmark once on the default
-experiment, waits for the run to end, and writes each image in IMAGES. The tour test
-(tests/system/test_tour.py) walks the same demo; tests/unit/test_docs.py checks that IMAGES
-covers every image README.md and docs/*.md reference.
+experiment, waits for the run to end, and writes each image in IMAGES as a PNG small enough
+for docs/ (no file there over 100 KB: small_png). The tour test (tests/system/test_tour.py)
+walks the same demo; tests/unit/test_docs.py checks that IMAGES covers every image README.md
+and docs/*.md reference.
 
     .venv/bin/python -m tools.screenshots [--timeout 900]
 """
@@ -71,6 +72,26 @@ def results(page, url: str, run_id: str, out: Path) -> None:
 
 # Every image README.md and docs/*.md show: {path from the repository root: how to take it}.
 IMAGES = {"docs/images/results.png": results}
+# Chromium's PNG of a 1400x900 page is about 140 KB (some 1,800 colours, nearly all of them
+# text's anti-aliasing), and no file in docs/ may exceed 100 KB (tests/unit/test_docs.py).
+# 256 colours chosen by maximum coverage, refined by k-means, undithered, read about 50 KB
+# and differ from the capture by at most 4 of 255 in any channel: the same picture. A capture
+# the palette would change by more than PALETTE_TOLERANCE is kept in full colour instead.
+PALETTE_TOLERANCE = 8
+
+
+def small_png(path: Path) -> None:
+    """Write the screenshot at ``path`` again as the smaller PNG of the two: a 256-colour
+    palette where it stays within PALETTE_TOLERANCE of the capture, else full colour,
+    compressed as far as zlib goes."""
+    from PIL import Image, ImageChops
+    with Image.open(path) as shot:
+        rgb = shot.convert("RGB")
+    palette = rgb.quantize(256, method=Image.Quantize.MAXCOVERAGE, kmeans=3,
+                           dither=Image.Dither.NONE)
+    worst = max(high for _, high in
+                ImageChops.difference(rgb, palette.convert("RGB")).getextrema())
+    (palette if worst <= PALETTE_TOLERANCE else rgb).save(path, optimize=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             run_id = demo_run(page, url, store, args.timeout)
             for path, take in IMAGES.items():
                 take(page, url, run_id, ROOT / path)
-                print(f"wrote {path}")
+                small_png(ROOT / path)
+                print(f"wrote {path} ({(ROOT / path).stat().st_size // 1024} KB)")
             browser.close()
     return 0
 

@@ -1,6 +1,7 @@
-"""The docs lead somewhere: every relative link in README.md and docs/ resolves (to a file,
-and to a heading where it names one), every repository file, test and module they name in
-backticks exists, and docs/ARCHITECTURE.md's Layout picture is the folder tree."""
+"""The docs lead somewhere: every relative link in README.md, CHANGELOG.md and docs/ resolves
+(to a file, and to a heading where it names one), every repository file, test and module they
+name in backticks exists, docs/ARCHITECTURE.md's Layout picture is the folder tree, and docs/
+holds no file over 100 KB."""
 
 from __future__ import annotations
 
@@ -8,15 +9,18 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
 README_MAX_LINES = 250
+# docs/ is read on GitHub and in every clone: a machine's raw figures (580 KB once) or a
+# screenshot saved as captured (140 KB) do not belong there.
+DOCS_FILE_MAX_BYTES = 100 * 1024
 
 # What a path in backticks must start with to be read as a file of this repository (outputs
 # such as results/gpu.md and placeholders such as exports/RUN_ID/ are not files of it).
 REPO_ROOTS = ("benchmarks", "optimizers", "dashboard", "pages", "tools", "tests", "docs",
               "models", ".streamlit")
 TOP_FILES = ("app.py", "serve.py", "Makefile", "pyproject.toml", "requirements.txt",
-             "requirements-dev.txt", "README.md")
+             "requirements-dev.txt", "README.md", "CHANGELOG.md")
 _ROOTS = "|".join(re.escape(r) for r in REPO_ROOTS)
 _TOP = "|".join(re.escape(f) for f in TOP_FILES)
 PATH = re.compile(rf"^(?:(?:{_ROOTS})/[\w./-]*|{_TOP})$")
@@ -272,3 +276,42 @@ def test_make_screenshots_takes_every_image_the_docs_show():
     assert shown == set(IMAGES), (shown, set(IMAGES))
     assert re.search(r"^screenshots:.*\n\t.*tools\.screenshots", (ROOT / "Makefile").read_text(),
                      re.M)
+
+
+def test_no_file_in_docs_exceeds_100_kb():
+    """Issue 47.7: docs/ held 843 KB of one machine's reports. One report per CPU kind stays
+    (make perf writes the rest again, its raw figures into results/), and images are saved
+    small (tools/screenshots.py's small_png)."""
+    big = {str(p.relative_to(ROOT)): p.stat().st_size for p in (ROOT / "docs").rglob("*")
+           if p.is_file() and p.stat().st_size > DOCS_FILE_MAX_BYTES}
+    assert not big, f"over {DOCS_FILE_MAX_BYTES // 1024} KB in docs/: {big}"
+
+
+def test_a_screenshot_is_saved_small_and_the_same_picture(tmp_path):
+    """make screenshots saves a page's capture as a 256-colour palette when that changes no
+    channel by more than PALETTE_TOLERANCE, and keeps full colour when it would."""
+    from PIL import Image, ImageChops, ImageDraw
+
+    from tools.screenshots import PALETTE_TOLERANCE, small_png
+    page = Image.new("RGB", (400, 200), (255, 255, 255))
+    draw = ImageDraw.Draw(page)
+    for i in range(12):  # text's anti-aliasing: many near-greys, as on a real page
+        draw.text((10, 10 + 15 * i), f"Accuracy change +0.{i:02d} pts, 95% CI", fill=(49, 51, 63))
+    draw.rectangle((300, 20, 380, 180), fill=(255, 75, 75), outline=(0, 104, 201))
+    shot = tmp_path / "page.png"
+    page.save(shot)
+    small_png(shot)
+    with Image.open(shot) as saved:
+        assert saved.mode == "P"
+        worst = max(high for _, high in
+                    ImageChops.difference(page, saved.convert("RGB")).getextrema())
+    assert worst <= PALETTE_TOLERANCE
+
+    ramp = Image.new("RGB", (256, 256))
+    ramp.putdata([(x, y, (x + y) // 2) for y in range(256) for x in range(256)])
+    photo = tmp_path / "ramp.png"
+    ramp.save(photo)
+    small_png(photo)
+    with Image.open(photo) as saved:
+        assert saved.mode == "RGB"
+        assert ImageChops.difference(ramp, saved).getbbox() is None

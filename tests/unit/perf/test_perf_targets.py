@@ -127,3 +127,14 @@ def test_the_generated_doc_records_the_cpu_its_instruction_sets_and_the_load():
     assert f"CPU: {card['model']}" in line
     assert "instruction sets: avx2, fma (the widest: AVX2)" in line
     assert "at the start 1.5/2/2.5, at the end 3/2/1" in line
+
+
+def test_a_reports_raw_figures_never_land_in_docs(tmp_path):
+    """The full run's raw figures go to results/perf.json, a partial run's beside its report,
+    except a report written into docs/: its raw figures (580 KB once) go to results/."""
+    from tools.perf import DEFAULT_OUTPUT, raw_path
+    assert raw_path(DEFAULT_OUTPUT) == ROOT / "results" / "perf.json"
+    assert raw_path(ROOT / "docs" / "generated" / "PERFORMANCE_X.md") == \
+        ROOT / "results" / "PERFORMANCE_X.json"
+    assert raw_path(ROOT / "results" / "perf-only.md") == ROOT / "results" / "perf-only.json"
+    assert raw_path(tmp_path / "mine.md") == tmp_path / "mine.json"
