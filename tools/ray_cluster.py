@@ -53,6 +53,29 @@ def wait_for_nodes(address: str, nodes: int, timeout: float = 120) -> None:
         time.sleep(0.5)
 
 
+def _node_ports() -> list[str]:
+    """Free ports of this machine for a node's agents: several raylets on one address would
+    otherwise each take Ray's fixed defaults (the dashboard agent's 52365, the metrics port),
+    and a port some other process holds fails a ``ray start`` with nothing in its exit code."""
+    return ["--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port",
+            str(free_port()), "--metrics-export-port", str(free_port()),
+            "--runtime-env-agent-port", str(free_port())]
+
+
+def _ray_start(args: list[str]) -> None:
+    """``ray start``, tried twice (a port taken between its choice and its use); its own
+    output in the error when both fail."""
+    for attempt in (1, 2):
+        done = subprocess.run([RAY, "start", *args, *_node_ports()], env=ENV,
+                              capture_output=True, text=True, timeout=180)
+        if done.returncode == 0:
+            return
+        if attempt == 2:
+            raise RuntimeError(f"ray start {' '.join(args)} failed ({done.returncode}):\n"
+                               f"{(done.stdout + done.stderr)[-3000:]}")
+        time.sleep(2)
+
+
 @contextmanager
 def local_cluster(nodes: int = 2, object_store_mb: int = 200):
     """Yields the head's address; raises if any process of the cluster outlives it."""
@@ -60,13 +83,11 @@ def local_cluster(nodes: int = 2, object_store_mb: int = 200):
     common = ["--num-cpus", "1", "--resources", '{"bench_slot": 1}', "--object-store-memory",
               str(object_store_mb * 2**20), "--disable-usage-stats", "--node-ip-address",
               "127.0.0.1"]
-    subprocess.run([RAY, "start", "--head", "--port", str(port), "--include-dashboard",
-                    "false", *common], env=ENV, check=True, capture_output=True, timeout=180)
+    _ray_start(["--head", "--port", str(port), "--include-dashboard", "false", *common])
     address = f"127.0.0.1:{port}"
     try:
         for _ in range(nodes - 1):
-            subprocess.run([RAY, "start", "--address", address, *common], env=ENV, check=True,
-                           capture_output=True, timeout=180)
+            _ray_start(["--address", address, *common])
         wait_for_nodes(address, nodes)
         yield address
     finally:

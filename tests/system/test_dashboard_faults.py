@@ -75,10 +75,12 @@ def test_a_server_restart_marks_the_job_interrupted_and_it_can_run_again(tmp_pat
                 queue = JobQueue(store)
                 wait_until(lambda: any(j.status == "running" and j.run_id for j in queue.jobs()),
                            120, "the job starting", every=0.2)
-                os.killpg(proc.pid, signal.SIGKILL)  # the server (and its worker) die at once
+                os.killpg(proc.pid, signal.SIGKILL)  # the server dies at once
                 proc.wait()
+            # Its worker (a session of its own) notices its parent gone and stops the job as
+            # interrupted, or had no time to: either way the server found on restart says so.
             (job,) = queue.jobs()
-            assert job.status == "running"  # nobody has noticed yet
+            assert job.status in ("running", "interrupted"), job.status
             with running_server(store) as (_, url):
                 page.goto(session_url.replace(session_url.split("/?")[0], url))
                 # (visible: the sidebar's collapsed My jobs panel says it too)

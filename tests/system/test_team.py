@@ -113,11 +113,11 @@ def test_uploads_held_on_the_server_are_capped(app_store, monkeypatch):
     at.run()
     at.file_uploader(key="exp_checkpoint").set_value(
         ("big.pt", b"\0" * (2 * 2**20), "application/octet-stream"))
-    at.run()
-    at.button(key="exp_run").click().run()
-    clean(at)
+    clean(at.run())
+    # Known before the click (issue 46): the line at the top, Run benchmark disabled.
     (error,) = [e.value for e in at.error]
     assert "COMPRESSION_BENCH_UPLOAD_MB" in error and "\n" not in error
+    assert at.button(key="exp_run").disabled
     assert JobQueue(app_store).jobs() == []
 
 

@@ -164,8 +164,10 @@ def plant(path: Path, target: Path) -> str:
     to ``target``. "planted", or "refused" where that user cannot."""
     import pwd
     entry = pwd.getpwnam(USER)
-    script = 'rm -f -- "$1" 2>/dev/null && ln -s -- "$2" "$1" 2>/dev/null && echo planted ' \
-             '|| echo refused'
+    # A link made beside it, renamed over it: one step, as an attacker would (a remove, then
+    # a link, leaves a gap in which the server's next open creates the file again).
+    script = 'ln -sfn -- "$2" "$1.planting" 2>/dev/null && mv -fT -- "$1.planting" "$1" ' \
+             '2>/dev/null && echo planted || { rm -f -- "$1.planting"; echo refused; }'
     done = subprocess.run(["sh", "-c", script, "sh", str(path), str(target)],
                           capture_output=True, text=True, user=entry.pw_uid,
                           group=entry.pw_gid, extra_groups=[], cwd="/", timeout=scaled(60))

@@ -17,7 +17,7 @@ import pytest
 from benchmarks.service.queue import JobQueue
 from benchmarks.spec.sweep import SweepSpec
 from benchmarks.store.database import ResultsStore, owner_tag
-from helpers import FAST, finished_job, scaled
+from helpers import FAST, finished_job, scaled, wait_until
 
 THIEF = textwrap.dedent("""
     import json
@@ -153,7 +153,8 @@ def test_a_jobs_dev_shm_file_is_removed_when_the_job_ends(tmp_path, queue, monke
             "sweep", SweepSpec(model=f"{models / 'shm.py'}:build", **FAST).to_dict(),
             session="a"), 240)
         assert job.status == "complete", job.error
-        assert not shm.exists()
+        # Removed as the job's last step, just after its status is written.
+        wait_until(lambda: not shm.exists(), 30, "the job's /dev/shm file removed")
     finally:
         if shm.exists():
             os.unlink(shm)
