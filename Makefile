@@ -78,8 +78,10 @@ perf: setup
 
 # The checks only a GPU shows (CUDA events, AMP fp16, peak GPU memory, INT8 placement, NCCL):
 # one short script for a lent GPU machine; writes results/gpu.md and results/gpu.json.
+# ARGS=--dry-run: the same script on the CPU, its cells and the wheels a lent machine needs.
+ARGS ?=
 perf-gpu: setup
-	$(PY) -m tools.gpu_check
+	$(PY) -m tools.gpu_check $(ARGS)
 
 # Every technique on 30 torchvision and 16 timm architectures: docs/generated/MODEL_COVERAGE.md
 # (about an hour on two cores; a slice of it runs in the test suite).

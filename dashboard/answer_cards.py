@@ -124,7 +124,8 @@ def cards(run: dict, report, rows: list[dict], key: str, url=None):
     with head:
         st.markdown(f"**The answer** ({kind}): the fastest variant within {margin:g} "
                     f"accuracy point{'s' if margin != 1 else ''} of the baseline at 95% "
-                    f"confidence")
+                    f"confidence" + (f", measured on {md(cert.device)}"
+                                     if cert and cert.device else ""))
     st.html(CARDS_CSS)
     pending = None if cert else measuring(run, rows)
     if pending is not None:

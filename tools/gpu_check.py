@@ -1,6 +1,7 @@
 """``make perf-gpu``: the checks only a GPU can show, as one short script for a lent machine.
 
     python -m tools.gpu_check [--device cuda] [--output DIR] [--quick] [--budget S]
+    python -m tools.gpu_check --dry-run [--output DIR]
 
 Sections, each written to ``gpu.json`` / ``gpu.md`` in ``--output`` (default ``results/``) the
 moment it ends, so a cut-off run keeps what it measured:
@@ -29,6 +30,14 @@ project's pin is recorded and tolerated. Every step has a timeout and the whole 
 (default 420 s, under a lent command's 600 s); a one-screen summary ends it. Exit 0: every
 check met; 1: one was not; 2: the device asked for is not there. ``--device cpu --quick`` runs
 the same code on the CPU, which is how the test suite keeps it working without a GPU.
+
+``--dry-run`` is that CPU run, and then the list of every section and what the lent machine
+would be given to run it (``tools.gpu_carry``: the wheels its own Python lacks, their sizes
+and total against the 64 MiB a call carries, built in ``DIR/carry``). Exit 0 when every section
+ran and the wheels fit, whatever the CPU's speed-ups. The recipe for a lent machine
+(``docs/methodology.md``): ``make perf-gpu ARGS=--dry-run`` here, then in one call with ``results/carry``
+carried, ``pip install --no-deps --no-index results/carry/*.whl && python3 -m tools.gpu_check
+--output $OUT``.
 """
 
 from __future__ import annotations
@@ -338,6 +347,35 @@ def summary(results: dict) -> str:
     return "\n".join(lines)
 
 
+# What each section times, for --dry-run's list (the module's docstring says it at length).
+CELLS = {"timing": "CUDA-event p50 against torch.utils.benchmark (ResNet-18), launch-bound check",
+         "memory": "a variant's peak memory alone and beside a resident model",
+         "fp32": "ResNet-50 with TF32 off and on",
+         "amp": "ResNet-18/50 under autocast fp16 against IEEE fp32 (target >= 2x at b64)",
+         "sweep": "a --device cuda sweep: distillation, QAT, channel pruning; INT8 on the CPU",
+         "runtimes": "seed CNN: eager, torch.compile, ONNX Runtime CUDA; energy from NVML",
+         "ddp": "DDP over NCCL, fp16 compression's bytes per step",
+         "peaks": "GEMM per precision and copy bandwidth: the roofline's peaks"}
+
+
+def dry_run_lines(results: dict, carried: dict) -> list[str]:
+    """The cells as this run left them, and what a lent machine would be given."""
+    lines = ["gpu_check --dry-run: the cells"]
+    for name, what in CELLS.items():
+        state = results.get(name, {})
+        ran = f"error: {state['error']}" if "error" in state else "ran on the CPU"
+        lines.append(f"  {name}: {what} ({ran})")
+    lines.append("gpu_check --dry-run: carried to the lent machine (its Python lacks them)")
+    for w in carried["wheels"]:
+        lines.append(f"  {w['name']}: " + (f"{w['file']}, {w['bytes'] / 2**20:.1f} MiB"
+                                            if "error" not in w else w["error"]) +
+                     f" ({w['why']})")
+    lines.append(f"  total {carried['total_bytes'] / 2**20:.1f} MiB of "
+                 f"{carried['limit_bytes'] / 2**20:.0f} MiB: "
+                 f"{'fits' if carried['fits'] else 'does not fit'}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.gpu_check")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
@@ -347,7 +385,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds for the whole run; sections past it are skipped")
     parser.add_argument("--quick", action="store_true",
                         help="small shapes and budgets (what the tests run on the CPU)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="the same script on the CPU (--device cpu --quick), then every "
+                             "cell and the wheels a lent machine would be given, with sizes")
     args = parser.parse_args(argv)
+    if args.dry_run:
+        args.device, args.quick = "cpu", True
     import torch
     if args.device == "cuda" and not torch.cuda.is_available():
         print("gpu_check: no CUDA device here (torch.cuda.is_available() is False); run it on "
@@ -391,6 +434,15 @@ def main(argv: list[str] | None = None) -> int:
             {"environment": env, "results": results}, indent=2, default=str))
         (args.output / "gpu.md").write_text(render(results, env))
     print(summary(results), file=sys.stderr)
+    if args.dry_run:
+        from tools.gpu_carry import carry
+        carried = carry(args.output / "carry")
+        (args.output / "gpu.json").write_text(json.dumps(
+            {"environment": env, "results": results, "carry": carried,
+             "cells": CELLS}, indent=2, default=str))
+        print("\n".join(dry_run_lines(results, carried)), file=sys.stderr)
+        broken = [name for name, section in results.items() if "error" in section]
+        return 0 if carried["fits"] and not broken else 1
     failed = unmet(results)
     print(f"gpu_check: {len(failed)} not met; figures in {args.output / 'gpu.md'} "
           f"({time.monotonic() - start:.0f} s)", file=sys.stderr)

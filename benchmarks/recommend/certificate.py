@@ -127,6 +127,9 @@ class Certificate:
     not_faster: list[dict] = field(default_factory=list)
     min_speedup: float | None = None
     speedup_statistic: str = POOLED
+    # Where its speed was measured ("cpu (AMD EPYC ...)", "cuda:0 (NVIDIA H100 ...)"): a
+    # speed-up holds on that device kind, not another (set by the pipeline; None before).
+    device: str | None = None
 
     @property
     def certified(self) -> list[Tested]:
@@ -434,6 +437,7 @@ def recompute(document: dict) -> Certificate:
                     order_basis=stated.order_basis, extra=extra,
                     not_faster=stated.not_faster, min_speedup=stated.min_speedup,
                     statistic=stated.speedup_statistic)
+    again.device = stated.device  # where it was measured: a fact of the run, not recomputed
     if not stated.risks:  # stored before the fifth wave: its rows as they were
         again.risks = []
         for t in again.candidates:

@@ -355,6 +355,7 @@ def recompute(document: dict) -> Certificate:
                        procedure=stated.procedure, order_basis=stated.order_basis,
                        extra=extra, not_faster=stated.not_faster,
                        min_speedup=stated.min_speedup)
+    again.device = stated.device  # where it was measured: a fact of the run, not recomputed
     if not stated.risks:  # stored before the fifth wave: its rows as they were
         for t in again.candidates:
             t.level = None

@@ -319,6 +319,8 @@ class Recommender:
                        order_basis=SEARCH_ORDER, extra=self.request.risks,
                        not_faster=not_faster, min_speedup=self.request.min_speedup,
                        statistic=PAIRED)
+        from benchmarks.measure.peaks import device_label  # torch's, like the sweep's own
+        cert.device = device_label(self.sweep.device)
         return cert, {k: v.to_dict() for k, v in references.items()}, final
 
     def _block(self, log: SearchLog, cert: Certificate, references: dict, final: bool) -> dict:

@@ -456,7 +456,8 @@ def sync_seeds(cells: list[Built], built: list[Built]) -> None:
 
 def energy_pass(entries: list[Built]) -> None:
     """Energy per inference of every resident row, where its device has a readable counter
-    (NVML on a GPU, RAPL on a CPU): a loop of at least five seconds each."""
+    (NVML on a GPU, RAPL on a CPU): an idle second, a warm-up, then five windows of at least a
+    second each, with the device's state before and after (``measure.energy``)."""
     from benchmarks.measure.energy import energy_per_inference, meter_for
     meters: dict = {}
     for b in entries:

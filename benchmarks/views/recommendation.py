@@ -185,7 +185,8 @@ def summary_lines(rec: Recommended, environment: dict | None = None) -> list[str
     lines = [headline(rec),
              f"margin {cert.margin_pts:g} points ({cert.margin}), confidence "
              f"{cert.confidence:.0%} (alpha {1 - cert.confidence:.2g}, one error rate "
-             f"for the whole sequence), objective {cert.objective}",
+             f"for the whole sequence), objective {cert.objective}"
+             + (f", measured on {cert.device}" if cert.device else ""),
              f"split seed {split.seed}: {split.search_size} search / "
              f"{split.certify_size} certify of {split.test_examples} test examples; "
              f"the smallest margin this certify split can certify: "

@@ -91,3 +91,32 @@ def test_on_a_gpu_int8_runs_on_the_cpu_and_memory_is_the_variants(tmp_path):
     assert variants["int8-static"] == "cpu" and variants["baseline"].startswith("cuda")
     assert raw["memory"]["method"] == "cuda_peak_over_resident"
     assert proc.returncode in (0, 1), proc.stderr
+
+
+def test_dry_run_lists_every_cell_and_carried_wheels_that_fit_and_install(tmp_path):
+    """``make perf-gpu ARGS=--dry-run``: the same script on the CPU, then each cell and the
+    wheels a lent machine would be given, under the 64 MiB a call carries; exit 0. A carried
+    wheel installs with pip, offline, into a folder of its own and is importable from there."""
+    out = tmp_path / "out"
+    proc = _gpu_check("--dry-run", "--rounds", "2", "--output", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((out / "gpu.json").read_text())
+    assert set(doc["cells"]) == SECTIONS and set(doc["results"]) == SECTIONS
+    carried = doc["carry"]
+    assert {w["name"] for w in carried["wheels"]} == {"torchao", "torch-pruning"}
+    assert carried["fits"] and 0 < carried["total_bytes"] < 64 * 2**20
+    for name in SECTIONS:
+        assert f"  {name}: " in proc.stderr
+    assert "MiB of 64 MiB: fits" in proc.stderr
+    wheel = out / "carry" / next(w["file"] for w in carried["wheels"]
+                                 if w["name"] == "torch-pruning")
+    target = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
+                           "--target", str(target), str(wheel)], capture_output=True, text=True,
+                          timeout=scaled(120))
+    assert done.returncode == 0, done.stderr
+    check = subprocess.run([sys.executable, "-c", "import torch_pruning; print("
+                            "torch_pruning.__file__)"], cwd=tmp_path, capture_output=True,
+                           text=True, env={**os.environ, "PYTHONPATH": str(target)},
+                           timeout=scaled(120))
+    assert check.returncode == 0 and str(target) in check.stdout, check.stderr

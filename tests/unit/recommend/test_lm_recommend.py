@@ -118,6 +118,7 @@ def test_recommend_on_a_language_model_certifies_a_cell(certified):
 def test_the_certificate_recomputes_from_the_stored_per_window_outcomes(certified):
     document, store, _ = certified
     assert recompute(document).to_dict() == document["recommendation"]["certificate"]
+    assert document["recommendation"]["certificate"]["device"].startswith("cpu (")
     from benchmarks.store.database import ResultsStore
     run = ResultsStore(store).run(document["run_id"])
     assert run["kind"] == "lm" and run["recommendation"] == json.loads(

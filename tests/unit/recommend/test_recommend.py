@@ -89,6 +89,13 @@ def test_a_reader_recomputes_the_certificate_from_the_stored_bits(recommended):
     again = recompute(doc)
     assert again.to_dict() == cert
     assert cert["speedup"]["timed"] == "final" and len(cert["speedup"]["ci"]) == 2
+    # It names the device its speed was measured on (issue 48.5), in the CLI's lines too.
+    from benchmarks.measure.environment import cpu_name
+    from benchmarks.recommend.record import Recommended
+    from benchmarks.views.recommendation import summary_lines
+    assert cert["device"] == f"cpu ({cpu_name()})"
+    assert f"measured on cpu ({cpu_name()})" in summary_lines(
+        Recommended.from_dict(doc["recommendation"]))[1]
 
 
 def test_the_split_is_in_the_environment_card_and_the_search_reads_only_its_half(recommended):
