@@ -187,10 +187,13 @@ def side_by_side(tmp: str, name: str, args: list[str], env: dict, previous: Path
     if "previous" in runs:
         then_s, (then_claim, then_ratio), _ = runs["previous"]
         better = ratio is not None and (then_ratio is None or ratio >= then_ratio * 0.9)
+        # Issue 44.6: the moonshot in at most half its time, the panel faster (its own aim
+        # is three minutes, reported beside it).
+        limit = 0.5 if name == "moonshot" else 1.0
         rows.append(check(f"{name}: time to a certified answer, this procedure / the previous "
                           f"({PREVIOUS}), cold, in one run ({isa_class()})",
-                          f"{mine_s / then_s:.2f}", "<= 0.5 (the moonshot), a faster answer "
-                          "(the panel)", mine_s < then_s,
+                          f"{mine_s / then_s:.2f}", f"<= {limit:g}" if limit < 1 else "< 1",
+                          mine_s <= limit * then_s if limit < 1 else mine_s < then_s,
                           f"{mine_s:.0f} s vs {then_s:.0f} s"))
         rows.append(check(f"{name}: the certificate, this procedure against the previous",
                           f"{claim} | previous: {then_claim}", "the same or a better one",
