@@ -36,12 +36,19 @@ def ray_processes() -> list[int]:
     return pids
 
 
-def wait_for_nodes(address: str, nodes: int, timeout: float = 120) -> None:
+def token_env(token: str | None) -> dict:
+    """The environment that asks Ray for token authentication with ``token`` (Ray 2.52+: the
+    head, every node and every client must share it), or none of it."""
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token} if token else {}
+
+
+def wait_for_nodes(address: str, nodes: int, timeout: float = 120, env: dict | None = None
+                   ) -> None:
     """Until the cluster reports ``nodes`` active nodes: a raylet just started may not be
     schedulable yet, and a sweep started then puts every build on the head (seen under load)."""
     deadline = time.monotonic() + timeout
     while True:
-        p = subprocess.run([RAY, "status", "--address", address], env=ENV,
+        p = subprocess.run([RAY, "status", "--address", address], env=env or ENV,
                            capture_output=True, text=True, timeout=60)
         active = p.stdout.split("Active:", 1)[1].split("Pending:", 1)[0] \
             if "Active:" in p.stdout else ""
@@ -62,11 +69,11 @@ def _node_ports() -> list[str]:
             "--runtime-env-agent-port", str(free_port())]
 
 
-def _ray_start(args: list[str]) -> None:
+def _ray_start(args: list[str], env: dict) -> None:
     """``ray start``, tried twice (a port taken between its choice and its use); its own
     output in the error when both fail."""
     for attempt in (1, 2):
-        done = subprocess.run([RAY, "start", *args, *_node_ports()], env=ENV,
+        done = subprocess.run([RAY, "start", *args, *_node_ports()], env=env,
                               capture_output=True, text=True, timeout=180)
         if done.returncode == 0:
             return
@@ -77,21 +84,24 @@ def _ray_start(args: list[str]) -> None:
 
 
 @contextmanager
-def local_cluster(nodes: int = 2, object_store_mb: int = 200):
-    """Yields the head's address; raises if any process of the cluster outlives it."""
+def local_cluster(nodes: int = 2, object_store_mb: int = 200, token: str | None = None):
+    """Yields the head's address; raises if any process of the cluster outlives it. With
+    ``token``, every node is started with ``RAY_AUTH_MODE=token`` and that token, so a
+    client must send it."""
+    env = {**ENV, **token_env(token)}
     port = free_port()
     common = ["--num-cpus", "1", "--resources", '{"bench_slot": 1}', "--object-store-memory",
               str(object_store_mb * 2**20), "--disable-usage-stats", "--node-ip-address",
               "127.0.0.1"]
-    _ray_start(["--head", "--port", str(port), "--include-dashboard", "false", *common])
+    _ray_start(["--head", "--port", str(port), "--include-dashboard", "false", *common], env)
     address = f"127.0.0.1:{port}"
     try:
         for _ in range(nodes - 1):
-            _ray_start(["--address", address, *common])
-        wait_for_nodes(address, nodes)
+            _ray_start(["--address", address, *common], env)
+        wait_for_nodes(address, nodes, env=env)
         yield address
     finally:
-        subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
         deadline = time.monotonic() + 30
         while ray_processes() and time.monotonic() < deadline:
             time.sleep(0.5)

@@ -21,6 +21,8 @@ executor is asked for.
 from __future__ import annotations
 
 import os
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.executors.tasks import Trained, TrainTask, measure, plan, ship, train
@@ -35,7 +37,13 @@ PACKAGES = ("benchmarks", "optimizers")
 
 def require_ray() -> None:
     """Ray is an optional part (a wheel may be installed without it): its absence is the
-    user's choice to fix, one line, never an ImportError's traceback."""
+    user's choice to fix, one line, never an ImportError's traceback. The first import of
+    Ray here (every path to a cluster starts with this check)."""
+    # A cluster started with RAY_AUTH_MODE=token takes only clients that send its token. Ray
+    # reads the token from RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH, but only in token mode, and
+    # reads the mode when it is imported: a token given is taken as asking for it, before.
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     try:
         import ray  # noqa: F401
     except ImportError:
@@ -81,18 +89,52 @@ def connect(address: str | None) -> dict:
     import ray
     if not ray.is_initialized():
         root = Path(__file__).resolve().parents[2]
-        try:
-            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
-                     logging_level="ERROR", configure_logging=False,
-                     runtime_env={"py_modules": [str(root / p) for p in PACKAGES]})
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ValueError(f"no Ray cluster answers at {address} ({described(exc)}); start "
-                             f"one with `ray start --head` (see docs/ray.md)") from None
+        failure = None
+        with _stderr_caught() as read:
+            try:
+                ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
+                         logging_level="ERROR", configure_logging=False,
+                         runtime_env={"py_modules": [str(root / p) for p in PACKAGES]})
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                failure = exc
+            said = read()
+        if failure is not None and _refused_token(said):
+            given = "a wrong token" if os.environ.get("RAY_AUTH_MODE") == "token" else \
+                "no token"
+            raise ValueError(f"the Ray cluster at {address} requires its token and this client "
+                             f"sent {given}: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, a file "
+                             f"holding it) to the token `ray get-auth-token` prints on the "
+                             f"head (see docs/ray.md)") from None
+        if failure is not None:
+            raise ValueError(f"no Ray cluster answers at {address} ({described(failure)}); "
+                             f"start one with `ray start --head` (see docs/ray.md)") from None
     resources = ray.cluster_resources()
     if not resources.get(SLOT) and not resources.get("GPU"):
         raise ValueError(f"the Ray cluster at {address} has no GPUs and no {SLOT}: start each "
                          f"node with --resources '{{\"{SLOT}\": 1}}'")
     return resources
+
+
+def _refused_token(said: str) -> bool:
+    """Whether Ray's own output while joining says the cluster refused this client's token
+    (its GCS answers "Unauthenticated ... InvalidAuthToken"; the exception only says it could
+    not connect)."""
+    return "InvalidAuthToken" in said or "Unauthenticated" in said
+
+
+@contextmanager
+def _stderr_caught():
+    """Ray's C++ core writes its retries to file descriptor 2 (a line a second while a
+    refused driver tries again); the CLI keeps stderr for progress and one-line errors. What
+    it wrote meanwhile is held back and readable through the yielded function."""
+    with tempfile.TemporaryFile() as caught:
+        saved = os.dup(2)
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield lambda: (caught.seek(0), caught.read().decode(errors="replace"))[1]
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def cluster_card() -> dict:
