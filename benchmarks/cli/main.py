@@ -37,6 +37,9 @@ def _command(name: str):
     if name == "sensitivity":
         from benchmarks.cli.sensitivity import cmd_sensitivity
         return cmd_sensitivity
+    if name == "mcp":
+        from benchmarks.cli.mcp import cmd_mcp
+        return cmd_mcp
     from benchmarks.cli.distributed import cmd_distributed
     return cmd_distributed
 

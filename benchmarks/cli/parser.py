@@ -433,6 +433,10 @@ def _add_listing(sub) -> None:
     jobs.add_argument("--json", action="store_true")
     jobs.add_argument("--store", metavar="FILE")
     jobs.add_argument("--limit", type=positive_int("--limit"), default=50)
+    mcp = sub.add_parser("mcp", help="serve the engine to an agent over the Model Context "
+                                     "Protocol on stdio (the owner's token in "
+                                     "COMPRESSION_BENCH_MCP_TOKEN)")
+    mcp.add_argument("--store", metavar="FILE")
 
 
 def _add_handoff(sub) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 
 @pytest.mark.parametrize("command", ["run", "list", "history", "jobs", "report", "export",
-                                     "distributed", "recommend", "sensitivity"])
+                                     "distributed", "recommend", "sensitivity", "mcp"])
 def test_every_command_prints_its_help(command, capsys):
     """A help text with a literal % (a relative margin, 2%) must not break --help."""
     from benchmarks.cli.main import main

@@ -1,0 +1,1 @@
+"""Agents: the engine over the Model Context Protocol (``mcp_server``)."""
