@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from benchmarks.spec.cancel import StopCheck, check_stop
+
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 CONFIDENCE = 0.95
@@ -190,12 +192,15 @@ def _token_figures(logprobs: torch.Tensor, targets: torch.Tensor, mask: torch.Te
 
 @torch.inference_mode()
 def evaluate(model: Callable, ids: torch.Tensor, scored: torch.Tensor,
-             batch_size: int | None = None) -> WindowOutcomes:
-    """One model's per-window outcomes (its perplexity alone; no baseline)."""
+             batch_size: int | None = None, should_stop: StopCheck | None = None
+             ) -> WindowOutcomes:
+    """One model's per-window outcomes (its perplexity alone; no baseline); ``should_stop``
+    asked between batches of windows (``Cancelled``)."""
     _check(ids, scored)
     nll, correct = [], []
     i, step = 0, batch_size or 1
     while i < len(ids):
+        check_stop(should_stop)
         chunk, mask = ids[i:i + step], scored[i:i + step]
         i += len(chunk)
         logits = logits_of(model, chunk)
@@ -210,13 +215,16 @@ def evaluate(model: Callable, ids: torch.Tensor, scored: torch.Tensor,
 
 @torch.inference_mode()
 def evaluate_pair(baseline: Callable, variant: Callable, ids: torch.Tensor,
-                  scored: torch.Tensor, batch_size: int | None = None) -> PairedOutcomes:
-    """The variant and its baseline on the same windows, batch by batch."""
+                  scored: torch.Tensor, batch_size: int | None = None,
+                  should_stop: StopCheck | None = None) -> PairedOutcomes:
+    """The variant and its baseline on the same windows, batch by batch; ``should_stop``
+    asked between batches (``Cancelled``: a pass of a real model is minutes)."""
     _check(ids, scored)
     figures: dict[str, list] = {k: [] for k in ("bn", "bc", "vn", "vc", "agree", "kl")}
     token_kl = []
     i, step = 0, batch_size or 1
     while i < len(ids):
+        check_stop(should_stop)
         chunk, mask = ids[i:i + step], scored[i:i + step]
         i += len(chunk)
         targets = chunk[:, 1:]

@@ -28,6 +28,7 @@ from torch import nn
 from benchmarks.measure.latency import Clock, CudaClock
 from benchmarks.measure.memory import (CPU_MEMORY_METHOD, CUDA_MEMORY_METHOD, CudaAllocator,
                                        LiveTensorBytes, state_bytes)
+from benchmarks.spec.cancel import StopCheck, check_stop
 
 PROMPT_TOKENS = 128
 NEW_TOKENS = 32
@@ -161,12 +162,14 @@ def measure_lm_speed(model: nn.Module, prompt: torch.Tensor, device: torch.devic
 def measure_lm_speeds(models: dict[str, Callable], prompt: torch.Tensor, device: torch.device,
                       *, new_tokens: int = NEW_TOKENS, rounds: int = ROUNDS,
                       warmup: int = WARMUP_ROUNDS, modes: dict[str, str] | None = None,
-                      memory: bool = True) -> tuple[dict[str, LMSpeed], dict]:
+                      memory: bool = True, should_stop: StopCheck | None = None
+                      ) -> tuple[dict[str, LMSpeed], dict]:
     """Every variant timed together in interleaved rounds, as the image models are
     (``benchmarks.run.rounds``): each round visits every variant once, for one generation,
     the first visited rotating from round to round, so a noisy host's drift hits them alike.
     Each is warmed up first (compiled, for a compiled one). Returns (speed by name, the
-    timing's record)."""
+    timing's record). ``should_stop`` is asked before each generation (``Cancelled``), never
+    inside one: a check between tokens would be timed with them."""
     if new_tokens < 1 or rounds < 1 or warmup < 0:
         raise ValueError(f"new tokens and rounds must be at least 1, warm-up at least 0; got "
                          f"{new_tokens}, {rounds}, {warmup}")
@@ -177,10 +180,12 @@ def measure_lm_speeds(models: dict[str, Callable], prompt: torch.Tensor, device:
                             mode=(modes or {}).get(name, "eager")) for name in names}
     for name in names:
         for _ in range(warmup):
+            check_stop(should_stop)
             time_round(models[name], prompt, new_tokens, clock)
     for r in range(rounds):
         start = r % len(names)
         for name in names[start:] + names[:start]:
+            check_stop(should_stop)
             prefill, decode = time_round(models[name], prompt, new_tokens, clock)
             speeds[name].prefill_ms.append(prefill)
             speeds[name].decode_ms.append(decode)

@@ -177,14 +177,15 @@ class LMSweep:
         variant.model = model  # the baseline: the loaded model itself, never changed
         return variant
 
-    def score(self, variant: LMVariant) -> None:
+    def score(self, variant: LMVariant, should_stop: StopCheck | None = None) -> None:
         ids, scored = self.evaluation()
         try:
             # The baseline against itself is known without a second pass over the windows
             # (a pass of smollm2-135m is minutes here): the same outcomes, every prediction
-            # agreeing, no divergence.
-            paired = evaluate_pair(self.lm.model, variant.model, ids, scored) \
-                if variant.techniques else _itself(evaluate(self.lm.model, ids, scored))
+            # agreeing, no divergence. Cancel is asked between batches of windows.
+            paired = evaluate_pair(self.lm.model, variant.model, ids, scored,
+                                   should_stop=should_stop) if variant.techniques else \
+                _itself(evaluate(self.lm.model, ids, scored, should_stop=should_stop))
         except Exception as exc:
             variant.fail("quality", exc)
             return
@@ -197,7 +198,8 @@ class LMSweep:
         """Build and score every variant, then time them all together; ``on_record`` gets
         each variant's record as it is scored, and again once timed (a store keeps what a
         stopped run measured); ``should_stop`` is asked between variants and before the
-        timing (``Cancelled``)."""
+        timing, and within them between batches of windows and between generations
+        (``Cancelled``: Cancel lands within seconds, not after a pass of minutes)."""
         say = on_progress or (lambda _line: None)
         record = on_record or (lambda _position, _variant: None)
         variants = []
@@ -208,19 +210,19 @@ class LMSweep:
                 variant = self.build(v)
                 if variant.ok:
                     say(f"scoring {v.name}")
-                    self.score(variant)
+                    self.score(variant, should_stop)
                 variants.append(variant)
                 record(position, variant)
             check_stop(should_stop)
             say(f"timing {sum(v.ok for v in variants) * len(self.spec.runtimes)} cells "
                 f"together, {self.spec.timing_rounds} rounds")
-            self.time(variants)
+            self.time(variants, should_stop)
         for position, variant in enumerate(variants):
             variant.model = None
             record(position, variant)
         return variants
 
-    def time(self, variants: list[LMVariant]) -> None:
+    def time(self, variants: list[LMVariant], should_stop: StopCheck | None = None) -> None:
         """Every working variant under each mode, in interleaved rounds; speed-ups against
         the baseline in the same mode."""
         prompt = fixed_prompt(self.windows.ids, self.options.prompt_tokens)
@@ -245,7 +247,8 @@ class LMSweep:
                   "accumulated_recompile_limit": max(256, 64 * compiled)}
         with torch._dynamo.config.patch(**limits):
             speeds, record = _timed(models, prompt, self.device, self.options.new_tokens,
-                                    self.spec.timing_rounds, modes, variants, owner)
+                                    self.spec.timing_rounds, modes, variants, owner,
+                                    should_stop)
         claim = current_claim()
         if claim:
             record = {**record, "pinning": claim}
@@ -264,13 +267,14 @@ class LMSweep:
             variant.cells.append(entry)
 
 
-def _timed(models, prompt, device, new_tokens, rounds, modes, variants, owner):
+def _timed(models, prompt, device, new_tokens, rounds, modes, variants, owner,
+           should_stop=None):
     """measure_lm_speeds, and where a cell fails (a kernel that compiles but does not run),
     that cell recorded as failed and the rest timed again without it."""
     while models:
         try:
             return measure_lm_speeds(models, prompt, device, new_tokens=new_tokens,
-                                     rounds=rounds, modes=modes)
+                                     rounds=rounds, modes=modes, should_stop=should_stop)
         except Exception as exc:
             failed = _failing_cell(models, prompt)
             if failed is None:
