@@ -10,9 +10,18 @@ import streamlit as st
 
 from dashboard import charts, tables
 from dashboard.markup import md, no_paths
+from dashboard import state
 from dashboard.state import one_line, store
 
 TREND_RUNS = 50  # the latest runs of a model and data set a trend reads
+# The kinds of run the Results page draws by their link (a distributed run has its own page).
+RESULTS_KINDS = ("sweep", "lm", "sensitivity")
+
+
+def results_link(run: dict) -> str | None:
+    """A History row's "results" link: every kind the Results page opens."""
+    return state.run_link(run["run_id"]) if run.get("kind", "sweep") in RESULTS_KINDS \
+        else None
 
 
 def unreadable_warning(runs: dict | list[dict] | None, shown: set | None = None) -> None:

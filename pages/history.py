@@ -25,7 +25,7 @@ by_id = {r["run_id"]: r for r in runs}
 me, admin = state.owner(), state.is_admin()
 st.dataframe(pd.DataFrame([{
     "run": r["run_id"],
-    "open": state.run_link(r["run_id"]) if r.get("kind", "sweep") == "sweep" else None,
+    "open": history_view.results_link(r),
     # A model file or an image folder by its name in the operator's folder, never its path.
     "yours": r.get("owner") == me, "kind": shown_kind(r), "model": no_paths(r["model"]),
     "dataset": no_paths(r["dataset"]), "device": r.get("device"),

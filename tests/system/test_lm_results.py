@@ -86,6 +86,10 @@ def test_history_lists_the_language_model_run(lm_run):
     shown = " ".join(str(df.value.to_dict()) for df in at.dataframe) + " ".join(
         m.value for m in at.markdown)
     assert "tiny-lm" in shown
+    # With its link to the Results page, which draws it (issue 46).
+    (table,) = [df.value for df in at.dataframe if "open" in df.value.columns]
+    row = table[table["model"] == "tiny-lm"].iloc[0]
+    assert row["open"] and row["open"].endswith(f"run={row['run']}")
 
 
 # A small run from the page: its windows and generation carried by the link.
