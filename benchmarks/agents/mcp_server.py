@@ -97,9 +97,15 @@ class Engine:
         from benchmarks.recommend.job import payload
         from benchmarks.recommend.request import RecommendRequest
         from benchmarks.spec.sweep import SweepSpec
+        from benchmarks.recommend.power import data_power
         owner = self._owner(token)
         spec = SweepSpec(model=model, dataset=dataset, epochs=epochs)
         request = RecommendRequest(within=within, trials=trials)
+        # What the worker would refuse once the data is loaded is refused here, as the
+        # Recommend panel does before its click: a margin the certify split cannot hold.
+        power = data_power(dataset, within, request.confidence, request.certify_fraction)
+        if power.refused:
+            raise ValueError(power.sentence())
         job = payload(spec, request, {}, tuple(techniques or ()))
         self.queue.ensure_worker("cpu")
         return self.queue.submit("recommend", job, session=owner, owner=owner)

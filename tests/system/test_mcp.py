@@ -48,6 +48,10 @@ def test_an_agent_lists_submits_waits_reads_and_recomputes(queue):
             refused = await client.call_tool("submit_recommend", {
                 "token": "0" * 32, "techniques": ["int8"], "trials": 2})
             assert refused.is_error and "not the owner's" in refused.content[0].text
+            # A margin the data cannot certify: said before anything is queued.
+            weak = await client.call_tool("submit_recommend", {
+                "token": TOKEN, "dataset": "digits", "within": "1pt", "trials": 2})
+            assert weak.is_error and "cannot certify 1 point" in weak.content[0].text
             assert queue.jobs() == []
             job_id = _payload(await client.call_tool("submit_recommend", {
                 "token": TOKEN, "model": "seed_cnn", "dataset": "digits", "within": "3pt",
