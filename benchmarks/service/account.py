@@ -207,10 +207,15 @@ def prepare(account: Account, store_path: Path, cache_dir: Path, models_dir: Pat
     private_folder(store_path.parent)
     own = own_folder(server_folder(store_path))
     private_file(revoked)  # likewise: a worker's own would let it un-revoke
-    _store_folder(store_path, account)
-    # The store first: a -wal or -shm file a connection of the server's creates from now on
-    # takes its owner (SQLite gives them the database's), and one made before is listed below.
+    # The store first, while its folder is still the server's alone: a -wal or -shm file a
+    # connection of the server's creates from now on takes its owner (SQLite, as root, gives
+    # them the database's), and one made before is listed below. Handed over the other way
+    # round, a connection opened in between (the folder the worker's, the store still root's:
+    # opened as root, ``ResultsStore._opener``) left a root-owned -shm the starting worker
+    # could not open: its first job failed "unable to open database file" or "attempt to
+    # write a readonly database", one start in two here.
     _chown_tree(store_path, account)
+    _store_folder(store_path, account)
     for path in store_path.parent.iterdir():
         # The server's own folder (its secret, logs, locks, held uploads) stays its own, and
         # so does a secret an older version kept beside the store.
