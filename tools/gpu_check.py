@@ -54,6 +54,7 @@ from pathlib import Path
 
 from optimizers.errors import time_limit
 from tools.checks import ROOT, check, check_rows, unmet
+from tools.gpu_carry import carry
 
 STEP_TIMEOUT_S = 150       # one section, or one subprocess
 DEFAULT_BUDGET_S = 420     # the whole run: under a lent command's 600 s, with room to write
@@ -435,7 +436,6 @@ def main(argv: list[str] | None = None) -> int:
         (args.output / "gpu.md").write_text(render(results, env))
     print(summary(results), file=sys.stderr)
     if args.dry_run:
-        from tools.gpu_carry import carry
         carried = carry(args.output / "carry")
         (args.output / "gpu.json").write_text(json.dumps(
             {"environment": env, "results": results, "carry": carried,

@@ -359,13 +359,18 @@ def panel_defaults_in_chromium(tmp: str, timeout_s: float = 1800) -> dict:
                  f"{seconds:.0f} s to the answer ({isa_class()})")
 
 
+def _private_env(tmp: str) -> dict:
+    """The commands' environment: a cache and a store of their own under ``tmp``."""
+    return {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
+            "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
+
+
 def measure_answer() -> dict:
     """Issue 44's answer in a demo's time (item 6 of the module's docstring): the panel's
     defaults (with ``--also agreement>=99%`` recomputed), the panel in Chromium, and the
     moonshot, each beside ``PREVIOUS`` in the same run."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
-               "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
+        env = _private_env(tmp)
         previous = previous_checkout(tmp)
         try:
             checks, out = _mnist5k(tmp, env, previous)
@@ -383,8 +388,7 @@ def measure_recommend(copies: int = FOLDER_COPIES, budget: str = BUDGET) -> dict
     digits and a generated image folder; the panel's defaults and the moonshot are
     ``measure_answer``'s (the ``answer`` section)."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "COMPRESSION_BENCH_CACHE": f"{tmp}/cache",
-               "COMPRESSION_BENCH_STORE": f"{tmp}/store.db"}
+        env = _private_env(tmp)
         checks, out = _digits(tmp, env)
         images = digits_folder(Path(tmp) / "images", copies)
         args = ["--model", FOLDER_MODEL, "--dataset", f"imagefolder:{tmp}/images",

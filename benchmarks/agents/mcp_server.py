@@ -18,8 +18,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 from pathlib import Path
+
+from benchmarks.recommend.certificate import recompute
+from benchmarks.recommend.job import payload
+from benchmarks.recommend.power import data_power
+from benchmarks.recommend.request import RecommendRequest
+from benchmarks.report.document import RunReport
+from benchmarks.service.queue import JobQueue
+from benchmarks.spec.sweep import SweepSpec
+from optimizers import registry
 
 TOKEN_ENV = "COMPRESSION_BENCH_MCP_TOKEN"
 MIN_TOKEN_CHARS = 16
@@ -38,7 +46,6 @@ class Engine:
             raise ValueError(f"{TOKEN_ENV} must hold the owner's token, at least "
                              f"{MIN_TOKEN_CHARS} characters (python -c 'import secrets; "
                              f"print(secrets.token_hex(16))')")
-        from benchmarks.service.queue import JobQueue
         self.queue = JobQueue(Path(store))
         self._token = token
 
@@ -53,7 +60,6 @@ class Engine:
     @staticmethod
     def techniques() -> list[dict]:
         """Each image technique: its name, what it does, and its knobs with their defaults."""
-        from optimizers import registry
         out = []
         for t in registry.techniques("image"):
             knobs = [{"name": name, "default": None if default is None else str(default)}
@@ -81,8 +87,6 @@ class Engine:
     def recompute(self, run_id: str) -> dict:
         """The certificate redone from the stored bits, classes and timing rounds alone, and
         whether it is the stored one."""
-        from benchmarks.recommend.certificate import recompute
-        from benchmarks.report.document import RunReport
         run = self._run(run_id)
         again = recompute(RunReport.from_stored(run).document()).to_dict()
         return {"identical": again == run["recommendation"]["certificate"],
@@ -94,10 +98,6 @@ class Engine:
                          within: str = "1pt", trials: int = 8,
                          techniques: list[str] | None = None, epochs: int = 1) -> str:
         """A ``recommend`` job, as the Recommend panel submits it; its job id."""
-        from benchmarks.recommend.job import payload
-        from benchmarks.recommend.request import RecommendRequest
-        from benchmarks.spec.sweep import SweepSpec
-        from benchmarks.recommend.power import data_power
         owner = self._owner(token)
         spec = SweepSpec(model=model, dataset=dataset, epochs=epochs)
         request = RecommendRequest(within=within, trials=trials)
@@ -117,7 +117,7 @@ class Engine:
 def _said(work):
     """A tool's refusal (a bad argument, a token not the owner's, a store's one-line error)
     as the SDK's ``ToolError``: the client reads the line, the server logs no traceback."""
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError  # optional: only this command
     try:
         return work()
     except (ValueError, PermissionError, KeyError) as exc:
@@ -126,7 +126,7 @@ def _said(work):
 
 def build_server(engine: Engine):
     """The MCP server over ``engine``: one tool per method."""
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import MCPServer  # optional: installed for this command alone
     server = MCPServer("compression-bench", instructions=(
         "Model compression, measured: list the techniques, submit a certified recommendation "
         "(the fastest variant provably within a margin of the baseline), wait for its job, "
@@ -168,8 +168,3 @@ def build_server(engine: Engine):
         return _said(lambda: engine.cancel(token, job_id))
 
     return server
-
-
-def serve(store: Path) -> None:
-    """Run the server on stdio until its client closes it."""
-    build_server(Engine(store, os.environ.get(TOKEN_ENV, ""))).run()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 
+from benchmarks.agents.mcp_server import TOKEN_ENV, Engine, build_server
+from benchmarks.store.database import default_store_path
+
 
 def cmd_mcp(args) -> int:
     """Serve on stdio until the client closes; refused in one line without the ``mcp`` SDK
     or without the owner's token."""
-    from benchmarks.agents.mcp_server import TOKEN_ENV, Engine, build_server
-    from benchmarks.store.database import default_store_path
     try:
         import mcp  # noqa: F401 (optional: only this command needs it)
     except ImportError:

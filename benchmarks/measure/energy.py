@@ -129,8 +129,7 @@ def energy_per_inference(call: Callable[[], object], samples_per_call: int, mete
     """Joules per inferred sample (and per token, given ``tokens_per_sample``), as the
     module's docstring says: idle, warm-up, then windows; with each window's figure, their
     spread and the device's state before and after."""
-    state = getattr(meter, "state", dict)
-    before = state()
+    before = meter.state()
     synchronize()
     e0, t0 = meter.joules(), clock()
     sleep(idle_seconds)
@@ -165,7 +164,7 @@ def energy_per_inference(call: Callable[[], object], samples_per_call: int, mete
            "seconds": seconds, "calls": calls, "windows": len(windows),
            "window_joules_per_inference": per_window, "spread": spread,
            "steady": spread is not None and spread <= SPREAD_GATE,
-           "before": before, "after": state(),
+           "before": before, "after": meter.state(),
            "method": f"{meter.method}, idle subtracted, {len(windows)} windows of "
                      f">= {window_seconds:g} s after {warmup_seconds:g} s of warm-up",
            "measured": True}

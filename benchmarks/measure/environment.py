@@ -43,6 +43,15 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def device_label(card: dict) -> str | None:
+    """The device an environment card (``environment_card``) was measured on, in words:
+    "cpu (AMD EPYC 9R14 ...)", "cuda:0 (NVIDIA H100 80GB HBM3)"; None without one."""
+    device = card.get("device")
+    if not device:
+        return None
+    return f"{device} ({card['device_name']})" if card.get("device_name") else str(device)
+
+
 @lru_cache(maxsize=1)
 def cpu_name() -> str:
     try:

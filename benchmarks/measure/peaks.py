@@ -357,12 +357,6 @@ def device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
 
 
-def device_label(device: torch.device | str) -> str:
-    """The device a figure was measured on, in words: "cpu (AMD EPYC 9R14 ...)"."""
-    device = torch.device(device)
-    return f"{device} ({device_name(device)})"
-
-
 def peaks_key(device: torch.device, threads: int) -> dict:
     """What a device's peaks are cached under: the same machine, device, torch and threads,
     and on a CPU the instruction-set cap the process runs under (a capped profile's own

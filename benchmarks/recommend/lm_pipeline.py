@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 
+from benchmarks.measure.environment import device_label
 from benchmarks.recommend.certificate import SEARCH_ORDER, order_by_search
 from benchmarks.recommend.lm_certificate import (
     COUNTED,
@@ -154,8 +155,7 @@ class LMRecommender:
                           objective=request.objective, reference=self.reference,
                           procedure=SHIPPED, order_basis=SEARCH_ORDER, extra=extra,
                           not_faster=not_faster, min_speedup=request.min_speedup)
-        from benchmarks.measure.peaks import device_label  # torch's
-        cert.device = device_label("cpu")  # a language model's cells run on the CPU
+        cert.device = device_label(self.sweep.environment)
         won = next((t for t in trials if t["name"] == cert.winner), None)
         return {
             "schema": SCHEMA, "kind": "lm", "request": request.to_dict(),

@@ -25,6 +25,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from benchmarks.measure.environment import device_label
 from benchmarks.recommend.certificate import SEARCH_ORDER, Certificate, certify, order_by_search
 from benchmarks.recommend.procedures import SHIPPED
 from benchmarks.recommend.memo import LOOKBACK_RUNS, Memo, context_key
@@ -319,8 +320,7 @@ class Recommender:
                        order_basis=SEARCH_ORDER, extra=self.request.risks,
                        not_faster=not_faster, min_speedup=self.request.min_speedup,
                        statistic=PAIRED)
-        from benchmarks.measure.peaks import device_label  # torch's, like the sweep's own
-        cert.device = device_label(self.sweep.device)
+        cert.device = device_label(self.sweep.environment)
         return cert, {k: v.to_dict() for k, v in references.items()}, final
 
     def _block(self, log: SearchLog, cert: Certificate, references: dict, final: bool) -> dict:

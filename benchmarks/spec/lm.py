@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from benchmarks.spec.sweep import SweepSpec
 from optimizers.settings import check_settings, setting
 
 # The runtime modes a language model's cell runs in (``--runtime``): eager PyTorch, or the
@@ -56,7 +57,6 @@ class LMRequest:
 
     @classmethod
     def from_dict(cls, data: dict) -> "LMRequest":
-        from benchmarks.spec.sweep import SweepSpec
         if not isinstance(data, dict) or not isinstance(data.get("sweep"), dict):
             raise ValueError("a language model's job needs its sweep")
         options = data.get("lm") or {}

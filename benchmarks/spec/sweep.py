@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from benchmarks.spec.datasets import check_dataset
+from benchmarks.spec.isa import get as profile
 from benchmarks.spec.plan import DEFAULT_MAX_VARIANTS, plan_variants, toggle_choices
 from benchmarks.spec.runtimes import check_axes
 from benchmarks.spec.variant import BASELINE, VariantSpec
@@ -174,7 +175,6 @@ class SweepSpec:
         self._check_deployment()
 
     def _check_deployment(self) -> None:
-        from benchmarks.spec.isa import get as profile
         isa = tuple(self.isa or ())
         for name in isa:
             profile(name)
