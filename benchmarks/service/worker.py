@@ -26,6 +26,7 @@ from pathlib import Path
 
 from benchmarks.executors.devices import try_lock
 from benchmarks.measure.machine import apply_memory_limit, is_out_of_memory, out_of_memory_label
+from benchmarks.service.memory_guard import new_shm_files, remove_shm_files, shm_files
 from benchmarks.service.queue import (
     CLUSTER_REFRESH_S,
     HAND_OVER_S,
@@ -59,6 +60,7 @@ class Worker:
         self._deadline = float("inf")
         self._registered = False
         self._cluster_at = 0.0
+        self._shm_before: dict | None = None  # /dev/shm as the running job found it
         # Set when a long step was interrupted (benchmarks.service.interrupt): the worker
         # leaves after that job, and a fresh one serves the next.
         self.retire = False
@@ -210,7 +212,14 @@ class Worker:
         return {"owner": job.owner, "run_id": job.new_run_id, "owner_tag": job.run_tag}
 
     def finish(self, job_id: str, status: str, error: str | None = None) -> None:
+        self._release_shm()  # first: a job shown ended holds no /dev/shm memory
         self._update(job_id, status=status, error=error, finished_at=now_iso())
+
+    def _release_shm(self) -> None:
+        """The /dev/shm files this job's processes created since it began, removed: no
+        process maps them once it has ended, so nothing else would ever free that memory."""
+        if self._shm_before is not None:
+            remove_shm_files(new_shm_files(self._shm_before, os.getuid()))
 
     def _stopped_how(self) -> tuple[str, str | None, str]:
         """(job status, job error, run error) of a job that stopped early."""
@@ -233,14 +242,14 @@ class Worker:
             return self._run_job(job)
 
     def _run_job(self, job: Job) -> None:
-        from benchmarks.service.memory_guard import new_shm_files, remove_shm_files, shm_files
-        # The /dev/shm files this job's processes create are removed when it ends: no
-        # process maps them once it has, so nothing else would ever free that memory.
-        shm_before = shm_files(os.getuid())
+        # The /dev/shm files this job's processes create are removed when it ends, before
+        # its status says so (``finish``), and again here for a job that ended otherwise.
+        self._shm_before = shm_files(os.getuid())
         try:
             self._run_job_kind(job)
         finally:
-            remove_shm_files(new_shm_files(shm_before, os.getuid()))
+            self._release_shm()
+            self._shm_before = None
 
     def _run_job_kind(self, job: Job) -> None:
         from benchmarks.service.kinds import UnknownKind, get
